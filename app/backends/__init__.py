@@ -1,0 +1,1 @@
+"""Model backends: what serves the policy for rollouts and what trains it."""

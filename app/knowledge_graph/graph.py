@@ -1,0 +1,32 @@
+"""Read-only, indexed view of a graph document: what the agent's tools query during rollouts."""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from app.knowledge_graph.schemas import GraphDocument, Node, Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbor:
+    id: str
+    relation: str
+    direction: str  # "out" when the edge leaves the node, "in" when it arrives
+
+
+class KnowledgeGraph:
+    def __init__(self, document: GraphDocument):
+        self.document = document
+        self.id = document.id
+        self.nodes: dict[str, Node] = {node.id: node for node in document.nodes}
+        self.scenarios: dict[str, Scenario] = {s.id: s for s in document.scenarios}
+        self._neighbors: dict[str, list[Neighbor]] = {node_id: [] for node_id in self.nodes}
+        for edge in document.edges:
+            self._neighbors[edge.source].append(Neighbor(edge.target, edge.relation, "out"))
+            self._neighbors[edge.target].append(Neighbor(edge.source, edge.relation, "in"))
+
+    def neighbors(self, node_id: str) -> list[Neighbor]:
+        return self._neighbors[node_id]
+
+    @cached_property
+    def initial_scores(self) -> dict[str, float]:
+        return {node_id: 1.0 for node_id in self.nodes}

@@ -1,0 +1,75 @@
+"""The graph document format of the contract, validated so that errors name the culprit."""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class Node(Strict):
+    id: Id
+    type: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    title: ShortText
+    text: Annotated[str, StringConstraints(min_length=1, max_length=5000)]
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(default_factory=list, max_length=32)
+
+
+class Edge(Strict):
+    source: Id
+    target: Id
+    relation: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class Prospect(Strict):
+    name: ShortText
+    role: ShortText
+    company: ShortText
+    industry: ShortText
+    pains: list[ShortText] = Field(default_factory=list, max_length=16)
+
+
+class Scenario(Strict):
+    id: Id
+    prospect: Prospect
+    goal: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    seed_nodes: list[Id] = Field(min_length=1, max_length=32)
+
+
+class GraphDocument(Strict):
+    id: Id
+    name: ShortText
+    nodes: list[Node] = Field(min_length=1)
+    edges: list[Edge] = Field(default_factory=list)
+    scenarios: list[Scenario] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> "GraphDocument":
+        node_ids: set[str] = set()
+        for node in self.nodes:
+            if node.id in node_ids:
+                raise ValueError(f"duplicate node id {node.id!r}")
+            node_ids.add(node.id)
+        seen_edges: set[tuple[str, str, str]] = set()
+        for index, edge in enumerate(self.edges):
+            for end in ("source", "target"):
+                if getattr(edge, end) not in node_ids:
+                    raise ValueError(f"edges[{index}].{end} names unknown node {getattr(edge, end)!r}")
+            key = (edge.source, edge.target, edge.relation)
+            if key in seen_edges:
+                raise ValueError(f"edges[{index}] duplicates {edge.source!r} -{edge.relation}-> {edge.target!r}")
+            seen_edges.add(key)
+        scenario_ids: set[str] = set()
+        for scenario in self.scenarios:
+            if scenario.id in scenario_ids:
+                raise ValueError(f"duplicate scenario id {scenario.id!r}")
+            scenario_ids.add(scenario.id)
+            for seed in scenario.seed_nodes:
+                if seed not in node_ids:
+                    raise ValueError(f"scenario {scenario.id!r} seed node {seed!r} is not a node of the graph")
+        return self

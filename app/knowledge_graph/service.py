@@ -1,0 +1,31 @@
+"""Where graphs come from: the bundled demo (with its simulator-only preferences) and uploaded documents."""
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import GraphDocument
+
+DEMO_DIR = Path(__file__).parent / "demo"
+
+
+@lru_cache
+def demo_document() -> GraphDocument:
+    return GraphDocument.model_validate_json((DEMO_DIR / "graph.json").read_bytes())
+
+
+@lru_cache
+def demo_graph() -> KnowledgeGraph:
+    return KnowledgeGraph(demo_document())
+
+
+@lru_cache
+def hidden_preferences(graph_id: str) -> dict[str, dict] | None:
+    """Per-scenario preferences for the feedback simulator; only the demo graph has them.
+
+    They live in their own file so nothing the policy or judge sees can contain them.
+    """
+    path = DEMO_DIR / "hidden_preferences.json"
+    data = json.loads(path.read_text())
+    return data["prospects"] if data["graph_id"] == graph_id else None

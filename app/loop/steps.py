@@ -1,0 +1,229 @@
+"""The loop's steps as plain async functions with explicit inputs and outputs.
+
+A driver (the CLI's foreground loop, or the durable workflow) composes them and persists
+between them; none of them keeps state of its own.
+"""
+
+import asyncio
+import math
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import art
+import numpy as np
+from art.rewards import ruler_score_group
+from openai import AsyncOpenAI
+
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
+from app.loop.feedback import FeedbackSimulator
+from app.loop.rollout import email_of, rollout
+from app.loop.schemas import Email, RewardStats, TrainingOutcome
+
+MAX_NODE_SCORE = 5.0  # node scores live in [1.0, MAX_NODE_SCORE]
+REWEIGHT_RATE = 1.0  # the most a node can gain in one iteration
+
+SALES_EMAIL_RUBRIC = """
+- Grounding: every citation names a knowledge-graph node the agent actually read in this trajectory; uncited claims and unread citations are penalised.
+- Relevance: the cited facts address the prospect's stated pains, role and industry.
+- Personalisation: the email addresses the prospect by name and speaks to their company, role or industry.
+- Structure and length: a specific subject, a greeting, short paragraphs, a sign-off, roughly 70-170 words.
+- Call to action: one clear, low-friction ask near the end.
+- Efficiency: few wasted turns (tool errors, drafts, nodes read but never used).
+"""
+
+
+@dataclass
+class Policy:
+    """Where rollouts get their completions: the model's OpenAI-compatible endpoint."""
+
+    model: art.Model
+    client: AsyncOpenAI
+
+    @classmethod
+    def of(cls, model: art.Model) -> "Policy":
+        return cls(model, AsyncOpenAI(base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=2))
+
+    @property
+    def model_name(self) -> str:
+        """The latest checkpoint, by ART's naming convention for the backend."""
+        return self.model.get_inference_name()
+
+    @property
+    def logprobs(self) -> bool:
+        return self.model.trainable
+
+
+@dataclass
+class Judge:
+    """A RULER judge: a litellm model string and its connection parameters."""
+
+    model: str
+    params: dict = field(default_factory=dict)
+    retries: int = 2
+    rubric: str = SALES_EMAIL_RUBRIC
+
+
+@dataclass
+class Generation:
+    groups: list[art.TrajectoryGroup]
+    metrics: dict[str, float]
+
+
+def rollout_seed(seed: int, iteration: int, scenario_id: str, index: int) -> int:
+    return zlib.crc32(f"{seed}:{iteration}:{scenario_id}:{index}".encode()) * 64
+
+
+def reward_stats(groups: list[art.TrajectoryGroup]) -> RewardStats:
+    rewards = np.array([t.reward for g in groups for t in g.trajectories], dtype=float)
+    if rewards.size == 0:
+        return RewardStats()
+    return RewardStats(
+        mean=float(rewards.mean()),
+        median=float(np.median(rewards)),
+        min=float(rewards.min()),
+        max=float(rewards.max()),
+        std=float(rewards.std()),
+        count=int(rewards.size),
+    )
+
+
+def has_signal(group: art.TrajectoryGroup) -> bool:
+    rewards = [t.reward for t in group.trajectories]
+    return len(rewards) > 1 and max(rewards) - min(rewards) > 1e-9
+
+
+async def generate(
+    policy: Policy,
+    graph: KnowledgeGraph,
+    scenarios: list[Scenario],
+    scores: dict[str, float],
+    *,
+    rollouts_per_group: int,
+    max_turns: int,
+    seed: int,
+    iteration: int,
+    concurrency: int,
+    score: Callable[[art.TrajectoryGroup], Awaitable[art.TrajectoryGroup | None]],
+    max_exception_fraction: float = 0.25,
+) -> Generation:
+    """K rollouts per scenario; each group is scored as soon as it is complete."""
+    started = time.monotonic()
+    limit = asyncio.Semaphore(concurrency)
+    counts = {"exceptions": 0, "dropped_groups": 0}
+
+    async def one(scenario: Scenario, index: int) -> art.Trajectory:
+        async with limit:
+            trajectory = await rollout(
+                policy.client, policy.model_name, graph, scenario, scores,
+                max_turns=max_turns, seed=rollout_seed(seed, iteration, scenario.id, index), logprobs=policy.logprobs,
+            )
+        trajectory.metadata["rollout"] = index
+        return trajectory
+
+    async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
+        counts["exceptions"] += len(group.exceptions)
+        group.trajectories.sort(key=lambda t: int(t.metadata["rollout"]))  # completion order is not reproducible
+        scored = await score(group) if len(group.trajectories) > 1 else None
+        counts["dropped_groups"] += scored is None
+        return scored
+
+    groups = await art.gather_trajectory_groups(
+        (art.TrajectoryGroup(one(s, k) for k in range(rollouts_per_group)) for s in scenarios),
+        pbar_desc=None,
+        max_exceptions=max(1, int(max_exception_fraction * rollouts_per_group * len(scenarios))),
+        after_each=after_each,
+    )
+    trajectories = [t for g in groups for t in g.trajectories]
+    metrics = {
+        "rollouts": float(rollouts_per_group * len(scenarios)),
+        "rollout_exceptions": float(counts["exceptions"]),
+        "dropped_groups": float(counts["dropped_groups"]),
+        "finalized_fraction": float(np.mean([bool(t.metadata["finalized"]) for t in trajectories])) if trajectories else 0.0,
+        "mean_turns": float(np.mean([int(t.metadata["turns"]) for t in trajectories])) if trajectories else 0.0,
+        "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
+        "duration/generate_and_score_s": time.monotonic() - started,
+    }
+    return Generation(groups, metrics)
+
+
+async def score_group(
+    group: art.TrajectoryGroup,
+    judge: Judge,
+    *,
+    feedback: FeedbackSimulator | None,
+    feedback_weight: float,
+    seed: int,
+    iteration: int,
+) -> art.TrajectoryGroup | None:
+    """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group."""
+    judged = None
+    for _ in range(judge.retries + 1):
+        judged = await ruler_score_group(group, judge.model, judge.params, judge.rubric, swallow_exceptions=True)
+        if judged is not None:
+            break
+    if judged is None:
+        return None
+    for trajectory in judged.trajectories:
+        judge_score = min(1.0, max(0.0, float(trajectory.reward)))
+        trajectory.metrics["judge_score"] = judge_score
+        reward = judge_score
+        if feedback is not None:
+            scenario_id = str(trajectory.metadata["scenario_id"])
+            feedback_seed = rollout_seed(seed, iteration, scenario_id, int(trajectory.metadata["rollout"]))
+            feedback_score, open_rate, reply_rate = feedback.observe(scenario_id, email_of(trajectory), feedback_seed)
+            trajectory.metrics |= {"feedback_score": feedback_score, "open_rate": open_rate, "reply_rate": reply_rate}
+            reward = (1 - feedback_weight) * judge_score + feedback_weight * feedback_score
+        trajectory.reward = reward
+    return judged
+
+
+async def train(
+    backend: art.Backend, model: art.TrainableModel, groups: list[art.TrajectoryGroup], learning_rate: float | None
+) -> TrainingOutcome:
+    """One GRPO step through `backend.train` on the groups that carry signal."""
+    useful = [g for g in groups if has_signal(g)]
+    if not useful:
+        return TrainingOutcome(step=await model.get_step(), skipped=True, reason="no group has reward variance")
+    kwargs = {} if learning_rate is None else {"learning_rate": learning_rate}
+    started = time.monotonic()
+    result = await backend.train(model, useful, **kwargs)
+    metrics = {k: float(v) for k, v in result.metrics.items()} | {"duration/train_s": time.monotonic() - started}
+    return TrainingOutcome(step=result.step, skipped=False, metrics=metrics)
+
+
+def reweight(
+    scores: dict[str, float], groups: list[art.TrajectoryGroup], top_fraction: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Boosts the nodes cited by the best trajectories in proportion to their reward.
+
+    Returns the new scores and just the changed ones.
+    """
+    ranked = sorted(
+        (t for g in groups for t in g.trajectories if email_of(t) is not None),
+        key=lambda t: -t.reward,
+    )
+    top = ranked[: math.ceil(top_fraction * len(ranked))]
+    gains: dict[str, float] = {}
+    for trajectory in top:
+        for node_id in email_of(trajectory).citations:
+            if node_id in scores:
+                gains[node_id] = gains.get(node_id, 0.0) + REWEIGHT_RATE * trajectory.reward / len(top)
+    changed = {}
+    for node_id, gain in gains.items():
+        new = min(MAX_NODE_SCORE, scores[node_id] + gain)
+        if new != scores[node_id]:
+            changed[node_id] = new
+    return scores | changed, changed
+
+
+async def write_email(
+    policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int
+) -> tuple[Email | None, art.Trajectory]:
+    """The published email for a scenario: the current policy's most likely rollout."""
+    trajectory = await rollout(
+        policy.client, policy.model_name, graph, scenario, scores, max_turns=max_turns, greedy=True, logprobs=False
+    )
+    return email_of(trajectory), trajectory

@@ -1,0 +1,154 @@
+"""The agent's tools over a knowledge graph, and the prompt that introduces them.
+
+Tool results are JSON so that both LLMs and the embedded policy can read them
+(see `app.loop.transcript`, which parses a conversation back into structure).
+"""
+
+import json
+
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
+from app.loop.email_checks import draft_feedback
+from app.loop.schemas import Email
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_connected_nodes",
+            "description": "List the nodes connected to a node, best first (highest knowledge-graph score), with type, title and score.",
+            "parameters": {
+                "type": "object",
+                "properties": {"node_id": {"type": "string"}},
+                "required": ["node_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_relevant_context",
+            "description": "Read a node's facts. Returns its citation id; cite only nodes you have read.",
+            "parameters": {
+                "type": "object",
+                "properties": {"node_id": {"type": "string"}},
+                "required": ["node_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "propose_email",
+            "description": "Get feedback on a draft (length, structure, personalisation, call to action). Costs a turn.",
+            "parameters": {
+                "type": "object",
+                "properties": {"subject": {"type": "string"}, "body": {"type": "string"}},
+                "required": ["subject", "body"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "finalize_email",
+            "description": "Submit the final email with the ids of the nodes whose facts it uses.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "subject": {"type": "string"},
+                    "body": {"type": "string"},
+                    "citations": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["subject", "body", "citations"],
+            },
+        },
+    },
+]
+
+
+def node_summary(graph: KnowledgeGraph, scores: dict[str, float], node_id: str) -> dict:
+    node = graph.nodes[node_id]
+    return {"id": node.id, "type": node.type, "title": node.title, "score": round(scores[node.id], 4)}
+
+
+def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int) -> list[dict]:
+    system = (
+        "You write one personalised B2B sales email grounded in facts from your company's knowledge graph. "
+        "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
+        "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
+        f"Turn budget: {max_turns} tool calls."
+    )
+    start_nodes = [node_summary(graph, scores, node_id) for node_id in scenario.seed_nodes]
+    user = (
+        f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
+        f"Goal: {scenario.goal}\n"
+        f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+class AgentTools:
+    """Executes tool calls for one rollout; bad calls become error results, never exceptions."""
+
+    def __init__(self, graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float]):
+        self.graph = graph
+        self.scenario = scenario
+        self.scores = scores
+        self.final_email: Email | None = None
+
+    def call(self, name: str, arguments: str) -> str:
+        try:
+            args = json.loads(arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as exc:
+            return _error(f"malformed arguments for {name}: {exc}")
+        handler = {
+            "get_connected_nodes": self._connected,
+            "get_relevant_context": self._context,
+            "propose_email": self._propose,
+            "finalize_email": self._finalize,
+        }.get(name)
+        if handler is None:
+            return _error(f"unknown tool {name!r}")
+        try:
+            return json.dumps(handler(**args))
+        except TypeError as exc:
+            return _error(f"bad arguments for {name}: {exc}")
+        except LookupError as exc:
+            return _error(str(exc.args[0]))
+
+    def _node(self, node_id: object):
+        if not isinstance(node_id, str) or node_id not in self.graph.nodes:
+            raise LookupError(f"unknown node id {node_id!r}")
+        return self.graph.nodes[node_id]
+
+    def _connected(self, node_id: str) -> dict:
+        node = self._node(node_id)
+        neighbors = [
+            {**node_summary(self.graph, self.scores, n.id), "relation": n.relation}
+            for n in self.graph.neighbors(node.id)
+        ]
+        neighbors.sort(key=lambda n: (-n["score"], n["id"]))
+        return {"node_id": node.id, "neighbors": neighbors}
+
+    def _context(self, node_id: str) -> dict:
+        node = self._node(node_id)
+        return {"citation_id": node.id, "type": node.type, "title": node.title, "facts": node.text, "tags": node.tags}
+
+    def _propose(self, subject: str, body: str) -> dict:
+        return {"draft_feedback": draft_feedback(str(subject), str(body), self.scenario.prospect.model_dump())}
+
+    def _finalize(self, subject: str, body: str, citations: list) -> dict:
+        if not isinstance(citations, list) or not all(isinstance(c, str) for c in citations):
+            raise TypeError("citations must be a list of node ids")
+        unknown = [c for c in citations if c not in self.graph.nodes]
+        if unknown:
+            raise LookupError(f"unknown citation ids {unknown}; cite node ids you have read")
+        self.final_email = Email(subject=str(subject), body=str(body), citations=list(dict.fromkeys(citations)))
+        return {"status": "final", "citations": self.final_email.citations}
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message})

@@ -1,0 +1,121 @@
+"""Reads an agent conversation (OpenAI chat messages) back into structure.
+
+The embedded policy decides from it, the embedded judge grades from it, and training
+rebuilds each decision's context from it: all three see only what is in the messages.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from app.loop.schemas import Email
+
+_TAG = re.compile(r"<(prospect|start_nodes)>(.*?)</\1>", re.S)
+_BUDGET = re.compile(r"Turn budget: (\d+)")
+
+
+@dataclass
+class SeenNode:
+    id: str
+    type: str = ""
+    title: str = ""
+    score: float = 1.0
+    facts: str | None = None
+    tags: tuple[str, ...] = ()
+    seed: bool = False
+    browsed: bool = False
+
+    @property
+    def read(self) -> bool:
+        return self.facts is not None
+
+
+@dataclass
+class Transcript:
+    prospect: dict = field(default_factory=dict)
+    turn_budget: int = 6
+    nodes: dict[str, SeenNode] = field(default_factory=dict)
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    proposals: int = 0
+    final_email: Email | None = None
+
+    @property
+    def read_nodes(self) -> list[SeenNode]:
+        return [n for n in self.nodes.values() if n.read]
+
+
+def _content(message: dict) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):  # content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _see(transcript: Transcript, summary: dict, **flags) -> SeenNode:
+    node = transcript.nodes.get(summary["id"]) or SeenNode(id=summary["id"])
+    node.type = summary.get("type", node.type)
+    node.title = summary.get("title", node.title)
+    if isinstance(summary.get("score"), (int, float)):
+        node.score = float(summary["score"])
+    for key, value in flags.items():
+        setattr(node, key, value)
+    transcript.nodes[node.id] = node
+    return node
+
+
+def parse_transcript(messages: list[dict]) -> Transcript:
+    t = Transcript()
+    calls: dict[str, tuple[str, dict]] = {}
+    for message in messages:
+        role = message.get("role")
+        text = _content(message)
+        if role == "system" and (m := _BUDGET.search(text)):
+            t.turn_budget = int(m.group(1))
+        elif role == "user":
+            for tag, body in _TAG.findall(text):
+                data = _json(body)
+                if tag == "prospect" and isinstance(data, dict):
+                    t.prospect = data
+                elif tag == "start_nodes" and isinstance(data, list):
+                    for summary in data:
+                        if isinstance(summary, dict) and "id" in summary:
+                            _see(t, summary, seed=True)
+        elif role == "assistant":
+            t.turns += 1
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments = _json(function.get("arguments") or "{}")
+                calls[call.get("id", "")] = (function.get("name", ""), arguments if isinstance(arguments, dict) else {})
+                t.tool_calls += 1
+        elif role == "tool":
+            name, args = calls.get(message.get("tool_call_id", ""), ("", {}))
+            _apply_result(t, name, args, _json(text))
+    return t
+
+
+def _apply_result(t: Transcript, name: str, args: dict, result) -> None:
+    if not isinstance(result, dict) or "error" in result:
+        t.tool_errors += 1
+        return
+    if name == "get_connected_nodes":
+        _see(t, {"id": result["node_id"]}, browsed=True)
+        for summary in result.get("neighbors", []):
+            _see(t, summary)
+    elif name == "get_relevant_context":
+        _see(t, {"id": result["citation_id"], "type": result.get("type", ""), "title": result.get("title", "")},
+             facts=str(result.get("facts", "")), tags=tuple(result.get("tags", [])))
+    elif name == "propose_email":
+        t.proposals += 1
+    elif name == "finalize_email":
+        t.final_email = Email(
+            subject=str(args.get("subject", "")), body=str(args.get("body", "")), citations=list(result.get("citations", []))
+        )
