@@ -103,5 +103,5 @@ async def run_learning_loop(
         )
         on_iteration(result)
         results.append(result)
-    await model.delete_checkpoints()
+    await model.delete_checkpoints(best_checkpoint_metric="train/reward")
     return results

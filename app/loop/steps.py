@@ -190,6 +190,7 @@ async def train(
     kwargs = {} if learning_rate is None else {"learning_rate": learning_rate}
     started = time.monotonic()
     result = await backend.train(model, useful, **kwargs)
+    await model.log(useful, metrics=result.metrics, step=result.step, split="train")
     metrics = {k: float(v) for k, v in result.metrics.items()} | {"duration/train_s": time.monotonic() - started}
     return TrainingOutcome(step=result.step, skipped=False, metrics=metrics)
 

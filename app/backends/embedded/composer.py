@@ -21,6 +21,11 @@ def _clip_words(text: str, n: int) -> str:
     return " ".join(parts[:n]) + ("…" if len(parts) > n else "")
 
 
+def _mid_sentence(text: str) -> str:
+    """Lower-cases a leading capital unless it starts an acronym ("PHI", "SOC")."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
 def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str) -> tuple[str, str]:
     name = str(prospect.get("name") or "there")
     first = name.split(" ")[0]
@@ -33,13 +38,13 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
 
     subject = {
         "formal": f"{company}: {lead}",
-        "friendly": f"{first}, an idea on {pain.lower()}",
+        "friendly": f"{first}, an idea on {_mid_sentence(pain)}",
         "direct": f"{pain} at {company}",
     }[tone]
     greeting = {"formal": f"Dear {name},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
     opener = {
-        "formal": f"As {role} at {company}, you are likely weighing how to address {pain.lower()} in {industry}.",
-        "friendly": f"Hope your week is going well. Many {role}s in {industry} tell us {pain.lower()} is top of mind.",
+        "formal": f"As {role} at {company}, you are likely weighing how to address {_mid_sentence(pain)} in {industry}.",
+        "friendly": f"Hope your week is going well. Many {role}s in {industry} tell us {_mid_sentence(pain)} is top of mind.",
         "direct": f"{pain} slows {industry} teams like {company}'s down.",
     }[tone]
     facts = []
@@ -47,11 +52,11 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
         sentences = _SENTENCES.split((node.facts or node.title).strip())
         facts.append(" ".join(sentences[: _FACT_SENTENCES[length]]))
     if len(pains) > 1 and length != "short":
-        facts.append(f"It also helps with {', '.join(p.lower() for p in pains[1:])}.")
+        facts.append(f"It also helps with {', '.join(_mid_sentence(p) for p in pains[1:])}.")
     ask = {
         "meeting": f"Would you be open to a 30-minute call next week to see how this applies to {company}?",
         "resource": "Shall I send you a two-page summary with the details?",
-        "question": f"Is {pain.lower()} a priority for your team this quarter?",
+        "question": f"Is {_mid_sentence(pain)} a priority for your team this quarter?",
         "none": "Thank you for your time.",
     }[cta]
     sign_off = {"formal": "Kind regards,\nAlex", "friendly": "Cheers,\nAlex", "direct": "Best,\nAlex"}[tone]

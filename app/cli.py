@@ -1,0 +1,123 @@
+"""`codreamer` command line."""
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="CoDreamer: RL learning loops for sales emails.")
+console = Console()
+
+
+@app.callback()
+def _commands() -> None:
+    """CoDreamer: RL learning loops for sales emails."""
+
+
+def _load_graph(path: Path | None):
+    from app.knowledge_graph.graph import KnowledgeGraph
+    from app.knowledge_graph.schemas import GraphDocument
+    from app.knowledge_graph.service import demo_graph
+
+    if path is None:
+        return demo_graph()
+    try:
+        return KnowledgeGraph(GraphDocument.model_validate_json(path.read_bytes()))
+    except (OSError, ValidationError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--graph") from None
+
+
+@app.command()
+def run(
+    iterations: Annotated[int, typer.Option(min=1, max=200)] = 3,
+    rollouts_per_group: Annotated[int, typer.Option(min=2, max=64)] = 4,
+    max_turns: Annotated[int, typer.Option(min=1, max=32)] = 6,
+    learning_rate: Annotated[float | None, typer.Option(min=0.0, help="Default: the backend's.")] = None,
+    feedback_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.3,
+    top_fraction: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.5,
+    seed: int = 0,
+    graph: Annotated[Path | None, typer.Option(help="A graph document (JSON); default: the bundled demo.")] = None,
+    scenario: Annotated[list[str] | None, typer.Option(help="Training scenario id (repeatable).")] = None,
+    target: Annotated[str | None, typer.Option(help="Scenario whose email is published.")] = None,
+) -> None:
+    """Run one learning loop in the foreground, then print a summary table and the final email."""
+    os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
+    from app.loop.engine import LoopConfigError, run_learning_loop
+    from app.loop.runtime import create_backend, create_feedback, create_judge, create_model
+    from app.loop.schemas import LoopConfig
+    from app.settings import get_settings
+
+    settings = get_settings()
+    knowledge_graph = _load_graph(graph)
+    try:
+        config = LoopConfig(
+            graph_id=knowledge_graph.id, scenario_ids=scenario, target_scenario_id=target, iterations=iterations,
+            rollouts_per_group=rollouts_per_group, max_turns=max_turns, learning_rate=learning_rate or None,
+            feedback_weight=feedback_weight, top_fraction=top_fraction, seed=seed,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+    async def main():
+        backend = create_backend(settings.model_backend)
+        try:
+            judge = create_judge(settings, backend)
+            model = create_model(settings, uuid.uuid4().hex[:8])
+            with Progress(
+                TextColumn("[bold]learning"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(), console=console, transient=False,
+            ) as progress:
+                task = progress.add_task("loop", total=iterations + 1, status="baseline")
+
+                def advance(result):
+                    status = f"reward {result.rewards.mean:.3f}" if result.rewards else "baseline written"
+                    progress.update(task, advance=1, status=status)
+
+                return await run_learning_loop(
+                    config, backend=backend, model=model, graph=knowledge_graph, judge=judge,
+                    feedback=create_feedback(knowledge_graph), concurrency=settings.rollout_concurrency,
+                    on_iteration=advance,
+                )
+        finally:
+            await backend.close()
+
+    try:
+        results = asyncio.run(main())
+    except LoopConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    _summary(results)
+
+
+def _summary(results) -> None:
+    table = Table(title="Learning loop")
+    for column in ("iteration", "reward mean", "reward max", "training step", "top nodes", "seconds"):
+        table.add_column(column, justify="right" if column != "top nodes" else "left")
+    for r in results:
+        top = sorted(r.node_scores.items(), key=lambda kv: -kv[1])[:3]
+        training = "—" if r.training is None else f"{r.training.step}{' (skipped)' if r.training.skipped else ''}"
+        table.add_row(
+            str(r.iteration),
+            f"{r.rewards.mean:.3f}" if r.rewards else "—",
+            f"{r.rewards.max:.3f}" if r.rewards else "—",
+            training,
+            "\n".join(f"{n} {s:.2f}" for n, s in top if s > 1.0) or "—",
+            f"{(r.finished_at - r.started_at).total_seconds():.1f}",
+        )
+    console.print(table)
+    email = results[-1].email
+    if email is None:
+        console.print("[red]The last iteration produced no email.")
+        return
+    console.print(Panel(email.body, title=f"[bold]{email.subject}", subtitle=f"citations: {', '.join(email.citations)}"))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,46 @@
+"""Builds what a learning loop runs on from settings: backend, model, judge and feedback."""
+
+import art
+
+from app.backends.embedded import EmbeddedBackend
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.service import hidden_preferences
+from app.loop.feedback import FeedbackSimulator
+from app.loop.steps import Judge
+from app.settings import Settings
+
+
+class BackendUnavailable(RuntimeError):
+    """A selected backend that cannot run here; the message says what to install or set."""
+
+
+def create_backend(name: str) -> art.Backend:
+    if name == "embedded":
+        return EmbeddedBackend()
+    raise BackendUnavailable(f"model backend {name!r} is not available in this build; use 'embedded'")
+
+
+def create_model(settings: Settings, run_id: str) -> art.TrainableModel:
+    return art.TrainableModel(
+        name=f"{settings.art_model_name}-{run_id}",
+        project=settings.art_project,
+        base_model=settings.art_base_model,
+        report_metrics=[],
+    )
+
+
+def create_judge(settings: Settings, embedded: EmbeddedBackend) -> Judge:
+    """`JUDGE_MODEL=embedded` uses the embedded server's judge; anything else is a litellm model string."""
+    if settings.judge_model == "embedded":
+        params = {"api_base": embedded.base_url, "api_key": embedded.api_key}
+        return Judge(f"openai/{embedded.judge_model_name}", params, settings.judge_retries)
+    params = {k: v for k, v in {"api_base": settings.judge_base_url, "api_key": settings.judge_api_key}.items() if v}
+    return Judge(settings.judge_model, params, settings.judge_retries)
+
+
+def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:
+    """Only graphs with hidden preferences (the demo) get simulated online feedback."""
+    preferences = hidden_preferences(graph.id)
+    if preferences is None or not set(graph.scenarios) <= set(preferences):
+        return None
+    return FeedbackSimulator(preferences, {s.id: s.prospect.model_dump() for s in graph.scenarios.values()})
