@@ -1,0 +1,62 @@
+import collections
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from app.knowledge_graph.schemas import GraphDocument
+from app.knowledge_graph.service import DEMO_DIR, demo_document, hidden_preferences
+
+
+def small(**changes):
+    doc = {
+        "id": "g", "name": "G",
+        "nodes": [{"id": "a", "type": "t", "title": "A", "text": "Alpha."}, {"id": "b", "type": "t", "title": "B", "text": "Beta."}],
+        "edges": [{"source": "a", "target": "b", "relation": "r"}],
+        "scenarios": [{"id": "s", "goal": "g", "seed_nodes": ["a"],
+                       "prospect": {"name": "N", "role": "R", "company": "C", "industry": "I", "pains": ["p"]}}],
+    }
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("changes", "culprit"),
+    [
+        ({"nodes": [{"id": "a", "type": "t", "title": "A", "text": "x"}] * 2}, "duplicate node id 'a'"),
+        ({"edges": [{"source": "a", "target": "zz", "relation": "r"}]}, "edges[0].target names unknown node 'zz'"),
+        ({"edges": [{"source": "a", "target": "b", "relation": "r"}] * 2}, "edges[1] duplicates"),
+        ({"scenarios": [{"id": "s", "goal": "g", "seed_nodes": ["nope"],
+                         "prospect": {"name": "N", "role": "R", "company": "C", "industry": "I"}}]}, "seed node 'nope'"),
+    ],
+)
+def test_validation_names_the_culprit(changes, culprit):
+    with pytest.raises(ValidationError, match=culprit.replace("[", r"\[").replace("]", r"\]")):
+        GraphDocument.model_validate(small(**changes))
+
+
+def test_unknown_fields_and_bad_ids_are_rejected():
+    with pytest.raises(ValidationError, match="extra"):
+        GraphDocument.model_validate(small(colour="red"))
+    with pytest.raises(ValidationError, match="nodes.0.id"):
+        GraphDocument.model_validate(small(nodes=[{"id": "has space", "type": "t", "title": "A", "text": "x"}]))
+
+
+def test_demo_graph_is_rich_enough():
+    doc = demo_document()
+    types = collections.Counter(n.type for n in doc.nodes)
+    assert len(doc.nodes) >= 60 and len(types) >= 6 and len(doc.edges) >= 100
+    assert len(doc.scenarios) >= 8
+    assert len({s.prospect.industry for s in doc.scenarios}) >= 4
+    assert len({s.prospect.role for s in doc.scenarios}) >= 4
+    assert any(ch.isdigit() for n in doc.nodes if n.type == "case_study" for ch in n.text)
+
+
+def test_hidden_preferences_stay_out_of_the_graph_document():
+    preferences = hidden_preferences("demo")
+    assert set(preferences) == {s.id for s in demo_document().scenarios}
+    visible = (DEMO_DIR / "graph.json").read_text()
+    for key in ("interests", "dislikes", "preferences"):
+        assert key not in visible
+    assert hidden_preferences("uploaded-graph") is None
+    assert "prospects" in json.loads((DEMO_DIR / "hidden_preferences.json").read_text())
