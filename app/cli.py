@@ -119,5 +119,66 @@ def _summary(results) -> None:
     console.print(Panel(email.body, title=f"[bold]{email.subject}", subtitle=f"citations: {', '.join(email.citations)}"))
 
 
+def _settings_or_exit():
+    from app import lifecycle
+    from app.settings import get_settings
+
+    try:
+        settings = get_settings()
+        lifecycle.check(settings)
+    except (ValidationError, lifecycle.StartupError) as exc:
+        console.print(f"[red]codreamer cannot start:[/red] {exc}")
+        raise typer.Exit(1) from None
+    return settings
+
+
+@app.command()
+def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=65535)] = 8000) -> None:
+    """The API, plus a run worker unless RUN_WORKER=false (the embedded default: one process, SQLite)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    import uvicorn
+
+    from app.main import create_app
+
+    uvicorn.run(create_app(_settings_or_exit()), host=host, port=port, log_level="info")
+
+
+@app.command()
+def worker() -> None:
+    """A run worker only: executes queued runs and delivers webhooks (scale-out on PostgreSQL)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    import signal
+
+    from app import lifecycle
+
+    settings = _settings_or_exit()
+
+    async def main():
+        services = await lifecycle.start(settings, worker=True)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stopping.set)
+        console.print(f"worker {settings.executor_id} running; Ctrl-C stops it")
+        await stopping.wait()
+        await lifecycle.stop(services)
+
+    asyncio.run(main())
+
+
+db = typer.Typer(help="Database commands.")
+app.add_typer(db, name="db")
+
+
+@db.command()
+def upgrade() -> None:
+    """Apply migrations to DATABASE_URL."""
+    from app import migrations
+    from app.settings import get_settings
+
+    migrations.upgrade(get_settings().database_url)
+    console.print(f"database at revision {migrations.head_revision()}")
+
+
 def main() -> None:
     app()

@@ -1,18 +1,22 @@
 """One pydantic-settings object for every knob; read from the environment and `.env`."""
 
 from functools import lru_cache
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 BackendName = Literal["embedded", "openai", "serverless", "local", "tinker"]
+DEFAULT_RETRY_SCHEDULE = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200]  # ≈ 27 h in all
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
     environment: Literal["development", "production", "test"] = "development"
+    database_url: str = "sqlite:///./data/codreamer.sqlite"
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     model_backend: BackendName = "embedded"
     judge_model: str = "embedded"
     judge_base_url: str | None = None
@@ -22,8 +26,52 @@ class Settings(BaseSettings):
     art_base_model: str = "Qwen/Qwen2.5-14B-Instruct"
     wandb_api_key: str | None = None
     weave_project: str | None = None
+    webhook_allow_private: bool = False
+    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE))
+    webhook_timeout_s: float = Field(10.0, gt=0)
+    max_concurrent_runs: int = Field(4, ge=1, description="Runs executing at once, across all workers.")
+    run_worker: bool = Field(True, description="`codreamer serve` also executes runs; false makes it API-only.")
+    executor_id: str = Field("codreamer-local", min_length=1, description="Stable id of this worker, for DBOS recovery.")
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
+    max_graph_bytes: int = Field(20 * 1_048_576, ge=1024, description="Largest graph document upload.")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    @field_validator("webhook_retry_schedule", mode="before")
+    @classmethod
+    def _split_schedule(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [float(part) for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _positive_schedule(cls, value: list[float]) -> list[float]:
+        if not value or any(v < 0 for v in value):
+            raise ValueError("WEBHOOK_RETRY_SCHEDULE needs one or more non-negative numbers of seconds")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "postgresql://", "postgres://", "postgresql+")):
+            raise ValueError("DATABASE_URL must be a postgresql://… or sqlite:///… URL")
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path:
+        return Path(self.database_url.split("sqlite:///", 1)[1])
 
 
 @lru_cache

@@ -4,7 +4,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from art import TrainableModel, Trajectory, TrajectoryGroup, dev
 from art.types import TrainResult, TrainSFTConfig
@@ -16,12 +16,23 @@ from app.backends.embedded.server import JUDGE_MODEL_NAME, LoopbackServer, Model
 DEFAULT_LEARNING_RATE = 0.05
 
 
+class CheckpointStore(Protocol):
+    """Where checkpoints outlive the process (the database, in the service)."""
+
+    async def load(self, model_name: str) -> dict[int, bytes]: ...
+
+    async def save(self, model_name: str, step: int, data: bytes, metrics: dict[str, float]) -> None: ...
+
+    async def delete(self, model_name: str, steps: list[int]) -> None: ...
+
+
 class EmbeddedBackend:
     """A NumPy policy per registered model, one checkpoint per training step, served on loopback."""
 
     judge_model_name = JUDGE_MODEL_NAME
 
-    def __init__(self) -> None:
+    def __init__(self, store: CheckpointStore | None = None) -> None:
+        self._store = store
         self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
         self._api_key = secrets.token_urlsafe(24)
         self._server: LoopbackServer | None = None
@@ -42,6 +53,10 @@ class EmbeddedBackend:
             server.start()
             self._server = server
         return self._server
+
+    def forget(self, model: Any) -> None:
+        """Drops a finished run's checkpoints from memory (the store keeps them)."""
+        self._checkpoints.pop(model.name, None)
 
     def _served_names(self) -> list[str]:
         return [f"{name}@{step}" for name, steps in self._checkpoints.items() for step in steps]
@@ -69,7 +84,15 @@ class EmbeddedBackend:
             self._server = None
 
     async def register(self, model: Any) -> None:
-        self._checkpoints.setdefault(model.name, {0: Checkpoint.initial()})
+        if model.name in self._checkpoints:
+            return
+        saved = await self._store.load(model.name) if self._store else {}
+        if saved:
+            self._checkpoints[model.name] = {step: Checkpoint.from_bytes(data) for step, data in saved.items()}
+            return
+        self._checkpoints[model.name] = {0: Checkpoint.initial()}
+        if self._store:
+            await self._store.save(model.name, 0, self._checkpoints[model.name][0].to_bytes(), {})
 
     async def _get_step(self, model: Any) -> int:
         return max(self._steps(model))
@@ -77,7 +100,10 @@ class EmbeddedBackend:
     async def _delete_checkpoint_files(self, model: Any, steps_to_keep: list[int]) -> None:
         steps = self._steps(model)
         keep = set(steps_to_keep) | {0, max(steps)}  # step 0 is the KL reference
-        for step in [s for s in steps if s not in keep]:
+        doomed = [s for s in steps if s not in keep]
+        if self._store and doomed:
+            await self._store.delete(model.name, doomed)
+        for step in doomed:
             del steps[step]
 
     async def _prepare_backend_for_training(
@@ -118,7 +144,6 @@ class EmbeddedBackend:
             kl_penalty_coef=kl_penalty_coef,
             epochs=epochs,
         )
-        steps[step + 1] = checkpoint
         metrics |= {
             "groups_trained": float(trained),
             "groups_skipped": float(skipped),
@@ -126,6 +151,9 @@ class EmbeddedBackend:
             "learning_rate": learning_rate,
             "time/step_trainer_s": time.monotonic() - started,
         }
+        if self._store:  # durable before it is visible: a crash never serves an unsaved step
+            await self._store.save(model.name, step + 1, checkpoint.to_bytes(), metrics)
+        steps[step + 1] = checkpoint
         return TrainResult(step=step + 1, metrics=metrics)
 
     def _train_sft(
@@ -137,8 +165,6 @@ class EmbeddedBackend:
         verbose: bool = False,
     ) -> AsyncIterator[dict[str, float]]:
         raise NotImplementedError("the embedded backend trains with GRPO only; SFT needs an LLM backend")
-
-    # -- checkpoints as bytes, for persistence outside this process
 
     def _steps(self, model: Any) -> dict[int, Checkpoint]:
         try:

@@ -1,0 +1,28 @@
+"""Embedded policy checkpoints in the database, so a run can resume on any worker."""
+
+from sqlalchemy import delete, select
+
+from app.backends.embedded.models import PolicyCheckpoint
+from app.db import Database
+
+
+class DatabaseCheckpoints:
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def load(self, model_name: str) -> dict[int, bytes]:
+        async with self.db.transaction() as session:
+            rows = await session.execute(
+                select(PolicyCheckpoint.step, PolicyCheckpoint.data).where(PolicyCheckpoint.model_name == model_name)
+            )
+            return dict(rows.tuples().all())
+
+    async def save(self, model_name: str, step: int, data: bytes, metrics: dict[str, float]) -> None:
+        async with self.db.transaction() as session:
+            await session.merge(PolicyCheckpoint(model_name=model_name, step=step, data=data, metrics=metrics))
+
+    async def delete(self, model_name: str, steps: list[int]) -> None:
+        async with self.db.transaction() as session:
+            await session.execute(
+                delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name, PolicyCheckpoint.step.in_(steps))
+            )

@@ -1,0 +1,97 @@
+"""Graphs in the database: written once on upload, read by the API and by runs."""
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
+from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
+
+_BATCH = 5000
+
+
+async def exists(session: AsyncSession, graph_id: str) -> bool:
+    return await session.get(Graph, graph_id) is not None
+
+
+async def save(session: AsyncSession, document: GraphDocument) -> None:
+    session.add(Graph(id=document.id, name=document.name))
+    await session.flush()
+    rows = [
+        (GraphNode, [n.model_dump() | {"graph_id": document.id} for n in document.nodes]),
+        (GraphEdge, [e.model_dump() | {"graph_id": document.id, "position": i} for i, e in enumerate(document.edges)]),
+        (GraphScenario, [
+            {"graph_id": document.id, "id": s.id, "position": i, "prospect": s.prospect.model_dump(),
+             "goal": s.goal, "seed_nodes": s.seed_nodes}
+            for i, s in enumerate(document.scenarios)
+        ]),
+    ]
+    for model, values in rows:
+        for start in range(0, len(values), _BATCH):
+            await session.execute(insert(model), values[start : start + _BATCH])
+
+
+async def summaries(session: AsyncSession) -> list[dict]:
+    graphs = (await session.scalars(select(Graph).order_by(Graph.created_at, Graph.id))).all()
+    counts = {}
+    for model in (GraphNode, GraphEdge, GraphScenario):
+        result = await session.execute(select(model.graph_id, func.count()).group_by(model.graph_id))
+        counts[model] = dict(result.all())
+    return [
+        {"id": g.id, "name": g.name, "nodes": counts[GraphNode].get(g.id, 0), "edges": counts[GraphEdge].get(g.id, 0),
+         "scenarios": counts[GraphScenario].get(g.id, 0)}
+        for g in graphs
+    ]
+
+
+def _node(row: GraphNode) -> Node:
+    return Node(id=row.id, type=row.type, title=row.title, text=row.text, tags=row.tags)
+
+
+def _scenario(row: GraphScenario) -> Scenario:
+    return Scenario(id=row.id, prospect=row.prospect, goal=row.goal, seed_nodes=row.seed_nodes)
+
+
+async def nodes_page(session: AsyncSession, graph_id: str, *, type: str | None, after: str | None, limit: int) -> tuple[list[Node], bool]:
+    query = select(GraphNode).where(GraphNode.graph_id == graph_id)
+    if type is not None:
+        query = query.where(GraphNode.type == type)
+    if after is not None:
+        query = query.where(GraphNode.id > after)
+    rows = (await session.scalars(query.order_by(GraphNode.id).limit(limit + 1))).all()
+    return [_node(r) for r in rows[:limit]], len(rows) > limit
+
+
+async def node_with_neighbors(session: AsyncSession, graph_id: str, node_id: str) -> tuple[Node, list[dict]] | None:
+    row = await session.get(GraphNode, (graph_id, node_id))
+    if row is None:
+        return None
+    edges = (await session.scalars(
+        select(GraphEdge).where(GraphEdge.graph_id == graph_id, (GraphEdge.source == node_id) | (GraphEdge.target == node_id))
+        .order_by(GraphEdge.position)
+    )).all()
+    neighbors = [
+        {"id": e.target, "relation": e.relation, "direction": "out"} if e.source == node_id
+        else {"id": e.source, "relation": e.relation, "direction": "in"}
+        for e in edges
+    ]
+    return _node(row), neighbors
+
+
+async def scenarios(session: AsyncSession, graph_id: str) -> list[Scenario]:
+    rows = (await session.scalars(select(GraphScenario).where(GraphScenario.graph_id == graph_id).order_by(GraphScenario.position))).all()
+    return [_scenario(r) for r in rows]
+
+
+async def load(session: AsyncSession, graph_id: str) -> KnowledgeGraph | None:
+    graph = await session.get(Graph, graph_id)
+    if graph is None:
+        return None
+    nodes = (await session.scalars(select(GraphNode).where(GraphNode.graph_id == graph_id).order_by(GraphNode.id))).all()
+    edges = (await session.scalars(select(GraphEdge).where(GraphEdge.graph_id == graph_id).order_by(GraphEdge.position))).all()
+    document = GraphDocument.model_construct(
+        id=graph.id, name=graph.name, nodes=[_node(n) for n in nodes],
+        edges=[Edge(source=e.source, target=e.target, relation=e.relation) for e in edges],
+        scenarios=await scenarios(session, graph_id),
+    )
+    return KnowledgeGraph(document)

@@ -1,0 +1,102 @@
+"""The FastAPI application: routers of each domain, auth, body limits, and the lifespan."""
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app import lifecycle, migrations
+from app.deps import ServicesDep, require_api_key
+from app.knowledge_graph.endpoints import router as graphs_router
+from app.runs.endpoints import router as runs_router
+from app.settings import Settings, get_settings
+from app.webhooks.endpoints import router as webhooks_router
+
+log = logging.getLogger("codreamer")
+
+
+class BodyLimit:
+    """Refuses bodies over the limit with 413 before they are parsed (graph uploads get their own limit)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings):
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.settings.max_graph_bytes if scope["path"].rstrip("/") == "/graphs" else self.settings.max_body_bytes
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            return await self._refuse(send, limit)
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            await self._refuse(send, limit)
+
+    @staticmethod
+    async def _refuse(send: Send, limit: int) -> None:
+        response = JSONResponse({"detail": f"request body exceeds {limit} bytes"}, status_code=413)
+        await response({"type": "http"}, None, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        services = await lifecycle.start(settings, worker=settings.run_worker)
+        try:
+            yield
+        finally:
+            await lifecycle.stop(services)
+
+    app = FastAPI(
+        title="CoDreamer",
+        version="0.1.0",
+        summary="Reinforcement-learning learning loops for sales emails: generate, judge, GRPO, KG reweighting.",
+        lifespan=lifespan,
+    )
+    secured = [Depends(require_api_key)]
+    app.include_router(runs_router, dependencies=secured)
+    app.include_router(webhooks_router, dependencies=secured)
+    app.include_router(graphs_router, dependencies=secured)
+
+    @app.get("/healthz", tags=["health"], summary="Liveness")
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], summary="Readiness: database reachable and migrated",
+             responses={503: {"description": "Not ready"}})
+    async def readyz(svc: ServicesDep) -> JSONResponse:
+        try:
+            current = await migrations.current_revision(svc.db.engine)
+        except Exception as exc:  # any database failure means "not ready", never a 500
+            return JSONResponse({"status": "unavailable", "detail": f"database unreachable: {type(exc).__name__}"}, 503)
+        if current != migrations.head_revision():
+            return JSONResponse({"status": "unavailable", "detail": f"database at {current}, code expects {migrations.head_revision()}"}, 503)
+        return JSONResponse({"status": "ready"})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error; the request was not applied"}, status_code=500)
+
+    app.add_middleware(BodyLimit, settings=settings)
+    return app

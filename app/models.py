@@ -1,0 +1,12 @@
+"""Every table, imported in one place for Alembic and the metadata tests."""
+
+from app.backends.embedded.models import PolicyCheckpoint
+from app.db import Base
+from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
+from app.runs.models import Event, IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
+from app.webhooks.models import WebhookAttempt, WebhookDelivery
+
+__all__ = [
+    "Base", "Event", "Graph", "GraphEdge", "GraphNode", "GraphScenario", "IdempotencyKey", "Iteration", "NodeScore",
+    "NodeScoreChange", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery",
+]

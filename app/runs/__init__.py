@@ -1,0 +1,1 @@
+"""Runs: starting learning loops, executing them durably, and reading their results."""

@@ -1,0 +1,99 @@
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, UTCDateTime, utcnow
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_status_id", "status", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # sortable by creation time
+    status: Mapped[str] = mapped_column(String(16))
+    graph_id: Mapped[str] = mapped_column(ForeignKey("graphs.id"))
+    config: Mapped[dict]
+    iterations_total: Mapped[int]
+    iterations_completed: Mapped[int] = mapped_column(default=0)
+    last_seq: Mapped[int] = mapped_column(default=0)
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_secret: Mapped[str | None] = mapped_column(String(100))
+    error: Mapped[dict | None]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Iteration(Base):
+    __tablename__ = "iterations"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    iteration: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    email: Mapped[dict | None]
+    rewards: Mapped[dict | None]
+    training: Mapped[dict | None]
+    node_scores_changed: Mapped[dict]
+    metrics: Mapped[dict]
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TrajectoryRecord(Base):
+    """A scored rollout with its full conversation, so training can resume on any worker."""
+
+    __tablename__ = "trajectories"
+    __table_args__ = (Index("ix_trajectories_run_iteration", "run_id", "iteration", "position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    iteration: Mapped[int]
+    position: Mapped[int]
+    group_index: Mapped[int]
+    scenario_id: Mapped[str] = mapped_column(String(200))
+    reward: Mapped[float]
+    judge_score: Mapped[float | None]
+    feedback_score: Mapped[float | None]
+    email: Mapped[dict | None]
+    turns: Mapped[int]
+    trajectory: Mapped[dict]
+
+
+class NodeScore(Base):
+    """A run's current score of a node; nodes without a row are at the initial 1.0."""
+
+    __tablename__ = "node_scores"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    score: Mapped[float]
+
+
+class NodeScoreChange(Base):
+    __tablename__ = "node_score_changes"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    iteration: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    score: Mapped[float]
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("run_id", "seq", name="uq_events_run_seq"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class IdempotencyKey(Base):
+    __tablename__ = "idempotency_keys"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

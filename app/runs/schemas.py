@@ -1,0 +1,114 @@
+"""Request and response bodies of the runs API (see the contract)."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+
+from app.loop.schemas import Email, LoopConfig, RewardStats
+from app.settings import BackendName
+
+RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Step = Literal["generate", "score", "train", "reweight", "email"]
+
+
+class LearnLoopRequest(LoopConfig):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"iterations": 3, "rollouts_per_group": 4, "seed": 0,
+                                          "webhook_url": "https://example.com/hooks/codreamer"}]},
+    )
+
+    webhook_url: AnyHttpUrl | None = Field(None, description="Receives this run's events, signed (Standard Webhooks).")
+    backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
+
+
+class RunLinks(BaseModel):
+    self: str
+    iterations: str
+    events: str
+    node_scores: str
+
+
+class RunCreated(BaseModel):
+    run_id: str
+    status: RunStatus
+    webhook_secret: str | None = Field(None, description="Present only when webhook_url was given.")
+    links: RunLinks
+
+
+class RunError(BaseModel):
+    message: str
+    step: Step | None = None
+
+
+class RunOut(BaseModel):
+    run_id: str
+    status: RunStatus
+    config: dict[str, Any]
+    iterations_total: int
+    iterations_completed: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: RunError | None
+    latest_email: Email | None
+    final_email: Email | None
+
+
+class RunList(BaseModel):
+    data: list[RunOut]
+    has_more: bool
+
+
+class TrainingOut(BaseModel):
+    step: int
+    skipped: bool
+    reason: str | None = None
+    metrics: dict[str, float]
+
+
+class IterationOut(BaseModel):
+    iteration: int
+    email: Email | None
+    rewards: RewardStats | None
+    training: TrainingOut | None
+    node_scores_changed: dict[str, float]
+    metrics: dict[str, float]
+    started_at: datetime
+    finished_at: datetime
+
+
+class TrajectoryOut(BaseModel):
+    scenario_id: str
+    reward: float
+    judge_score: float | None
+    feedback_score: float | None
+    email: Email | None
+    turns: int
+
+
+class IterationDetail(IterationOut):
+    trajectories: list[TrajectoryOut]
+
+
+class IterationList(BaseModel):
+    data: list[IterationOut]
+
+
+class NodeScoresOut(BaseModel):
+    iteration: int
+    scores: dict[str, float]
+
+
+class EventOut(BaseModel):
+    id: str
+    seq: int
+    type: str
+    created_at: datetime
+    data: dict[str, Any]
+
+
+class EventList(BaseModel):
+    data: list[EventOut]
+    has_more: bool

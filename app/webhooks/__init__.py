@@ -1,0 +1,1 @@
+"""Signed, retried webhook deliveries of run events (Standard Webhooks), from a database outbox."""

@@ -1,0 +1,40 @@
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, UTCDateTime, utcnow
+
+
+class WebhookDelivery(Base):
+    """The outbox row of one event for one receiver; written with the event, in its transaction."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_run", "run_id", "created_at"),
+    )
+
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(40))
+    url: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(default=0)
+    last_status_code: Mapped[int | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WebhookAttempt(Base):
+    __tablename__ = "webhook_attempts"
+    __table_args__ = (Index("ix_webhook_attempts_event", "event_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    event_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.event_id", ondelete="CASCADE"))
+    attempt: Mapped[int]
+    status_code: Mapped[int | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[float]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
