@@ -53,8 +53,14 @@ class Checkpoint:
     @classmethod
     def initial(cls) -> "Checkpoint":
         weights = {block: np.zeros(dim) for block, dim in BLOCKS.items()}
-        # An untrained agent still prefers what the tools list first: the highest KG score.
+        # An untrained agent is still a sensible one: it prefers what the tools list first (the
+        # highest KG score), reads before it writes, finishes after a few reads, cites what it read.
         weights["browse"][LOG_SCORE] = weights["read"][LOG_SCORE] = 1.0
+        action = weights["action"].reshape(len(ACTIONS), STATE_DIM)
+        action[ACTIONS.index("get_relevant_context"), 0] = 0.5
+        action[ACTIONS.index("propose_email"), 0] = -0.5
+        action[ACTIONS.index("finalize_email"), [0, 2 + 3, 2 + 4]] = (-0.5, 1.5, 2.0)
+        weights["cite"][0] = 0.5
         return cls(weights)
 
     def to_bytes(self) -> bytes:

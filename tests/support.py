@@ -1,0 +1,164 @@
+"""Real processes and servers for end-to-end tests: `codreamer serve`, a webhook receiver, databases."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`codreamer serve` in a subprocess, reached over real HTTP."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], api_key: str | None = None):
+        self.workdir, self.api_key = workdir, api_key
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "OPENAI", "JUDGE", "WEAVE", "API_KEYS"))}
+        self.env |= {"TQDM_DISABLE": "1", "MAX_CONCURRENT_RUNS": "4"} | env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+        self.log = workdir / f"serve-{self.port}.log"
+
+    def start(self, timeout: float = 90) -> "Server":
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from app.cli import main; main()", "serve", "--port", str(self.port)],
+            cwd=self.workdir, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """kill -9: no shutdown code runs."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def client(self, **kwargs) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def wait_for_status(client: httpx.Client, run_id: str, statuses=("succeeded", "failed", "cancelled"), timeout=180) -> dict:
+    return wait_for(lambda: (run := client.get(f"/runs/{run_id}").json())["status"] in statuses and run, timeout)
+
+
+class Receiver:
+    """A webhook receiver on loopback; `answer(n)` gives (status, delay seconds) for the n-th request."""
+
+    def __init__(self, answer=lambda n: (200, 0.0)):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
+                with receiver._lock:
+                    n = len(receiver.requests)
+                    status, delay = receiver.answer(n)
+                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status, "at": time.time()})
+                time.sleep(delay)
+                self.send_response(status)
+                if status in (301, 302, 307):
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def delivered(self) -> list[dict]:
+        """Requests answered 2xx, as (headers, parsed body)."""
+        with self._lock:
+            return [r for r in self.requests if 200 <= r["status"] < 300]
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def postgres_available() -> str | None:
+    """None when PostgreSQL answers, else why not. On CI it must answer (`.ci/run` starts it)."""
+    try:
+        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as exc:
+        return f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL} ({exc.__class__.__name__}); set TEST_POSTGRES_URL"
+
+
+def require_postgres() -> None:
+    reason = postgres_available()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: on CI the PostgreSQL tests must run")
+    pytest.skip(reason)
+
+
+class FreshPostgresDatabase:
+    def __init__(self):
+        self.name = f"codreamer_test_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+        self.url = f"{base}/{self.name}"
+
+    def drop(self) -> None:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def events(client: httpx.Client, run_id: str) -> list[dict]:
+    return client.get(f"/runs/{run_id}/events", params={"limit": 1000}).json()["data"]
+
+
+def parse(request: dict) -> dict:
+    return json.loads(request["body"])
