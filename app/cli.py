@@ -55,7 +55,10 @@ def run(
     from app.loop.schemas import LoopConfig
     from app.settings import get_settings
 
+    from app.observability import init_tracing
+
     settings = get_settings()
+    init_tracing(settings.wandb_api_key, settings.weave_project)
     knowledge_graph = _load_graph(graph)
     try:
         config = LoopConfig(

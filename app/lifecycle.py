@@ -11,6 +11,7 @@ from app import core, migrations
 from app.db import Database
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
+from app.observability import init_tracing
 from app.runs.models import Run
 from app.settings import Settings
 
@@ -41,6 +42,7 @@ def dbos_database_url(settings: Settings) -> str:
 async def start(settings: Settings, *, worker: bool) -> core.Services:
     """Migrates, loads the demo graph, and launches DBOS; a worker also executes runs and delivers webhooks."""
     check(settings)
+    init_tracing(settings.wandb_api_key, settings.weave_project)
     await asyncio.to_thread(migrations.upgrade, settings.database_url)
     db = Database(settings)
     async with db.transaction() as session:

@@ -36,6 +36,9 @@ if sys.argv[1] == "run":
         main()
     except SystemExit as exit:
         assert not exit.code, exit.code
+if sys.argv[1] == "weave":
+    from app.observability import init_tracing
+    print("TRACING", init_tracing(sys.argv[2] or None, "codreamer-test"))
 print("ATTEMPTS " + json.dumps(attempts))
 """
 
@@ -64,3 +67,10 @@ def test_a_full_run_stays_on_loopback(tmp_path):
     output, attempts = guarded(tmp_path, "run", first, second)
     assert attempts == []
     assert "Learning loop" in output and "citations:" in output
+
+
+def test_weave_stays_off_unless_configured_and_never_blocks(tmp_path):
+    output, attempts = guarded(tmp_path, "weave", "")
+    assert "TRACING False" in output and attempts == []
+    output, _ = guarded(tmp_path, "weave", "a-key-with-no-network-behind-it")
+    assert "TRACING False" in output and "Weave tracing is off" in output

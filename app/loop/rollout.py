@@ -7,8 +7,10 @@ from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 from app.loop.schemas import Email
 from app.loop.tools import TOOLS, AgentTools, initial_messages
+from app.observability import traced
 
 
+@traced
 async def rollout(
     client: AsyncOpenAI,
     model_name: str,

@@ -21,6 +21,7 @@ from app.knowledge_graph.schemas import Scenario
 from app.loop.feedback import FeedbackSimulator
 from app.loop.rollout import email_of, rollout
 from app.loop.schemas import Email, RewardStats, TrainingOutcome
+from app.observability import traced
 
 MAX_NODE_SCORE = 5.0  # node scores live in [1.0, MAX_NODE_SCORE]
 REWEIGHT_RATE = 1.0  # the most a node can gain in one iteration
@@ -95,6 +96,7 @@ def has_signal(group: art.TrajectoryGroup) -> bool:
     return len(rewards) > 1 and max(rewards) - min(rewards) > 1e-9
 
 
+@traced
 async def generate(
     policy: Policy,
     graph: KnowledgeGraph,
@@ -149,6 +151,7 @@ async def generate(
     return Generation(groups, metrics)
 
 
+@traced
 async def score_group(
     group: art.TrajectoryGroup,
     judge: Judge,
@@ -180,6 +183,7 @@ async def score_group(
     return judged
 
 
+@traced
 async def train(
     backend: art.Backend, model: art.TrainableModel, groups: list[art.TrajectoryGroup], learning_rate: float | None
 ) -> TrainingOutcome:
@@ -195,6 +199,7 @@ async def train(
     return TrainingOutcome(step=result.step, skipped=False, metrics=metrics)
 
 
+@traced
 def reweight(
     scores: dict[str, float], groups: list[art.TrajectoryGroup], top_fraction: float
 ) -> tuple[dict[str, float], dict[str, float]]:
@@ -220,6 +225,7 @@ def reweight(
     return scores | changed, changed
 
 
+@traced
 async def write_email(
     policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int
 ) -> tuple[Email | None, art.Trajectory]:
