@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` (a learning loop on the embedded default) and `make test`.
+# The two commands of the README: `make serve` (the service on the embedded default) and `make test`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,8 +9,11 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install run test test-fast
+.PHONY: install serve run test test-fast
 install: $(BIN)/codreamer
+
+serve: install
+	$(BIN)/codreamer serve
 
 run: install
 	$(BIN)/codreamer run --iterations 10

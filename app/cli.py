@@ -183,5 +183,30 @@ def upgrade() -> None:
     console.print(f"database at revision {migrations.head_revision()}")
 
 
+@db.command()
+def check() -> None:
+    """Exit 0 when DATABASE_URL is reachable and migrated (a health check for workers)."""
+    from app import migrations
+    from app.db import Database
+    from app.settings import get_settings
+
+    async def current():
+        database = Database(get_settings())
+        try:
+            return await migrations.current_revision(database.engine)
+        finally:
+            await database.close()
+
+    try:
+        revision = asyncio.run(current())
+    except Exception as exc:
+        console.print(f"[red]database unreachable:[/red] {exc}")
+        raise typer.Exit(1) from None
+    if revision != migrations.head_revision():
+        console.print(f"[red]database at {revision}, expected {migrations.head_revision()}[/red]")
+        raise typer.Exit(1)
+    console.print(f"database at revision {revision}")
+
+
 def main() -> None:
     app()
