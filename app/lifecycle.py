@@ -25,8 +25,6 @@ class StartupError(RuntimeError):
 def check(settings: Settings) -> None:
     if settings.environment == "production" and not settings.api_keys:
         raise StartupError("ENVIRONMENT=production requires API_KEYS (comma-separated bearer keys); refusing to start")
-    if not settings.api_keys:
-        log.warning("API_KEYS is empty: the API accepts unauthenticated requests (development only)")
     if settings.model_backend != "embedded":
         raise StartupError(f"MODEL_BACKEND={settings.model_backend!r} is not available in this build; use 'embedded'")
 
@@ -42,6 +40,8 @@ def dbos_database_url(settings: Settings) -> str:
 async def start(settings: Settings, *, worker: bool) -> core.Services:
     """Migrates, loads the demo graph, and launches DBOS; a worker also executes runs and delivers webhooks."""
     check(settings)
+    if not settings.api_keys:
+        log.warning("API_KEYS is empty: the API accepts unauthenticated requests (development only)")
     init_tracing(settings.wandb_api_key, settings.weave_project)
     await asyncio.to_thread(migrations.upgrade, settings.database_url)
     db = Database(settings)
