@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -50,8 +51,10 @@ def run(
 ) -> None:
     """Run one learning loop in the foreground, then print a summary table and the final email."""
     os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
+    from app.backends.embedded import EmbeddedBackend
+    from app.backends.registry import SPECS, BackendUnavailable, create_backend, create_model
     from app.loop.engine import LoopConfigError, run_learning_loop
-    from app.loop.runtime import create_backend, create_feedback, create_judge, create_model
+    from app.loop.runtime import create_feedback, create_judge
     from app.loop.schemas import LoopConfig
     from app.settings import get_settings
 
@@ -63,17 +66,25 @@ def run(
     try:
         config = LoopConfig(
             graph_id=knowledge_graph.id, scenario_ids=scenario, target_scenario_id=target, iterations=iterations,
-            rollouts_per_group=rollouts_per_group, max_turns=max_turns, learning_rate=learning_rate or None,
+            rollouts_per_group=rollouts_per_group, max_turns=max_turns,
+            learning_rate=learning_rate or SPECS[settings.model_backend].default_learning_rate,
             feedback_weight=feedback_weight, top_fraction=top_fraction, seed=seed,
         )
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
 
+    try:
+        backend = create_backend(settings.model_backend, settings)
+    except BackendUnavailable as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(1) from None
+    spec = SPECS[settings.model_backend]
+
     async def main():
-        backend = create_backend(settings.model_backend)
+        judge_server = backend if isinstance(backend, EmbeddedBackend) else EmbeddedBackend()
         try:
-            judge = create_judge(settings, backend)
-            model = create_model(settings, uuid.uuid4().hex[:8])
+            judge = create_judge(settings, judge_server)
+            model = create_model(settings.model_backend, settings, uuid.uuid4().hex[:8])
             with Progress(
                 TextColumn("[bold]learning"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(), console=console, transient=False,
@@ -87,10 +98,11 @@ def run(
                 return await run_learning_loop(
                     config, backend=backend, model=model, graph=knowledge_graph, judge=judge,
                     feedback=create_feedback(knowledge_graph), concurrency=settings.rollout_concurrency,
-                    on_iteration=advance,
+                    train_options=spec.options().model_dump(), retries=settings.backend_retries, on_iteration=advance,
                 )
         finally:
-            await backend.close()
+            for server in {id(s): s for s in (backend, judge_server) if s is not None}.values():
+                await server.close()
 
     try:
         results = asyncio.run(main())
@@ -119,7 +131,7 @@ def _summary(results) -> None:
     if email is None:
         console.print("[red]The last iteration produced no email.")
         return
-    console.print(Panel(email.body, title=f"[bold]{email.subject}", subtitle=f"citations: {', '.join(email.citations)}"))
+    console.print(Panel(escape(email.body), title=f"[bold]{escape(email.subject)}", subtitle=escape(f"citations: {', '.join(email.citations)}")))
 
 
 def _settings_or_exit():
@@ -130,7 +142,7 @@ def _settings_or_exit():
         settings = get_settings()
         lifecycle.check(settings)
     except (ValidationError, lifecycle.StartupError) as exc:
-        console.print(f"[red]codreamer cannot start:[/red] {exc}")
+        console.print(f"[red]codreamer cannot start:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     return settings
 
@@ -200,7 +212,7 @@ def check() -> None:
     try:
         revision = asyncio.run(current())
     except Exception as exc:
-        console.print(f"[red]database unreachable:[/red] {exc}")
+        console.print(f"[red]database unreachable:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     if revision != migrations.head_revision():
         console.print(f"[red]database at {revision}, expected {migrations.head_revision()}[/red]")

@@ -8,6 +8,7 @@ from dbos import DBOS
 from sqlalchemy import select
 
 from app import core, migrations
+from app.backends.registry import BackendUnavailable, check_available
 from app.db import Database
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
@@ -25,8 +26,10 @@ class StartupError(RuntimeError):
 def check(settings: Settings) -> None:
     if settings.environment == "production" and not settings.api_keys:
         raise StartupError("ENVIRONMENT=production requires API_KEYS (comma-separated bearer keys); refusing to start")
-    if settings.model_backend != "embedded":
-        raise StartupError(f"MODEL_BACKEND={settings.model_backend!r} is not available in this build; use 'embedded'")
+    try:
+        check_available(settings.model_backend, settings)
+    except BackendUnavailable as exc:
+        raise StartupError(f"MODEL_BACKEND={settings.model_backend}: {exc}") from None
 
 
 def dbos_database_url(settings: Settings) -> str:
@@ -74,9 +77,9 @@ async def start(settings: Settings, *, worker: bool) -> core.Services:
     if worker:
         services.relay_task = asyncio.create_task(services.relay.run_forever())
         async with db.read() as session:  # runs whose enqueue a crash may have lost (enqueue dedupes)
-            queued = (await session.scalars(select(Run.id).where(Run.status == "queued"))).all()
-        for run_id in queued:
-            await workflow.enqueue(run_id)
+            queued = (await session.execute(select(Run.id, Run.attempt).where(Run.status == "queued"))).all()
+        for run_id, attempt in queued:
+            await workflow.enqueue(run_id, attempt)
     return services
 
 

@@ -21,6 +21,12 @@ class Settings(BaseSettings):
     judge_model: str = "embedded"
     judge_base_url: str | None = None
     judge_api_key: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_model: str | None = None
+    tinker_api_key: str | None = None
+    art_serverless_base_url: str | None = Field(None, description="W&B Training API; default: ART's.")
+    backend_retries: int = Field(3, ge=0, le=10, description="Retries of a transient backend failure, with backoff.")
     art_project: str = "codreamer"
     art_model_name: str = "model"
     art_base_model: str = "Qwen/Qwen2.5-14B-Instruct"

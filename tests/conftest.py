@@ -6,7 +6,8 @@ import pytest  # noqa: E402
 
 from app.backends.embedded import EmbeddedBackend  # noqa: E402
 from app.loop.engine import run_learning_loop  # noqa: E402
-from app.loop.runtime import create_feedback, create_judge, create_model  # noqa: E402
+from app.backends.registry import create_model  # noqa: E402
+from app.loop.runtime import create_feedback, create_judge  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
 
@@ -27,7 +28,7 @@ def learn(tmp_path, monkeypatch):
         try:
             settings = Settings(_env_file=None)
             return await run_learning_loop(
-                config, backend=backend, model=create_model(settings, run_id), graph=graph,
+                config, backend=backend, model=create_model("embedded", settings, run_id), graph=graph,
                 judge=create_judge(settings, backend), feedback=create_feedback(graph), **options,
             )
         finally:

@@ -39,7 +39,7 @@ class Server:
 
     def start(self, timeout: float = 90) -> "Server":
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from app.cli import main; main()", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
             cwd=self.workdir, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout

@@ -48,19 +48,22 @@ def resolve_scenarios(config: LoopConfig, graph: KnowledgeGraph) -> tuple[list, 
 async def run_learning_loop(
     config: LoopConfig,
     *,
-    backend: art.Backend,
-    model: art.TrainableModel,
+    backend: art.Backend | None,
+    model: art.Model,
     graph: KnowledgeGraph,
     judge: steps.Judge,
     feedback: FeedbackSimulator | None,
     concurrency: int = 32,
+    train_options: dict | None = None,
+    retries: int = 3,
     train_policy: bool = True,
     reweight_graph: bool = True,
     on_iteration: Callable[[IterationResult], None] = lambda _: None,
 ) -> list[IterationResult]:
     """`train_policy` and `reweight_graph` exist for ablations: switch one off to measure the other."""
     scenarios, target = resolve_scenarios(config, graph)
-    await model.register(backend)
+    if backend is not None:
+        await model.register(backend)
     policy = steps.Policy.of(model)
     scores = dict(graph.initial_scores)
     results = []
@@ -83,7 +86,10 @@ async def run_learning_loop(
         )
         groups = generation.groups
         if train_policy:
-            training = await steps.train(backend, model, groups, config.learning_rate)
+            training = await steps.train(
+                backend, model, groups, learning_rate=config.learning_rate, options=train_options or {},
+                step_before=await model.get_step(), retries=retries,
+            )
         else:
             training = TrainingOutcome(step=await model.get_step(), skipped=True, reason="policy training disabled")
         clock = time.monotonic()
@@ -103,5 +109,6 @@ async def run_learning_loop(
         )
         on_iteration(result)
         results.append(result)
-    await model.delete_checkpoints(best_checkpoint_metric="train/reward")
+    if model.trainable:
+        await model.delete_checkpoints(best_checkpoint_metric="train/reward")
     return results

@@ -1,6 +1,4 @@
-"""Builds what a learning loop runs on from settings: backend, model, judge and feedback."""
-
-import art
+"""Builds a loop's judge and feedback from settings (backends and models: app.backends.registry)."""
 
 from app.backends.embedded import EmbeddedBackend
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -8,25 +6,6 @@ from app.knowledge_graph.service import hidden_preferences
 from app.loop.feedback import FeedbackSimulator
 from app.loop.steps import Judge
 from app.settings import Settings
-
-
-class BackendUnavailable(RuntimeError):
-    """A selected backend that cannot run here; the message says what to install or set."""
-
-
-def create_backend(name: str) -> art.Backend:
-    if name == "embedded":
-        return EmbeddedBackend()
-    raise BackendUnavailable(f"model backend {name!r} is not available in this build; use 'embedded'")
-
-
-def create_model(settings: Settings, run_id: str) -> art.TrainableModel:
-    return art.TrainableModel(
-        name=f"{settings.art_model_name}-{run_id}",
-        project=settings.art_project,
-        base_model=settings.art_base_model,
-        report_metrics=[],
-    )
 
 
 def create_judge(settings: Settings, embedded: EmbeddedBackend) -> Judge:

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import art
 import numpy as np
+from art.metrics import MetricsBuilder
 from art.rewards import ruler_score_group
 from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
+from app.backends.retry import retrying
 from app.loop.feedback import FeedbackSimulator
 from app.loop.rollout import email_of, rollout
 from app.loop.schemas import Email, RewardStats, TrainingOutcome
@@ -44,8 +46,10 @@ class Policy:
     client: AsyncOpenAI
 
     @classmethod
-    def of(cls, model: art.Model) -> "Policy":
-        return cls(model, AsyncOpenAI(base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=2))
+    def of(cls, model: art.Model, max_retries: int = 3) -> "Policy":
+        """The OpenAI client retries connection errors, 429 and 5xx with exponential backoff and jitter."""
+        client = AsyncOpenAI(base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=max_retries)
+        return cls(model, client)
 
     @property
     def model_name(self) -> str:
@@ -146,6 +150,8 @@ async def generate(
         "finalized_fraction": float(np.mean([bool(t.metadata["finalized"]) for t in trajectories])) if trajectories else 0.0,
         "mean_turns": float(np.mean([int(t.metadata["turns"]) for t in trajectories])) if trajectories else 0.0,
         "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
+        "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,
+        "judge/cost_usd": float(sum(t.metrics.get("judge_cost_usd", 0.0) for t in trajectories)),
         "duration/generate_and_score_s": time.monotonic() - started,
     }
     return Generation(groups, metrics)
@@ -163,13 +169,20 @@ async def score_group(
 ) -> art.TrajectoryGroup | None:
     """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group."""
     judged = None
-    for _ in range(judge.retries + 1):
-        judged = await ruler_score_group(group, judge.model, judge.params, judge.rubric, swallow_exceptions=True)
-        if judged is not None:
-            break
+    costs = MetricsBuilder("judge")
+    started = time.monotonic()
+    with costs.activate_context():
+        for _ in range(judge.retries + 1):
+            judged = await ruler_score_group(group, judge.model, judge.params, judge.rubric, swallow_exceptions=True)
+            if judged is not None:
+                break
     if judged is None:
         return None
+    cost = (await costs.flush()).get("costs/all", 0.0)  # known when litellm prices the judge model
     for trajectory in judged.trajectories:
+        trajectory.metrics["judge_latency_s"] = time.monotonic() - started
+        if cost:
+            trajectory.metrics["judge_cost_usd"] = cost / len(judged.trajectories)
         judge_score = min(1.0, max(0.0, float(trajectory.reward)))
         trajectory.metrics["judge_score"] = judge_score
         reward = judge_score
@@ -185,15 +198,33 @@ async def score_group(
 
 @traced
 async def train(
-    backend: art.Backend, model: art.TrainableModel, groups: list[art.TrajectoryGroup], learning_rate: float | None
+    backend: art.Backend | None,
+    model: art.Model,
+    groups: list[art.TrajectoryGroup],
+    *,
+    learning_rate: float | None,
+    options: dict,
+    step_before: int,
+    retries: int,
 ) -> TrainingOutcome:
-    """One GRPO step through `backend.train` on the groups that carry signal."""
+    """One GRPO step through `backend.train` on the groups that carry signal, exactly once.
+
+    A model already past `step_before` was trained by an attempt whose result was lost (a crash,
+    or a retry after the job finished): that step counts, and no second one is taken.
+    """
+    if not model.trainable or backend is None:
+        return TrainingOutcome(step=0, skipped=True, reason="this backend serves a fixed model; nothing to train")
     useful = [g for g in groups if has_signal(g)]
     if not useful:
-        return TrainingOutcome(step=await model.get_step(), skipped=True, reason="no group has reward variance")
-    kwargs = {} if learning_rate is None else {"learning_rate": learning_rate}
+        return TrainingOutcome(step=step_before, skipped=True, reason="no group has reward variance")
+    kwargs = options | ({} if learning_rate is None else {"learning_rate": learning_rate})
     started = time.monotonic()
-    result = await backend.train(model, useful, **kwargs)
+    async for attempt in retrying(retries):
+        with attempt:
+            current = await model.get_step()
+            if current > step_before:
+                return TrainingOutcome(step=current, skipped=False, reason="recovered: trained before a restart or retry")
+            result = await backend.train(model, useful, **kwargs)
     await model.log(useful, metrics=result.metrics, step=result.step, split="train")
     metrics = {k: float(v) for k, v in result.metrics.items()} | {"duration/train_s": time.monotonic() - started}
     return TrainingOutcome(step=result.step, skipped=False, metrics=metrics)

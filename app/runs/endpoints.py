@@ -4,7 +4,9 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import IntegrityError
 
-from app.backends.embedded.backend import DEFAULT_LEARNING_RATE
+from pydantic import ValidationError
+
+from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.deps import ReadSession, ServicesDep, not_found
 from app.runs import service, workflow
 from app.runs.models import IdempotencyKey, Run
@@ -41,8 +43,19 @@ async def effective_config(svc: ServicesDep, body: LearnLoopRequest) -> dict:
     if target not in graph.scenarios:
         raise invalid("target_scenario_id", f"unknown scenario {target!r} for graph {graph.id!r}")
     backend = body.backend or svc.settings.model_backend
-    if backend != "embedded":
-        raise invalid("backend", f"backend {backend!r} is not available in this build; use 'embedded'")
+    spec = SPECS[backend]
+    try:
+        check_available(backend, svc.settings)
+    except BackendUnavailable as exc:
+        raise invalid("backend", str(exc)) from None
+    if body.learning_rate is not None and not spec.trainable:
+        raise invalid("learning_rate", f"backend {backend!r} serves a fixed model and does not train; remove learning_rate")
+    try:
+        train_options = spec.options.model_validate(body.train_options or {}).model_dump()
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", "train_options", *e["loc"]), "msg": f"{e['msg']} (backend {backend!r})"} for e in exc.errors(include_url=False)]
+        ) from None
     webhook_url = str(body.webhook_url) if body.webhook_url else None
     if webhook_url:
         try:
@@ -51,7 +64,7 @@ async def effective_config(svc: ServicesDep, body: LearnLoopRequest) -> dict:
             raise invalid("webhook_url", str(exc)) from None
     return body.model_dump(mode="json") | {
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
-        "learning_rate": body.learning_rate or DEFAULT_LEARNING_RATE,
+        "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
     }
 
 
@@ -138,7 +151,23 @@ async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
         raise HTTPException(409, str(exc)) from None
     if svc.relay is not None:
         svc.relay.wake()
-    await workflow.cancel(run_id)
+    await workflow.cancel(run_id, run.attempt)
+    async with svc.db.read() as session:
+        return await service.run_view(session, run)
+
+
+@router.post("/runs/{run_id}/resume", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Resume a failed run",
+             responses={409: {"description": "The run has not failed"}})
+async def resume_run(run_id: str, svc: ServicesDep) -> dict:
+    """Starts a failed run again from its last recorded iteration (after a backend outage, say)."""
+    try:
+        async with svc.db.transaction() as session:
+            run = await service.resume(session, run_id)
+    except LookupError:
+        raise not_found(f"run {run_id!r}") from None
+    except service.Conflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    await workflow.enqueue(run.id, run.attempt)
     async with svc.db.read() as session:
         return await service.run_view(session, run)
 

@@ -17,6 +17,7 @@ class Run(Base):
     iterations_total: Mapped[int]
     iterations_completed: Mapped[int] = mapped_column(default=0)
     last_seq: Mapped[int] = mapped_column(default=0)
+    attempt: Mapped[int] = mapped_column(default=1)  # a resumed run gets a new workflow
     webhook_url: Mapped[str | None] = mapped_column(Text)
     webhook_secret: Mapped[str | None] = mapped_column(String(100))
     error: Mapped[dict | None]

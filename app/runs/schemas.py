@@ -21,6 +21,10 @@ class LearnLoopRequest(LoopConfig):
 
     webhook_url: AnyHttpUrl | None = Field(None, description="Receives this run's events, signed (Standard Webhooks).")
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
+    train_options: dict[str, Any] | None = Field(
+        None, description="Training options the backend supports (see the README); unknown ones are a 422.",
+        examples=[{"scale_rewards": True, "kl_penalty_coef": 0.1}],
+    )
 
 
 class RunLinks(BaseModel):

@@ -4,7 +4,7 @@ import hashlib
 import json
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 import art
 from openai.types.chat.chat_completion import Choice
@@ -159,8 +159,18 @@ async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> lis
 async def begin(session: AsyncSession, run_id: str) -> Run:
     run = await locked_run(session, run_id)
     if run.status == "queued":
-        run.status, run.started_at = "running", utcnow()
-        await emit(session, run, "run.started", {"status": "running"})
+        run.status, run.started_at = "running", run.started_at or utcnow()
+        await emit(session, run, "run.started", {"status": "running", "attempt": run.attempt})
+    return run
+
+
+async def resume(session: AsyncSession, run_id: str) -> Run:
+    """A failed run starts again from its last recorded iteration, as a new workflow attempt."""
+    run = await locked_run(session, run_id)
+    if run.status != "failed":
+        raise Conflict(f"run {run_id} is {run.status}; only failed runs can be resumed")
+    run.status, run.error, run.finished_at = "queued", None, None
+    run.attempt += 1
     return run
 
 
@@ -290,6 +300,3 @@ async def events_page(session: AsyncSession, run_id: str, *, after: int, limit: 
     )).all()
     return list(rows[:limit]), len(rows) > limit
 
-
-def as_utc(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -50,6 +50,10 @@ async def _run(run_id: str) -> tuple[Run, LoopConfig]:
     return run, LoopConfig(**{k: v for k, v in run.config.items() if k in fields})
 
 
+async def _policy(run: Run):
+    return await services().executor.policy(run.id, run.config["backend"])
+
+
 async def _context(run_id: str):
     run, config = await _run(run_id)
     graph = await services().graphs.get(run.graph_id)
@@ -65,11 +69,13 @@ def _wake_relay() -> None:
 
 @DBOS.step(name="start")
 async def start_step(run_id: str) -> dict:
+    """Marks the run running; a resumed run continues after its last recorded iteration."""
     async with services().db.transaction() as session:
         run = await service.begin(session, run_id)
         status, total = run.status, run.iterations_total
+        latest = await service.latest_iteration(session, run_id)
     _wake_relay()
-    return {"status": status, "iterations_total": total}
+    return {"status": status, "iterations_total": total, "next_iteration": 0 if latest is None else latest + 1}
 
 
 @DBOS.step(name="generate")
@@ -79,7 +85,7 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     with failures_as("generate"):
         run, config, graph, scores = await _context(run_id)
         executor = services().executor
-        policy = await executor.policy(run_id)
+        policy = await _policy(run)
         score = partial(
             steps.score_group, judge=executor.judge, feedback=create_feedback(graph),
             feedback_weight=config.feedback_weight, seed=config.seed, iteration=iteration,
@@ -103,15 +109,15 @@ async def generate_step(run_id: str, iteration: int) -> dict:
 async def train_step(run_id: str, iteration: int) -> dict:
     with failures_as("train"):
         run, config, _, _ = await _context(run_id)
-        policy = await services().executor.policy(run_id)
+        policy = await _policy(run)
         async with services().db.read() as session:
             previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
             groups = await service.load_groups(session, run_id, iteration)
-        step_before = (previous or {}).get("step", 0)
-        current = await policy.model.get_step()
-        if current > step_before:  # trained before a crash, which the workflow never saw: never train twice
-            return TrainingOutcome(step=current, skipped=False, reason="recovered: trained before a restart").model_dump()
-        outcome = await steps.train(services().executor.backend, policy.model, groups, config.learning_rate)
+        outcome = await steps.train(
+            services().executor.backend(run.config["backend"]), policy.model, groups,
+            learning_rate=config.learning_rate, options=run.config.get("train_options") or {},
+            step_before=(previous or {}).get("step", 0), retries=services().settings.backend_retries,
+        )
         return outcome.model_dump()
 
 
@@ -132,7 +138,7 @@ async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> 
     with failures_as("email"):
         started = utcnow()
         run, config, graph, scores = await _context(run_id)
-        policy = await services().executor.policy(run_id)
+        policy = await _policy(run)
         target = graph.scenarios[config.target_scenario_id]
         email, _ = await steps.write_email(policy, graph, target, scores | changed, config.max_turns)
         if email is None and iteration > 0:  # fall back to the iteration's best email for the target
@@ -161,8 +167,10 @@ async def finish_step(run_id: str) -> None:
     async with services().db.transaction() as session:
         await service.finish(session, run_id)
     _wake_relay()
-    policy = await services().executor.policy(run_id)
-    await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
+    run, _ = await _run(run_id)
+    policy = await _policy(run)
+    if policy.model.trainable:
+        await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     await services().executor.forget(run_id)
 
 
@@ -180,12 +188,13 @@ async def learning_run(run_id: str) -> str:
     if state["status"] != "running":
         return state["status"]
     try:
-        baseline = await email_step(run_id, 0, {})
-        await publish_step(run_id, 0, {
-            "email": baseline["email"], "rewards": None, "training": None, "changed": {},
-            "metrics": {"duration/email_s": baseline["seconds"]}, "started_at": datetime.fromisoformat(baseline["started_at"]),
-        })
-        for iteration in range(1, state["iterations_total"] + 1):
+        if state["next_iteration"] == 0:
+            baseline = await email_step(run_id, 0, {})
+            await publish_step(run_id, 0, {
+                "email": baseline["email"], "rewards": None, "training": None, "changed": {},
+                "metrics": {"duration/email_s": baseline["seconds"]}, "started_at": datetime.fromisoformat(baseline["started_at"]),
+            })
+        for iteration in range(max(1, state["next_iteration"]), state["iterations_total"] + 1):
             generation = await generate_step(run_id, iteration)
             training = await train_step(run_id, iteration)
             reweighted = await reweight_step(run_id, iteration)
@@ -208,11 +217,15 @@ async def learning_run(run_id: str) -> str:
         return "failed"
 
 
-async def enqueue(run_id: str) -> None:
-    """Idempotent: the workflow id is the run id."""
-    with SetWorkflowID(run_id):
+def workflow_id(run_id: str, attempt: int) -> str:
+    return run_id if attempt == 1 else f"{run_id}.{attempt}"
+
+
+async def enqueue(run_id: str, attempt: int = 1) -> None:
+    """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
+    with SetWorkflowID(workflow_id(run_id, attempt)):
         await DBOS.enqueue_workflow_async(RUNS_QUEUE, learning_run, run_id)
 
 
-async def cancel(run_id: str) -> None:
-    await DBOS.cancel_workflow_async(run_id)
+async def cancel(run_id: str, attempt: int) -> None:
+    await DBOS.cancel_workflow_async(workflow_id(run_id, attempt))

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-21 00:51:51.600671
+Create Date: 2026-11-21 01:09:12.824923
 
 """
 from typing import Sequence, Union
@@ -79,6 +79,7 @@ def upgrade() -> None:
     sa.Column('iterations_total', sa.Integer(), nullable=False),
     sa.Column('iterations_completed', sa.Integer(), nullable=False),
     sa.Column('last_seq', sa.Integer(), nullable=False),
+    sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('webhook_url', sa.Text(), nullable=True),
     sa.Column('webhook_secret', sa.String(length=100), nullable=True),
     sa.Column('error', sa.JSON(), nullable=True),

@@ -1,0 +1,5 @@
+"""`python -m app …` is the `codreamer` command."""
+
+from app.cli import main
+
+main()

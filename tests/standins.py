@@ -1,0 +1,132 @@
+"""Loopback stand-ins for remote services that cannot be reached from here, speaking their real
+protocols over real HTTP: the W&B Training API that `art.ServerlessBackend` calls, and a
+misbehaving OpenAI-compatible judge."""
+
+import json
+import re
+import secrets
+
+from fastapi import FastAPI, Request
+
+from app.backends.embedded.policy import Checkpoint
+from app.backends.embedded.server import LoopbackServer, policy_turn
+
+
+class WandbTrainingStandIn:
+    """Models, checkpoints, training jobs with their events, and chat completions (the embedded policy)."""
+
+    def __init__(self, api_key: str):
+        self.api_key = api_key
+        self.models: dict[str, dict] = {}
+        self.checkpoints: dict[str, list[dict]] = {}
+        self.training_jobs: list[dict] = []
+        self.inference_models: list[str] = []
+        self.policy = Checkpoint.initial()
+        app = FastAPI()
+
+        @app.middleware("http")
+        async def authenticate(request: Request, call_next):
+            if request.headers.get("authorization") != f"Bearer {self.api_key}":
+                from fastapi.responses import JSONResponse
+
+                return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
+            return await call_next(request)
+
+        @app.post("/v1/preview/models")
+        async def create_model(body: dict) -> dict:
+            key = f"{body['project']}/{body['name']}"
+            if key not in self.models:
+                self.models[key] = {"id": f"mdl_{secrets.token_hex(4)}", "entity": body.get("entity") or "codreamer-test",
+                                    "project": body["project"], "name": body["name"], "base_model": body["base_model"],
+                                    "run_id": None}
+                self.checkpoints[self.models[key]["id"]] = []
+            return self.models[key]
+
+        @app.get("/v1/preview/models/{model_id}/checkpoints")
+        async def list_checkpoints(model_id: str, order: str = "asc", limit: int = 100, after: str | None = None) -> dict:
+            items = sorted(self.checkpoints[model_id], key=lambda c: c["step"], reverse=order == "desc")
+            if after:
+                items = items[[c["id"] for c in items].index(after) + 1:]
+            return {"data": items[:limit], "has_more": len(items) > limit}
+
+        @app.delete("/v1/preview/models/{model_id}/checkpoints")
+        async def delete_checkpoints(model_id: str, request: Request) -> dict:
+            steps = set((await request.json())["steps"])
+            before = self.checkpoints[model_id]
+            self.checkpoints[model_id] = [c for c in before if c["step"] not in steps]
+            return {"deleted_count": len(before) - len(self.checkpoints[model_id]), "not_found_steps": []}
+
+        @app.post("/v1/preview/training-jobs")
+        async def create_training_job(body: dict) -> dict:
+            job = {"id": f"job_{len(self.training_jobs) + 1}", **body}
+            self.training_jobs.append(job)
+            checkpoints = self.checkpoints[body["model_id"]]
+            step = max((c["step"] for c in checkpoints), default=0) + 1
+            checkpoints.append({"id": f"ckpt_{step}", "step": step, "metrics": {}})
+            return {"id": job["id"]}
+
+        @app.get("/v1/preview/training-jobs/{job_id}/events")
+        async def job_events(job_id: str, after: str | None = None) -> dict:
+            job = next(j for j in self.training_jobs if j["id"] == job_id)
+            n = sum(len(g["trajectories"]) for g in job["trajectory_groups"])
+            events = [
+                {"id": "e1", "type": "training_started", "data": {"num_sequences": n}},
+                {"id": "e2", "type": "gradient_step", "data": {"loss": 0.1, "grad_norm": 1.0}},
+                {"id": "e3", "type": "training_ended", "data": {}},
+            ]
+            if after:
+                events = events[[e["id"] for e in events].index(after) + 1:]
+            return {"data": events, "has_more": False}
+
+        @app.post("/v1/chat/completions")
+        async def chat(body: dict) -> dict:
+            self.inference_models.append(body["model"])
+            message, tokens = policy_turn(self.policy, body)
+            return {
+                "id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls",
+                             "logprobs": {"content": tokens} if body.get("logprobs") else None}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": len(tokens), "total_tokens": 1 + len(tokens)},
+            }
+
+        self.server = LoopbackServer(app)
+        self.server.start()
+        self.base_url = self.server.base_url
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+class UnreliableJudge:
+    """An OpenAI-compatible judge that answers RULER requests badly, in a fixed rotation."""
+
+    BEHAVIOURS = ("out_of_range", "malformed", "wrong_count", "good")
+
+    def __init__(self):
+        self.calls: list[str] = []
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(body: dict) -> dict:
+            behaviour = self.BEHAVIOURS[len(self.calls) % len(self.BEHAVIOURS)]
+            self.calls.append(behaviour)
+            ids = re.findall(r'<trajectory id="([^"]+)">', body["messages"][-1]["content"])
+            scores = [{"trajectory_id": i, "explanation": "ok", "score": 0.2 + 0.1 * n} for n, i in enumerate(ids)]
+            if behaviour == "out_of_range":
+                scores = [{**s, "score": 7.0 if n % 2 else -3.0} for n, s in enumerate(scores)]
+            content = {
+                "malformed": "Sure! Here are the scores: {scores: [1, 2",
+                "wrong_count": json.dumps({"scores": scores[:1] + scores}),
+            }.get(behaviour, json.dumps({"scores": scores}))
+            return {
+                "id": "chatcmpl-judge", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }
+
+        self.server = LoopbackServer(app)
+        self.server.start()
+        self.base_url = self.server.base_url
+
+    def close(self) -> None:
+        self.server.stop()
