@@ -29,6 +29,18 @@ def traced(fn):
     return weave.op(fn, postprocess_inputs=_summarize)
 
 
+def tracing() -> bool:
+    return os.environ.get("WEAVE_DISABLED", "").lower() not in ("true", "1")
+
+
+async def call_with_trace(op, *args, **kwargs) -> tuple[object, str | None]:
+    """The op's result and, when tracing, the link to its trace in Weave."""
+    if not tracing():
+        return await op(*args, **kwargs), None
+    result, call = await op.call(*args, __should_raise=True, **kwargs)
+    return result, call.ui_url
+
+
 def init_tracing(wandb_api_key: str | None, weave_project: str | None) -> bool:
     """Never prompts and never fails start-up: an unreachable Weave only logs a warning."""
     if not (wandb_api_key and weave_project):

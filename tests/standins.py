@@ -130,3 +130,34 @@ class UnreliableJudge:
 
     def close(self) -> None:
         self.server.stop()
+
+
+class SwitchableProxy:
+    """An OpenAI-compatible endpoint that forwards to another one, or answers 503 while `down`."""
+
+    def __init__(self, upstream: str):
+        import httpx
+        from fastapi.responses import JSONResponse, Response
+
+        self.down = False
+        self.refused = 0
+        app = FastAPI()
+
+        @app.api_route("/v1/{path:path}", methods=["GET", "POST"])
+        async def forward(path: str, request: Request):
+            if self.down:
+                self.refused += 1
+                return JSONResponse({"error": {"message": "model server overloaded", "type": "server_error"}}, status_code=503)
+            async with httpx.AsyncClient() as client:
+                upstream_response = await client.request(
+                    request.method, f"{upstream}/{path}", content=await request.body(),
+                    headers={k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")},
+                )
+            return Response(upstream_response.content, upstream_response.status_code, media_type="application/json")
+
+        self.server = LoopbackServer(app)
+        self.server.start()
+        self.base_url = self.server.base_url
+
+    def close(self) -> None:
+        self.server.stop()

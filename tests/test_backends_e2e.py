@@ -8,8 +8,8 @@ import pytest
 
 from app.backends.embedded import EmbeddedBackend
 from app.knowledge_graph.service import demo_document
-from tests.standins import WandbTrainingStandIn
-from tests.support import Server, wait_for_status
+from tests.standins import SwitchableProxy, WandbTrainingStandIn
+from tests.support import Server, events, wait_for_status
 
 pytestmark = pytest.mark.slow
 SCENARIO = demo_document().scenarios[0].id
@@ -24,7 +24,9 @@ def openai_compatible():
     backend = EmbeddedBackend()
     model = art.TrainableModel(name="standin", project="p", base_model="embedded", report_metrics=[])
     asyncio.run(model.register(backend))
-    yield backend.base_url, backend.api_key, "standin@0"
+    proxy = SwitchableProxy(backend.base_url)  # lets a test take the model endpoint down
+    yield proxy, backend.api_key, "standin@0"
+    proxy.close()
     asyncio.run(backend.close())
 
 
@@ -41,9 +43,9 @@ def server(tmp_path_factory, openai_compatible, wandb_training):
     # The key comes from .env, as a user's would: ART reports to W&B only for a key in the process
     # environment, which would need the real W&B API.
     (workdir / ".env").write_text(f"WANDB_API_KEY={WANDB_KEY}\n")
-    base_url, api_key, model = openai_compatible
+    proxy, api_key, model = openai_compatible
     server = Server(workdir, {
-        "DATABASE_URL": f"sqlite:///{workdir}/data/codreamer.sqlite", "OPENAI_BASE_URL": base_url,
+        "DATABASE_URL": f"sqlite:///{workdir}/data/codreamer.sqlite", "OPENAI_BASE_URL": proxy.base_url,
         "OPENAI_API_KEY": api_key, "OPENAI_MODEL": model, "ART_SERVERLESS_BASE_URL": wandb_training.base_url,
         "BACKEND_RETRIES": "1",
     })
@@ -102,3 +104,26 @@ def test_backends_that_cannot_run_here_are_refused_with_what_to_do(server, tmp_p
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 1 and "codreamer[local]" in result.stdout + result.stderr
+
+
+def test_a_model_outage_fails_the_run_cleanly_and_it_can_be_resumed(server, openai_compatible):
+    proxy = openai_compatible[0]
+    proxy.down = True
+    try:
+        with server.client() as client:
+            run_id = client.post("/learn-loop", json={"backend": "openai", "iterations": 2, "scenario_ids": [SCENARIO], "rollouts_per_group": 2}).json()["run_id"]
+            run = wait_for_status(client, run_id)
+            assert run["status"] == "failed"
+            assert run["error"]["step"] == "email" and "503" in run["error"]["message"]
+            assert proxy.refused == 2  # the first call and BACKEND_RETRIES=1 retry: bounded
+            assert client.get(f"/runs/{run_id}/iterations").json()["data"] == []  # nothing half-written
+            assert events(client, run_id)[-1]["type"] == "run.failed"
+            assert client.post(f"/runs/{run_id}/resume").status_code == 202
+            proxy.down = False
+            run = wait_for_status(client, run_id)
+            assert run["status"] == "succeeded" and run["error"] is None, run
+            assert [i["iteration"] for i in client.get(f"/runs/{run_id}/iterations").json()["data"]] == [0, 1, 2]
+            assert [e["data"].get("attempt") for e in events(client, run_id) if e["type"] == "run.started"] == [1, 2]
+            assert client.post(f"/runs/{run_id}/resume").status_code == 409
+    finally:
+        proxy.down = False

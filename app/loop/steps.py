@@ -146,6 +146,7 @@ async def generate(
     metrics = {
         "rollouts": float(rollouts_per_group * len(scenarios)),
         "rollout_exceptions": float(counts["exceptions"]),
+        "exception_rate": counts["exceptions"] / (rollouts_per_group * len(scenarios)),
         "dropped_groups": float(counts["dropped_groups"]),
         "finalized_fraction": float(np.mean([bool(t.metadata["finalized"]) for t in trajectories])) if trajectories else 0.0,
         "mean_turns": float(np.mean([int(t.metadata["turns"]) for t in trajectories])) if trajectories else 0.0,

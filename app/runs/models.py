@@ -36,6 +36,7 @@ class Iteration(Base):
     training: Mapped[dict | None]
     node_scores_changed: Mapped[dict]
     metrics: Mapped[dict]
+    trace_url: Mapped[str | None] = mapped_column(Text)  # the iteration's Weave trace, when tracing
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

@@ -79,6 +79,7 @@ class IterationOut(BaseModel):
     training: TrainingOut | None
     node_scores_changed: dict[str, float]
     metrics: dict[str, float]
+    trace_url: str | None = Field(None, description="The iteration's Weave trace, when tracing is on.")
     started_at: datetime
     finished_at: datetime
 

@@ -177,7 +177,7 @@ async def resume(session: AsyncSession, run_id: str) -> Run:
 async def record_iteration(
     session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
     email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, float],
-    metrics: dict[str, float], started_at: datetime,
+    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None,
 ) -> bool:
     """The iteration, its score changes and its event, exactly once; False if already there or cancelled."""
     run = await locked_run(session, run_id)
@@ -186,7 +186,7 @@ async def record_iteration(
     finished_at = utcnow()
     session.add(Iteration(
         run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
-        node_scores_changed=changed, metrics=metrics, started_at=started_at, finished_at=finished_at,
+        node_scores_changed=changed, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=finished_at,
     ))
     for node_id, score in changed.items():
         await session.merge(NodeScore(run_id=run_id, node_id=node_id, score=score))
@@ -265,7 +265,7 @@ async def list_runs(session: AsyncSession, *, limit: int, after: str | None, sta
 def iteration_view(row: Iteration) -> dict:
     return {
         "iteration": row.iteration, "email": row.email, "rewards": row.rewards, "training": row.training,
-        "node_scores_changed": row.node_scores_changed, "metrics": row.metrics,
+        "node_scores_changed": row.node_scores_changed, "metrics": row.metrics, "trace_url": row.trace_url,
         "started_at": row.started_at, "finished_at": row.finished_at,
     }
 

@@ -18,7 +18,8 @@ from app.db import utcnow
 from app.loop import steps
 from app.loop.rollout import email_of
 from app.loop.runtime import create_feedback
-from app.loop.schemas import LoopConfig, TrainingOutcome
+from app.loop.schemas import LoopConfig
+from app.observability import call_with_trace
 from app.runs import service
 from app.runs.models import Iteration, Run
 
@@ -90,8 +91,8 @@ async def generate_step(run_id: str, iteration: int) -> dict:
             steps.score_group, judge=executor.judge, feedback=create_feedback(graph),
             feedback_weight=config.feedback_weight, seed=config.seed, iteration=iteration,
         )
-        generation = await steps.generate(
-            policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores,
+        generation, trace_url = await call_with_trace(
+            steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores,
             rollouts_per_group=config.rollouts_per_group, max_turns=config.max_turns, seed=config.seed,
             iteration=iteration, concurrency=services().settings.rollout_concurrency, score=score,
         )
@@ -101,7 +102,7 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     with failures_as("generate"):
         async with services().db.transaction() as session:
             await service.replace_trajectories(session, run_id, iteration, generation.groups)
-    return {"started_at": started_at, "metrics": generation.metrics,
+    return {"started_at": started_at, "metrics": generation.metrics, "trace_url": trace_url,
             "rewards": steps.reward_stats(generation.groups).model_dump()}
 
 
@@ -206,7 +207,7 @@ async def learning_run(run_id: str) -> str:
             status = await publish_step(run_id, iteration, {
                 "email": email["email"], "rewards": generation["rewards"], "training": training,
                 "changed": reweighted["changed"], "metrics": metrics,
-                "started_at": datetime.fromisoformat(generation["started_at"]),
+                "started_at": datetime.fromisoformat(generation["started_at"]), "trace_url": generation["trace_url"],
             })
             if status != "running":  # cancelled between steps
                 return status

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-21 01:09:12.824923
+Create Date: 2026-11-21 01:18:21.939693
 
 """
 from typing import Sequence, Union
@@ -119,6 +119,7 @@ def upgrade() -> None:
     sa.Column('training', sa.JSON(), nullable=True),
     sa.Column('node_scores_changed', sa.JSON(), nullable=False),
     sa.Column('metrics', sa.JSON(), nullable=False),
+    sa.Column('trace_url', sa.Text(), nullable=True),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['run_id'], ['runs.id'], name=op.f('fk_iterations_run_id_runs'), ondelete='CASCADE'),
