@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     tinker_api_key: str | None = None
     art_serverless_base_url: str | None = Field(None, description="W&B Training API; default: ART's.")
     backend_retries: int = Field(3, ge=0, le=10, description="Retries of a transient backend failure, with backoff.")
+    model_timeout_s: float = Field(120.0, gt=0, description="Timeout of one chat completion of the policy.")
     art_project: str = "codreamer"
     art_model_name: str = "model"
     art_base_model: str = "Qwen/Qwen2.5-14B-Instruct"

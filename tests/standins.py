@@ -161,3 +161,26 @@ class SwitchableProxy:
 
     def close(self) -> None:
         self.server.stop()
+
+
+class HangingModel:
+    """An OpenAI-compatible endpoint that answers only after `delay` seconds."""
+
+    def __init__(self, delay: float):
+        import asyncio
+
+        self.calls = 0
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(body: dict) -> dict:
+            self.calls += 1
+            await asyncio.sleep(delay)
+            return {"error": "too late"}
+
+        self.server = LoopbackServer(app)
+        self.server.start()
+        self.base_url = self.server.base_url
+
+    def close(self) -> None:
+        self.server.stop()

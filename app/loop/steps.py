@@ -46,9 +46,11 @@ class Policy:
     client: AsyncOpenAI
 
     @classmethod
-    def of(cls, model: art.Model, max_retries: int = 3) -> "Policy":
-        """The OpenAI client retries connection errors, 429 and 5xx with exponential backoff and jitter."""
-        client = AsyncOpenAI(base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=max_retries)
+    def of(cls, model: art.Model, max_retries: int = 3, timeout: float = 120.0) -> "Policy":
+        """The OpenAI client retries timeouts, connection errors, 429 and 5xx with exponential backoff and jitter."""
+        client = AsyncOpenAI(
+            base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=max_retries, timeout=timeout
+        )
         return cls(model, client)
 
     @property

@@ -35,7 +35,9 @@ class Executor:
                 async for attempt in retrying(self.settings.backend_retries):
                     with attempt:
                         await model.register(backend)
-            policy = self._policies[run_id] = Policy.of(model, max_retries=self.settings.backend_retries)
+            policy = self._policies[run_id] = Policy.of(
+                model, max_retries=self.settings.backend_retries, timeout=self.settings.model_timeout_s
+            )
         return policy
 
     async def forget(self, run_id: str) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from app.core import services
 from app.db import utcnow
+from app.faults import crash_point
 from app.loop import steps
 from app.loop.rollout import email_of
 from app.loop.runtime import create_feedback
@@ -87,10 +88,16 @@ async def generate_step(run_id: str, iteration: int) -> dict:
         run, config, graph, scores = await _context(run_id)
         executor = services().executor
         policy = await _policy(run)
-        score = partial(
+        judge = partial(
             steps.score_group, judge=executor.judge, feedback=create_feedback(graph),
             feedback_weight=config.feedback_weight, seed=config.seed, iteration=iteration,
         )
+
+        async def score(group):
+            scored = await judge(group)
+            crash_point("score", iteration)
+            return scored
+
         generation, trace_url = await call_with_trace(
             steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores,
             rollouts_per_group=config.rollouts_per_group, max_turns=config.max_turns, seed=config.seed,
@@ -102,6 +109,7 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     with failures_as("generate"):
         async with services().db.transaction() as session:
             await service.replace_trajectories(session, run_id, iteration, generation.groups)
+    crash_point("generate", iteration)
     return {"started_at": started_at, "metrics": generation.metrics, "trace_url": trace_url,
             "rewards": steps.reward_stats(generation.groups).model_dump()}
 
@@ -119,7 +127,8 @@ async def train_step(run_id: str, iteration: int) -> dict:
             learning_rate=config.learning_rate, options=run.config.get("train_options") or {},
             step_before=(previous or {}).get("step", 0), retries=services().settings.backend_retries,
         )
-        return outcome.model_dump()
+    crash_point("train", iteration)
+    return outcome.model_dump()
 
 
 @DBOS.step(name="reweight")
@@ -130,7 +139,8 @@ async def reweight_step(run_id: str, iteration: int) -> dict:
         async with services().db.read() as session:
             groups = await service.load_groups(session, run_id, iteration)
         _, changed = steps.reweight(scores, groups, config.top_fraction)
-        return {"changed": changed, "seconds": time.monotonic() - started}
+    crash_point("reweight", iteration)
+    return {"changed": changed, "seconds": time.monotonic() - started}
 
 
 @DBOS.step(name="email")
@@ -149,7 +159,8 @@ async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> 
             email = next((e for t in ranked if (e := email_of(t))), None)
         if email is None:
             raise StepFailed("email", f"the policy wrote no email for {target.id} within {config.max_turns} turns")
-        return {"email": email.model_dump(), "started_at": started.isoformat(), "seconds": (utcnow() - started).total_seconds()}
+    crash_point("email", iteration)
+    return {"email": email.model_dump(), "started_at": started.isoformat(), "seconds": (utcnow() - started).total_seconds()}
 
 
 @DBOS.step(name="publish")
@@ -160,6 +171,7 @@ async def publish_step(run_id: str, iteration: int, record: dict) -> str:
         await service.record_iteration(session, graph, run_id, iteration, **record)
         status = (await session.get(Run, run_id)).status
     _wake_relay()
+    crash_point("publish", iteration)
     return status
 
 

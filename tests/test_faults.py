@@ -1,0 +1,124 @@
+"""Faults: kill -9 inside every step, a PostgreSQL restart, a dead judge and a hanging model."""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from app.knowledge_graph.service import demo_document
+from tests.standins import HangingModel
+from tests.support import FreshPostgresDatabase, Server, events, free_port, require_postgres, wait_for, wait_for_status
+
+pytestmark = pytest.mark.slow
+SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
+RUN = {"iterations": 3, "scenario_ids": SCENARIOS, "rollouts_per_group": 3}
+
+
+def assert_exactly_once(client, run_id: str, iterations: int) -> None:
+    run = client.get(f"/runs/{run_id}").json()
+    assert run["status"] == "succeeded", run
+    recorded = client.get(f"/runs/{run_id}/iterations").json()["data"]
+    assert [i["iteration"] for i in recorded] == list(range(iterations + 1))
+    assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, iterations + 1))
+    completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
+    assert completed == list(range(iterations + 1))
+    for n in range(1, iterations + 1):
+        trajectories = client.get(f"/runs/{run_id}/iterations/{n}").json()["trajectories"]
+        assert len(trajectories) == len(RUN["scenario_ids"]) * RUN["rollouts_per_group"]
+
+
+def test_kill_9_inside_every_step_resumes_exactly_once(tmp_path):
+    """One run is killed inside each step in turn; every restart recovers the previous crash first."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite", "EXECUTOR_ID": "fault-worker"}
+    run_id = None
+    for point in ("generate", "score", "train", "reweight", "email", "publish"):
+        server = Server(tmp_path, env | {"CRASH_AT": f"{point}:2"}).start()
+        if run_id is None:
+            with server.client() as client:
+                run_id = client.post("/learn-loop", json=RUN).json()["run_id"]
+        wait_for(lambda: server.process.poll() is not None, timeout=120)  # killed at the crash point
+        assert server.process.returncode == -9, point
+    server = Server(tmp_path, env).start()
+    try:
+        with server.client() as client:
+            wait_for_status(client, run_id, timeout=120)
+            assert_exactly_once(client, run_id, RUN["iterations"])
+    finally:
+        server.stop()
+
+
+def restart_postgres() -> None:
+    version = os.listdir("/etc/postgresql")[0]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True, timeout=120)
+
+
+def test_postgresql_restart_under_a_running_run(tmp_path):
+    require_postgres()
+    if not os.path.isdir("/etc/postgresql"):
+        pytest.skip("PostgreSQL is not a local cluster this test can restart")
+    database = FreshPostgresDatabase()
+    server = Server(tmp_path, {"DATABASE_URL": database.url, "EXECUTOR_ID": "pg-restart"}).start()
+    try:
+        with server.client() as client:
+            run_id = client.post("/learn-loop", json=RUN | {"iterations": 4}).json()["run_id"]
+            wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 1, timeout=120)
+            restart_postgres()
+            run = wait_for(lambda: _status_after_outage(client, run_id), timeout=180)
+            if run["status"] == "failed":  # failed cleanly: resume it
+                assert run["error"]["step"] in ("generate", "score", "train", "reweight", "email")
+                assert client.post(f"/runs/{run_id}/resume").status_code == 202
+                wait_for_status(client, run_id, timeout=180)
+            assert_exactly_once(client, run_id, 4)
+    finally:
+        server.stop()
+        database.drop()
+
+
+def _status_after_outage(client, run_id):
+    try:
+        run = client.get(f"/runs/{run_id}").json()
+    except Exception:
+        return None  # the API itself may answer 5xx/close while the database is down
+    return run if run.get("status") in ("succeeded", "failed") else None
+
+
+@pytest.fixture(scope="module")
+def hanging_model():
+    model = HangingModel(delay=5)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def outage_server(tmp_path_factory, hanging_model):
+    workdir = tmp_path_factory.mktemp("outages")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    server = Server(workdir, {
+        "DATABASE_URL": f"sqlite:///{workdir}/data/codreamer.sqlite", "BACKEND_RETRIES": "1", "MODEL_TIMEOUT_S": "1",
+        "JUDGE_RETRIES": "1", "JUDGE_MODEL": "openai/judge", "JUDGE_BASE_URL": dead, "JUDGE_API_KEY": "k",
+        "OPENAI_BASE_URL": hanging_model.base_url, "OPENAI_API_KEY": "k", "OPENAI_MODEL": "slow",
+    })
+    yield server.start()
+    server.stop()
+
+
+def test_a_dead_judge_fails_the_run_at_the_score_step(outage_server):
+    with outage_server.client() as client:
+        run_id = client.post("/learn-loop", json=RUN).json()["run_id"]
+        run = wait_for_status(client, run_id)
+        assert run["status"] == "failed" and run["error"]["step"] == "score"
+        assert "dropped" in run["error"]["message"]
+        assert [i["iteration"] for i in client.get(f"/runs/{run_id}/iterations").json()["data"]] == [0]
+        assert events(client, run_id)[-1]["type"] == "run.failed"
+
+
+def test_a_hanging_model_times_out_with_bounded_retries(outage_server, hanging_model):
+    with outage_server.client() as client:
+        started = time.monotonic()
+        run_id = client.post("/learn-loop", json=RUN | {"backend": "openai"}).json()["run_id"]
+        run = wait_for_status(client, run_id)
+        assert run["status"] == "failed" and run["error"]["step"] == "email"
+        assert "Timeout" in run["error"]["message"]
+        assert hanging_model.calls == 2 and time.monotonic() - started < 30
+        assert client.get(f"/runs/{run_id}/iterations").json()["data"] == []
