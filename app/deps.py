@@ -1,11 +1,12 @@
 """FastAPI dependencies: services, sessions and API-key authentication."""
 
-import secrets
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException
+from fastapi import Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services, services
@@ -28,17 +29,40 @@ async def read_session(svc: ServicesDep) -> AsyncIterator[AsyncSession]:
 ReadSession = Annotated[AsyncSession, Depends(read_session)]
 
 
-async def require_api_key(
-    svc: ServicesDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> None:
-    keys = svc.settings.api_keys
-    if not keys:
+def api_key_scheme(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    """Documents the bearer scheme in OpenAPI; `ApiKeyAuth` enforces it, before the body is read."""
+
+
+def _query_names(dependant) -> set[str]:
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+async def reject_unknown_query_params(request: Request) -> None:
+    """A misspelt parameter is an error, not a silently ignored filter."""
+    route = request.scope.get("route")
+    if route is None:
         return
-    token = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
-    if not any(secrets.compare_digest(token.encode(), key.encode()) for key in keys):
-        raise HTTPException(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
-                            headers={"WWW-Authenticate": "Bearer"})
+    unknown = sorted(set(request.query_params) - _query_names(route.dependant))
+    if unknown:
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": "unknown query parameter", "type": "extra_forbidden"} for name in unknown]
+        )
 
 
 def not_found(what: str) -> HTTPException:
     return HTTPException(404, f"{what} not found")
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+UNAUTHORIZED = {401: {"model": ErrorOut, "description": "Missing or invalid API key (when API_KEYS is set)"}}
+NOT_FOUND = {404: {"model": ErrorOut, "description": "Unknown id"}}
+BODY_ERRORS = {
+    400: {"model": ErrorOut, "description": "The body is not JSON text (bad encoding, or nested too deeply)"},
+    413: {"model": ErrorOut, "description": "Request body over the size limit"},
+}

@@ -1,14 +1,17 @@
 """The FastAPI application: routers of each domain, auth, body limits, and the lifespan."""
 
 import logging
+import secrets
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import lifecycle, migrations
-from app.deps import ServicesDep, require_api_key
+from app.deps import UNAUTHORIZED, ServicesDep, api_key_scheme, reject_unknown_query_params
 from app.knowledge_graph.endpoints import router as graphs_router
 from app.runs.endpoints import router as runs_router
 from app.settings import Settings, get_settings
@@ -56,6 +59,29 @@ class _TooLarge(Exception):
     pass
 
 
+class ApiKeyAuth:
+    """With API_KEYS set, every path but health and docs needs `Authorization: Bearer <key>`.
+
+    Checked before routing, so no body is parsed and nothing is validated for an unknown caller.
+    """
+
+    PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+
+    def __init__(self, app: ASGIApp, settings: Settings):
+        self.app = app
+        self.keys = [key.encode() for key in settings.api_keys]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.keys or scope["path"] in self.PUBLIC:
+            return await self.app(scope, receive, send)
+        scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+        if scheme.lower() == b"bearer" and any(secrets.compare_digest(token, key) for key in self.keys):
+            return await self.app(scope, receive, send)
+        response = JSONResponse({"detail": "missing or invalid API key: send 'Authorization: Bearer <key>'"},
+                                status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -73,10 +99,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Reinforcement-learning learning loops for sales emails: generate, judge, GRPO, KG reweighting.",
         lifespan=lifespan,
     )
-    secured = [Depends(require_api_key)]
-    app.include_router(runs_router, dependencies=secured)
-    app.include_router(webhooks_router, dependencies=secured)
-    app.include_router(graphs_router, dependencies=secured)
+    secured = {"dependencies": [Depends(api_key_scheme), Depends(reject_unknown_query_params)], "responses": UNAUTHORIZED}
+    app.include_router(runs_router, **secured)
+    app.include_router(webhooks_router, **secured)
+    app.include_router(graphs_router, **secured)
 
     @app.get("/healthz", tags=["health"], summary="Liveness")
     async def healthz() -> dict:
@@ -93,10 +119,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return JSONResponse({"status": "unavailable", "detail": f"database at {current}, code expects {migrations.head_revision()}"}, 503)
         return JSONResponse({"status": "ready"})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """As FastAPI's, but a 405 lists every method of the path, not just the first route's."""
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            allowed = {m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(request.url.path) for m in r.methods}
+            headers["Allow"] = ", ".join(sorted(allowed))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse({"detail": "internal error; the request was not applied"}, status_code=500)
 
     app.add_middleware(BodyLimit, settings=settings)
+    app.add_middleware(ApiKeyAuth, settings=settings)  # outermost: runs first
     return app

@@ -50,7 +50,8 @@ def test_auth(server, client):
         ({"learning_rate": 0}, "learning_rate"), ({"learning_rate": -1e-5}, "learning_rate"),
         ({"feedback_weight": -0.1}, "feedback_weight"), ({"feedback_weight": 1.5}, "feedback_weight"),
         ({"top_fraction": 0}, "top_fraction"), ({"top_fraction": 1.01}, "top_fraction"),
-        ({"seed": "x"}, "seed"), ({"seed": 1e40}, "seed"),
+        ({"seed": "x"}, "seed"), ({"seed": 1e40}, "seed"), ({"seed": 2**80}, "seed"), ({"iterations": -5}, "iterations"),
+        ({"iterations": 10**30}, "iterations"), ({"learning_rate": 1e308}, "learning_rate"), ({"max_turns": 2.5}, "max_turns"),
         ({"webhook_url": "ftp://example.com/x"}, "webhook_url"), ({"webhook_url": "not a url"}, "webhook_url"),
         ({"backend": "gpu"}, "backend"), ({"graph_id": "nope"}, "graph_id"),
         ({"scenario_ids": []}, "scenario_ids"), ({"scenario_ids": ["nope"]}, "scenario_ids"),
@@ -178,3 +179,41 @@ def test_graphs(client):
     assert set(run["final_email"]["citations"]) <= {f"n{i}" for i in range(5)}
     detail = client.get(f"/runs/{run_id}/iterations/1").json()
     assert all(t["feedback_score"] is None for t in detail["trajectories"])  # uploaded graphs: judge only
+
+
+def test_unicode_in_every_string_field_round_trips(client):
+    text = "Ünïcödé — 漢字 — עברית — 🚀 — \u200b"
+    doc = small_graph("unicode-graph")
+    for node in doc["nodes"]:
+        node |= {"type": f"тип {text}"[:64], "title": f"{text} {node['id']}", "text": f"{text}. Fact.", "tags": [text[:60], "ok"]}
+    doc["edges"][0]["relation"] = "связь 🚀"
+    doc["scenarios"][0] |= {"goal": text, "prospect": {"name": "Zoë Ångström", "role": "CTO 🚀", "company": "Ünï AG",
+                                                       "industry": "漢字", "pains": [text]}}
+    doc["name"] = text
+    assert client.post("/graphs", json=doc).status_code == 201
+    node = client.get("/graphs/unicode-graph/nodes/n1").json()
+    assert node["title"] == f"{text} n1" and node["tags"][0] == text[:60]
+    scenario = client.get("/graphs/unicode-graph/scenarios").json()["data"][0]
+    assert scenario["prospect"]["name"] == "Zoë Ångström"
+    run_id = client.post("/learn-loop", json={"graph_id": "unicode-graph", "iterations": 1, "rollouts_per_group": 2}).json()["run_id"]
+    assert wait_for_status(client, run_id)["status"] == "succeeded"
+
+
+def test_strings_a_database_cannot_hold_and_non_ascii_ids_are_422(client):
+    nul = small_graph("nul-graph")
+    nul["nodes"][0]["text"] = "a\x00b"
+    response = client.post("/graphs", json=nul)
+    assert response.status_code == 422 and "text" in str(response.json()["detail"][0]["loc"])
+    emoji_id = small_graph("🚀-graph")
+    assert client.post("/graphs", json=emoji_id).status_code == 422
+
+
+def test_unknown_query_parameters_are_422(client):
+    response = client.get("/runs", params={"limit": 5, "stauts": "running"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "stauts"]
+
+
+def test_authentication_comes_before_parsing(server):
+    with httpx.Client(base_url=server.url) as anonymous:
+        response = anonymous.post("/learn-loop", content=b"\x00 not json", headers={"content-type": "application/json"})
+        assert response.status_code == 401

@@ -3,7 +3,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel
 
-from app.deps import ReadSession, ServicesDep, not_found
+from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, not_found
 from app.knowledge_graph import repository
 from app.knowledge_graph.schemas import GraphDocument, Node, Scenario
 
@@ -47,7 +47,7 @@ async def list_graphs(session: ReadSession) -> dict:
 
 
 @router.post("", response_model=GraphSummary, status_code=status.HTTP_201_CREATED, summary="Upload a knowledge graph",
-             responses={409: {"description": "A graph with this id exists"}})
+             responses={409: {"model": ErrorOut, "description": "A graph with this id exists"}, **BODY_ERRORS})
 async def create_graph(document: GraphDocument, svc: ServicesDep) -> dict:
     """Validated whole before anything is written; errors name the culprit."""
     async with svc.db.transaction() as session:
@@ -63,7 +63,7 @@ async def _require_graph(session, graph_id: str) -> None:
         raise not_found(f"graph {graph_id!r}")
 
 
-@router.get("/{graph_id}/nodes", response_model=NodePage, summary="List a graph's nodes")
+@router.get("/{graph_id}/nodes", response_model=NodePage, summary="List a graph's nodes", responses=NOT_FOUND)
 async def list_nodes(
     graph_id: str, session: ReadSession,
     type: Annotated[str | None, Query(max_length=64)] = None,
@@ -75,7 +75,7 @@ async def list_nodes(
     return {"data": nodes, "has_more": has_more}
 
 
-@router.get("/{graph_id}/nodes/{node_id}", response_model=NodeDetail, summary="A node and its neighbours")
+@router.get("/{graph_id}/nodes/{node_id}", response_model=NodeDetail, summary="A node and its neighbours", responses=NOT_FOUND)
 async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
     await _require_graph(session, graph_id)
     found = await repository.node_with_neighbors(session, graph_id, node_id)
@@ -85,7 +85,7 @@ async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
     return node.model_dump() | {"neighbors": neighbors}
 
 
-@router.get("/{graph_id}/scenarios", response_model=ScenarioList, summary="A graph's scenarios")
+@router.get("/{graph_id}/scenarios", response_model=ScenarioList, summary="A graph's scenarios", responses=NOT_FOUND)
 async def list_scenarios(graph_id: str, session: ReadSession) -> dict:
     await _require_graph(session, graph_id)
     return {"data": await repository.scenarios(session, graph_id)}

@@ -4,8 +4,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL characters
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NO_NUL)]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
+LongText = Annotated[str, StringConstraints(min_length=1, max_length=5000, pattern=NO_NUL)]
 
 
 class Strict(BaseModel):
@@ -14,16 +17,16 @@ class Strict(BaseModel):
 
 class Node(Strict):
     id: Id
-    type: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    type: Label
     title: ShortText
-    text: Annotated[str, StringConstraints(min_length=1, max_length=5000)]
-    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(default_factory=list, max_length=32)
+    text: LongText
+    tags: list[Label] = Field(default_factory=list, max_length=32)
 
 
 class Edge(Strict):
     source: Id
     target: Id
-    relation: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    relation: Label
 
 
 class Prospect(Strict):
@@ -37,7 +40,7 @@ class Prospect(Strict):
 class Scenario(Strict):
     id: Id
     prospect: Prospect
-    goal: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    goal: LongText
     seed_nodes: list[Id] = Field(min_length=1, max_length=32)
 
 

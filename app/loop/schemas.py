@@ -34,7 +34,7 @@ class LoopConfig(BaseModel):
     iterations: int = Field(3, ge=1, le=200)
     rollouts_per_group: int = Field(4, ge=2, le=64)
     max_turns: int = Field(6, ge=1, le=32)
-    learning_rate: float | None = Field(None, gt=0, description="GRPO learning rate; default: the backend's.")
+    learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
     feedback_weight: float = Field(0.3, ge=0, le=1)
     top_fraction: float = Field(0.5, gt=0, le=1)
-    seed: int = 0
+    seed: int = Field(0, ge=-(2**63), le=2**63 - 1)

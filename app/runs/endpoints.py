@@ -7,7 +7,7 @@ from sqlalchemy.exc import IntegrityError
 from pydantic import ValidationError
 
 from app.backends.registry import SPECS, BackendUnavailable, check_available
-from app.deps import ReadSession, ServicesDep, not_found
+from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, not_found
 from app.runs import service, workflow
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import (
@@ -71,7 +71,7 @@ async def effective_config(svc: ServicesDep, body: LearnLoopRequest) -> dict:
 @router.post(
     "/learn-loop", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED, summary="Start a learning loop",
     responses={200: {"model": RunCreated, "description": "Replay of an earlier request with the same Idempotency-Key"},
-               409: {"description": "Idempotency-Key reused with a different body"}},
+               409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"}, **BODY_ERRORS},
 )
 async def start_learn_loop(
     body: LearnLoopRequest, response: Response, svc: ServicesDep,
@@ -133,13 +133,13 @@ async def list_runs(
     return {"data": [await service.run_view(session, r) for r in runs], "has_more": has_more}
 
 
-@router.get("/runs/{run_id}", response_model=RunOut, summary="A run")
+@router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=NOT_FOUND)
 async def get_run(run_id: str, session: ReadSession) -> dict:
     return await service.run_view(session, await _run_or_404(session, run_id))
 
 
 @router.post("/runs/{run_id}/cancel", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Cancel a run",
-             responses={409: {"description": "The run already finished"}})
+             responses={409: {"model": ErrorOut, "description": "The run already finished"}, **NOT_FOUND})
 async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
     """The run stops at its next step boundary; an iteration in flight is not recorded."""
     try:
@@ -157,7 +157,7 @@ async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
 
 
 @router.post("/runs/{run_id}/resume", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Resume a failed run",
-             responses={409: {"description": "The run has not failed"}})
+             responses={409: {"model": ErrorOut, "description": "The run has not failed"}, **NOT_FOUND})
 async def resume_run(run_id: str, svc: ServicesDep) -> dict:
     """Starts a failed run again from its last recorded iteration (after a backend outage, say)."""
     try:
@@ -172,13 +172,14 @@ async def resume_run(run_id: str, svc: ServicesDep) -> dict:
         return await service.run_view(session, run)
 
 
-@router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations")
+@router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations", responses=NOT_FOUND)
 async def list_iterations(run_id: str, session: ReadSession) -> dict:
     await _run_or_404(session, run_id)
     return {"data": await service.iterations(session, run_id)}
 
 
-@router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories")
+@router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",
+            responses=NOT_FOUND)
 async def get_iteration(run_id: str, iteration: int, session: ReadSession) -> dict:
     await _run_or_404(session, run_id)
     detail = await service.iteration_detail(session, run_id, iteration)
@@ -187,7 +188,7 @@ async def get_iteration(run_id: str, iteration: int, session: ReadSession) -> di
     return detail
 
 
-@router.get("/runs/{run_id}/node-scores", response_model=NodeScoresOut, summary="Every node's score")
+@router.get("/runs/{run_id}/node-scores", response_model=NodeScoresOut, summary="Every node's score", responses=NOT_FOUND)
 async def node_scores(
     run_id: str, session: ReadSession, svc: ServicesDep,
     iteration: Annotated[int | None, Query(ge=0, description="Scores right after this iteration; default: the latest.")] = None,
@@ -202,7 +203,7 @@ async def node_scores(
     return {"iteration": iteration, "scores": service.full_scores(graph, await service.scores_after(session, run_id, iteration))}
 
 
-@router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order")
+@router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order", responses=NOT_FOUND)
 async def list_events(
     run_id: str, session: ReadSession,
     after: Annotated[int, Query(ge=0, description="Only events with a larger seq.")] = 0,

@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from app.deps import ReadSession, not_found
+from app.deps import NOT_FOUND, ReadSession, not_found
 from app.runs.models import Run
 from app.webhooks.models import WebhookDelivery
 
@@ -26,7 +26,8 @@ class DeliveryList(BaseModel):
     data: list[DeliveryOut]
 
 
-@router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks")
+@router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks",
+            responses=NOT_FOUND)
 async def list_deliveries(run_id: str, session: ReadSession) -> dict:
     if await session.get(Run, run_id) is None:
         raise not_found(f"run {run_id!r}")
