@@ -9,7 +9,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast
+.PHONY: install serve run test test-fast bench
 install: $(BIN)/codreamer
 
 serve: install
@@ -23,3 +23,7 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
+
+bench: install
+	$(BIN)/pip install --quiet -e ".[test,bench]"
+	$(BIN)/python -m bench

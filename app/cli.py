@@ -155,7 +155,8 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=
 
     from app.main import create_app
 
-    uvicorn.run(create_app(_settings_or_exit()), host=host, port=port, log_level="info")
+    settings = _settings_or_exit()
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=settings.access_log)
 
 
 @app.command()

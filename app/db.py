@@ -45,11 +45,11 @@ def utcnow() -> datetime:
 
 
 def driver_url(url: str, *, sync: bool = False) -> str:
-    """The SQLAlchemy URL for a plain `postgresql://` or `sqlite:///` URL."""
+    """The SQLAlchemy URL for a plain `postgresql://` or `sqlite:///` URL (async drivers unless `sync`)."""
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
-        return "postgresql+psycopg://" + url[len("postgresql://"):]
+        return ("postgresql+psycopg://" if sync else "postgresql+asyncpg://") + url[len("postgresql://"):]
     if url.startswith("sqlite:///") and not sync:
         return "sqlite+aiosqlite:///" + url[len("sqlite:///"):]
     return url
@@ -72,18 +72,21 @@ def create_engine(settings: Settings) -> AsyncEngine:
         @event.listens_for(engine.sync_engine, "begin")
         def _begin(connection):
             # Writers take SQLite's write lock up front, so read-then-write transactions never
-            # fail on a stale snapshot; readers stay concurrent under WAL.
-            connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get("writer") else "BEGIN")
+            # fail on a stale snapshot; readers run in autocommit, concurrently under WAL.
+            if connection.get_execution_options().get("writer"):
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_async_engine(driver_url(settings.database_url), pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping (a round trip per checkout): a connection found dead invalidates the pool instead.
+    return create_async_engine(driver_url(settings.database_url), pool_size=10, max_overflow=20, pool_recycle=1800)
 
 
 class Database:
     def __init__(self, settings: Settings):
         self.engine = create_engine(settings)
         self._writers = async_sessionmaker(self.engine.execution_options(writer=True), expire_on_commit=False)
-        self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
+        # Reads need no transaction: autocommit saves a BEGIN and a COMMIT round trip per request.
+        self._readers = async_sessionmaker(self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -93,7 +96,7 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self._readers() as session, session.begin():
+        async with self._readers() as session:
             yield session
 
     async def close(self) -> None:

@@ -14,7 +14,7 @@ from app.core import Services, services
 _bearer = HTTPBearer(auto_error=False, description="One of the API_KEYS, when that setting is non-empty.")
 
 
-def get_services() -> Services:
+async def get_services() -> Services:  # async: a sync dependency would cost a thread-pool hop per request
     return services()
 
 
@@ -29,7 +29,7 @@ async def read_session(svc: ServicesDep) -> AsyncIterator[AsyncSession]:
 ReadSession = Annotated[AsyncSession, Depends(read_session)]
 
 
-def api_key_scheme(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+async def api_key_scheme(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
     """Documents the bearer scheme in OpenAPI; `ApiKeyAuth` enforces it, before the body is read."""
 
 

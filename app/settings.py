@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     executor_id: str = Field("codreamer-local", min_length=1, description="Stable id of this worker, for DBOS recovery.")
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
+    access_log: bool = Field(False, description="uvicorn's per-request log lines.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
     max_graph_bytes: int = Field(20 * 1_048_576, ge=1024, description="Largest graph document upload.")
 

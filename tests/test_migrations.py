@@ -37,9 +37,13 @@ def test_postgresql_migrations_match_models():
 
 
 @pytest.mark.parametrize(("url", "expected"), [
-    ("postgresql://u@h:5432/db", "postgresql+psycopg://u@h:5432/db"),
-    ("postgres://u@h/db", "postgresql+psycopg://u@h/db"),
+    ("postgresql://u@h:5432/db", "postgresql+asyncpg://u@h:5432/db"),
+    ("postgres://u@h/db", "postgresql+asyncpg://u@h/db"),
     ("sqlite:///./data/x.sqlite", "sqlite+aiosqlite:///./data/x.sqlite"),
 ])
 def test_plain_urls_get_a_driver(url, expected):
     assert driver_url(url) == expected
+
+
+def test_migrations_and_dbos_use_the_sync_driver():
+    assert driver_url("postgresql://u@h/db", sync=True) == "postgresql+psycopg://u@h/db"

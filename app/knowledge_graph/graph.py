@@ -6,6 +6,13 @@ from functools import cached_property
 from app.knowledge_graph.schemas import GraphDocument, Node, Scenario
 
 
+class NodeScores(dict):
+    """A run's node scores: only the nodes that moved are stored; every other node is at 1.0."""
+
+    def __missing__(self, node_id: str) -> float:
+        return 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Neighbor:
     id: str
@@ -29,4 +36,5 @@ class KnowledgeGraph:
 
     @cached_property
     def initial_scores(self) -> dict[str, float]:
+        """Every node at 1.0, materialised: for the API's full score maps."""
         return {node_id: 1.0 for node_id in self.nodes}

@@ -11,7 +11,6 @@ import art
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.loop import steps
 from app.loop.feedback import FeedbackSimulator
-from app.loop.rollout import email_of
 from app.loop.schemas import Email, LoopConfig, RewardStats, TrainingOutcome
 
 
@@ -65,50 +64,49 @@ async def run_learning_loop(
     if backend is not None:
         await model.register(backend)
     policy = steps.Policy.of(model)
-    scores = dict(graph.initial_scores)
-    results = []
+    async with policy.client:  # closed with the loop that used it
+        scores = dict(graph.initial_scores)
+        results = []
 
-    started = datetime.now(UTC)
-    email, _ = await steps.write_email(policy, graph, target, scores, config.max_turns)
-    baseline = IterationResult(0, email, None, None, {}, scores, {}, started, datetime.now(UTC))
-    on_iteration(baseline)
-    results.append(baseline)
-
-    score = partial(
-        steps.score_group, judge=judge, feedback=feedback, feedback_weight=config.feedback_weight, seed=config.seed
-    )
-    for iteration in range(1, config.iterations + 1):
         started = datetime.now(UTC)
-        generation = await steps.generate(
-            policy, graph, scenarios, scores,
-            rollouts_per_group=config.rollouts_per_group, max_turns=config.max_turns, seed=config.seed,
-            iteration=iteration, concurrency=concurrency, score=partial(score, iteration=iteration),
-        )
-        groups = generation.groups
-        if train_policy:
-            training = await steps.train(
-                backend, model, groups, learning_rate=config.learning_rate, options=train_options or {},
-                step_before=await model.get_step(), retries=retries,
-            )
-        else:
-            training = TrainingOutcome(step=await model.get_step(), skipped=True, reason="policy training disabled")
-        clock = time.monotonic()
-        changed = {}
-        if reweight_graph:
-            scores, changed = steps.reweight(scores, groups, config.top_fraction)
-        reweight_s = time.monotonic() - clock
-        clock = time.monotonic()
         email, _ = await steps.write_email(policy, graph, target, scores, config.max_turns)
-        if email is None:  # fall back to the best email this iteration wrote for the target
-            target_trajectories = [t for g in groups for t in g.trajectories if t.metadata["scenario_id"] == target.id]
-            email = next((e for t in sorted(target_trajectories, key=lambda t: -t.reward) if (e := email_of(t))), None)
-        metrics = generation.metrics | {"duration/reweight_s": reweight_s, "duration/email_s": time.monotonic() - clock}
-        result = IterationResult(
-            iteration, email, steps.reward_stats(groups), training, changed, scores, metrics,
-            started, datetime.now(UTC), groups,
+        baseline = IterationResult(0, email, None, None, {}, scores, {}, started, datetime.now(UTC))
+        on_iteration(baseline)
+        results.append(baseline)
+
+        score = partial(
+            steps.score_group, judge=judge, feedback=feedback, feedback_weight=config.feedback_weight, seed=config.seed
         )
-        on_iteration(result)
-        results.append(result)
-    if model.trainable:
-        await model.delete_checkpoints(best_checkpoint_metric="train/reward")
-    return results
+        for iteration in range(1, config.iterations + 1):
+            started = datetime.now(UTC)
+            generation = await steps.generate(
+                policy, graph, scenarios, scores,
+                rollouts_per_group=config.rollouts_per_group, max_turns=config.max_turns, seed=config.seed,
+                iteration=iteration, concurrency=concurrency, score=partial(score, iteration=iteration),
+            )
+            groups = generation.groups
+            if train_policy:
+                training = await steps.train(
+                    backend, model, groups, learning_rate=config.learning_rate, options=train_options or {},
+                    step_before=await model.get_step(), retries=retries,
+                )
+            else:
+                training = TrainingOutcome(step=await model.get_step(), skipped=True, reason="policy training disabled")
+            clock = time.monotonic()
+            changed = {}
+            if reweight_graph:
+                scores, changed = steps.reweight(scores, groups, config.top_fraction)
+            reweight_s = time.monotonic() - clock
+            clock = time.monotonic()
+            email, _ = await steps.write_email(policy, graph, target, scores, config.max_turns)
+            email = email or steps.best_email(groups, target.id)
+            metrics = generation.metrics | {"duration/reweight_s": reweight_s, "duration/email_s": time.monotonic() - clock}
+            result = IterationResult(
+                iteration, email, steps.reward_stats(groups), training, changed, scores, metrics,
+                started, datetime.now(UTC), groups,
+            )
+            on_iteration(result)
+            results.append(result)
+        if any(r.training and not r.training.skipped for r in results):  # keep the latest and best steps
+            await model.delete_checkpoints(best_checkpoint_metric="train/reward")
+        return results

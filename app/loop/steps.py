@@ -8,7 +8,7 @@ import asyncio
 import math
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import art
@@ -235,7 +235,7 @@ async def train(
 
 @traced
 def reweight(
-    scores: dict[str, float], groups: list[art.TrajectoryGroup], top_fraction: float
+    scores: Mapping[str, float], groups: list[art.TrajectoryGroup], top_fraction: float
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Boosts the nodes cited by the best trajectories in proportion to their reward.
 
@@ -248,9 +248,8 @@ def reweight(
     top = ranked[: math.ceil(top_fraction * len(ranked))]
     gains: dict[str, float] = {}
     for trajectory in top:
-        for node_id in email_of(trajectory).citations:
-            if node_id in scores:
-                gains[node_id] = gains.get(node_id, 0.0) + REWEIGHT_RATE * trajectory.reward / len(top)
+        for node_id in email_of(trajectory).citations:  # finalize_email only accepts the graph's nodes
+            gains[node_id] = gains.get(node_id, 0.0) + REWEIGHT_RATE * trajectory.reward / len(top)
     changed = {}
     for node_id, gain in gains.items():
         new = min(MAX_NODE_SCORE, scores[node_id] + gain)
@@ -268,3 +267,9 @@ async def write_email(
         policy.client, policy.model_name, graph, scenario, scores, max_turns=max_turns, greedy=True, logprobs=False
     )
     return email_of(trajectory), trajectory
+
+
+def best_email(groups: list[art.TrajectoryGroup], scenario_id: str) -> Email | None:
+    """The best email an iteration wrote for a scenario: the fallback when the greedy rollout wrote none."""
+    ranked = sorted((t for g in groups for t in g.trajectories if t.metadata["scenario_id"] == scenario_id), key=lambda t: -t.reward)
+    return next((email for t in ranked if (email := email_of(t))), None)

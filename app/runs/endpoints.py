@@ -130,46 +130,48 @@ async def list_runs(
     status: RunStatus | None = None,
 ) -> dict:
     runs, has_more = await service.list_runs(session, limit=limit, after=after, status=status)
-    return {"data": [await service.run_view(session, r) for r in runs], "has_more": has_more}
+    return {"data": runs, "has_more": has_more}
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=NOT_FOUND)
 async def get_run(run_id: str, session: ReadSession) -> dict:
-    return await service.run_view(session, await _run_or_404(session, run_id))
+    view = await service.get_run_view(session, run_id)
+    if view is None:
+        raise not_found(f"run {run_id!r}")
+    return view
+
+
+async def _transition(svc: ServicesDep, run_id: str, change) -> Run:
+    """Applies a status change in its own transaction, mapping its refusals to 404 and 409."""
+    try:
+        async with svc.db.transaction() as session:
+            return await change(session, run_id)
+    except LookupError:
+        raise not_found(f"run {run_id!r}") from None
+    except service.Conflict as exc:
+        raise HTTPException(409, str(exc)) from None
 
 
 @router.post("/runs/{run_id}/cancel", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Cancel a run",
              responses={409: {"model": ErrorOut, "description": "The run already finished"}, **NOT_FOUND})
 async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
     """The run stops at its next step boundary; an iteration in flight is not recorded."""
-    try:
-        async with svc.db.transaction() as session:
-            run = await service.cancel(session, run_id)
-    except LookupError:
-        raise not_found(f"run {run_id!r}") from None
-    except service.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    run = await _transition(svc, run_id, service.cancel)
     if svc.relay is not None:
         svc.relay.wake()
     await workflow.cancel(run_id, run.attempt)
     async with svc.db.read() as session:
-        return await service.run_view(session, run)
+        return await service.get_run_view(session, run.id)
 
 
 @router.post("/runs/{run_id}/resume", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Resume a failed run",
              responses={409: {"model": ErrorOut, "description": "The run has not failed"}, **NOT_FOUND})
 async def resume_run(run_id: str, svc: ServicesDep) -> dict:
     """Starts a failed run again from its last recorded iteration (after a backend outage, say)."""
-    try:
-        async with svc.db.transaction() as session:
-            run = await service.resume(session, run_id)
-    except LookupError:
-        raise not_found(f"run {run_id!r}") from None
-    except service.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    run = await _transition(svc, run_id, service.resume)
     await workflow.enqueue(run.id, run.attempt)
     async with svc.db.read() as session:
-        return await service.run_view(session, run)
+        return await service.get_run_view(session, run.id)
 
 
 @router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations", responses=NOT_FOUND)

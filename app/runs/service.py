@@ -242,8 +242,14 @@ async def latest_email(session: AsyncSession, run_id: str) -> dict | None:
     )
 
 
-async def run_view(session: AsyncSession, run: Run) -> dict:
-    latest = await latest_email(session, run.id)
+def _latest_email_of_run():
+    return (
+        select(Iteration.email).where(Iteration.run_id == Run.id)
+        .order_by(Iteration.iteration.desc()).limit(1).correlate(Run).scalar_subquery()
+    )
+
+
+def run_view(run: Run, latest: dict | None) -> dict:
     return {
         "run_id": run.id, "status": run.status, "config": run.config, "iterations_total": run.iterations_total,
         "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
@@ -252,14 +258,20 @@ async def run_view(session: AsyncSession, run: Run) -> dict:
     }
 
 
-async def list_runs(session: AsyncSession, *, limit: int, after: str | None, status: str | None) -> tuple[list[Run], bool]:
-    query = select(Run)
+async def get_run_view(session: AsyncSession, run_id: str) -> dict | None:
+    """The run and its latest email in one query: this is the endpoint clients poll."""
+    row = (await session.execute(select(Run, _latest_email_of_run()).where(Run.id == run_id))).first()
+    return run_view(*row) if row else None
+
+
+async def list_runs(session: AsyncSession, *, limit: int, after: str | None, status: str | None) -> tuple[list[dict], bool]:
+    query = select(Run, _latest_email_of_run())
     if status:
         query = query.where(Run.status == status)
     if after:
         query = query.where(Run.id < after)
-    rows = (await session.scalars(query.order_by(Run.id.desc()).limit(limit + 1))).all()
-    return list(rows[:limit]), len(rows) > limit
+    rows = (await session.execute(query.order_by(Run.id.desc()).limit(limit + 1))).all()
+    return [run_view(*row) for row in rows[:limit]], len(rows) > limit
 
 
 def iteration_view(row: Iteration) -> dict:

@@ -16,8 +16,8 @@ from sqlalchemy import select
 from app.core import services
 from app.db import utcnow
 from app.faults import crash_point
+from app.knowledge_graph.graph import NodeScores
 from app.loop import steps
-from app.loop.rollout import email_of
 from app.loop.runtime import create_feedback
 from app.loop.schemas import LoopConfig
 from app.observability import call_with_trace
@@ -60,7 +60,7 @@ async def _context(run_id: str):
     run, config = await _run(run_id)
     graph = await services().graphs.get(run.graph_id)
     async with services().db.read() as session:
-        scores = service.full_scores(graph, await service.current_scores(session, run_id))
+        scores = NodeScores(await service.current_scores(session, run_id))  # no copy of the whole graph
     return run, config, graph, scores
 
 
@@ -151,12 +151,10 @@ async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> 
         run, config, graph, scores = await _context(run_id)
         policy = await _policy(run)
         target = graph.scenarios[config.target_scenario_id]
-        email, _ = await steps.write_email(policy, graph, target, scores | changed, config.max_turns)
-        if email is None and iteration > 0:  # fall back to the iteration's best email for the target
+        email, _ = await steps.write_email(policy, graph, target, NodeScores(scores | changed), config.max_turns)
+        if email is None and iteration > 0:
             async with services().db.read() as session:
-                groups = await service.load_groups(session, run_id, iteration)
-            ranked = sorted((t for g in groups for t in g.trajectories if t.metadata["scenario_id"] == target.id), key=lambda t: -t.reward)
-            email = next((e for t in ranked if (e := email_of(t))), None)
+                email = steps.best_email(await service.load_groups(session, run_id, iteration), target.id)
         if email is None:
             raise StepFailed("email", f"the policy wrote no email for {target.id} within {config.max_turns} turns")
     crash_point("email", iteration)

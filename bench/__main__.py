@@ -1,0 +1,71 @@
+"""`python -m bench [section …]`: runs the benchmarks and writes bench/RESULTS.md and bench/results.json."""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ["WEAVE_DISABLED"] = "true"
+
+import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
+
+HERE = Path(__file__).parent
+SECTIONS = ("orchestration", "api", "learning", "scale")
+
+
+def machine() -> dict:
+    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 1024**2, 1), "python": platform.python_version(),
+            "platform": platform.platform(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def run(section: str, workdir: Path):
+    if section == "orchestration":
+        from bench import orchestration
+
+        return asyncio.run(orchestration.measure())
+    if section == "api":
+        from bench import api_load
+
+        layouts = [("postgresql", True), ("postgresql", False), ("sqlite", False)]
+        return [api_load.measure(workdir / f"api-{db}-{split}", db, split_worker=split) for db, split in layouts]
+    if section == "learning":
+        from bench import learning
+
+        result = learning.measure()
+        learning.plot(result, HERE / "learning.png")
+        return result
+    from bench import scale
+
+    return scale.measure(workdir / "scale")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)} (default: all)")
+    sections = parser.parse_args().sections or list(SECTIONS)
+    if unknown := set(sections) - set(SECTIONS):
+        parser.error(f"unknown sections: {sorted(unknown)}")
+    path = HERE / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results["machine"] = machine()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for sub in ("api-postgresql-True", "api-postgresql-False", "api-sqlite-False", "scale"):
+            (workdir / sub).mkdir()
+        for section in sections:
+            print(f"== {section}", flush=True)
+            results[section] = run(section, workdir)
+            path.write_text(json.dumps(results, indent=2))
+    from bench.report import write
+
+    write(results, HERE / "RESULTS.md")
+    print(f"wrote {HERE / 'RESULTS.md'}")
+
+
+main()

@@ -1,0 +1,94 @@
+"""API under load: clients poll runs while 20 runs train, at a fixed arrival rate (open loop)."""
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import aiohttp
+import numpy as np
+
+from app.knowledge_graph.service import demo_document
+from tests.support import FreshPostgresDatabase, Server, wait_for
+
+SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
+
+
+async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) -> dict:
+    """aiohttp as the client: it costs the shared CPU less than httpx."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    connector = aiohttp.TCPConnector(limit=200)
+    async with aiohttp.ClientSession(base_url=base_url, connector=connector, timeout=aiohttp.ClientTimeout(total=10)) as client:
+        async def one(i: int) -> None:
+            kind = i % 10
+            path = (f"/runs/{run_ids[i % len(run_ids)]}" if kind < 7 else "/runs?limit=20" if kind < 9
+                    else f"/runs/{run_ids[i % len(run_ids)]}/iterations")
+            started = time.perf_counter()
+            try:
+                async with client.get(path) as response:
+                    await response.read()
+                    if response.status != 200:
+                        errors.append(f"{path}: {response.status}")
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                errors.append(f"{path}: {type(exc).__name__}")
+            latencies.append(time.perf_counter() - started)
+
+        tasks = []
+        t0 = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - t0
+    ms = np.array(latencies) * 1000
+    return {
+        "requests": len(latencies), "seconds": elapsed, "throughput_rps": len(latencies) / elapsed,
+        "p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()), "errors": len(errors),
+        "error_samples": errors[:5],
+    }
+
+
+def _start_runs(server: Server, count: int) -> list[str]:
+    with server.client() as client:
+        ids = [client.post("/learn-loop", json={"iterations": 200, "scenario_ids": SCENARIOS, "rollouts_per_group": 4}).json()["run_id"]
+               for _ in range(count)]
+        wait_for(lambda: sum(client.get(f"/runs/{i}").json()["status"] == "running" for i in ids) == count, timeout=120)
+    return ids
+
+
+def _cancel(server: Server, ids: list[str]) -> int:
+    with server.client() as client:
+        done = sum(client.get(f"/runs/{i}").json()["iterations_completed"] for i in ids)
+        for run_id in ids:
+            client.post(f"/runs/{run_id}/cancel")
+    return done
+
+
+def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 20, rate: float = 200, seconds: float = 20) -> dict:
+    pg = FreshPostgresDatabase() if database == "postgresql" else None
+    url = pg.url if pg else f"sqlite:///{workdir}/data/codreamer.sqlite"
+    env = {"DATABASE_URL": url, "MAX_CONCURRENT_RUNS": str(runs), "EXECUTOR_ID": f"bench-{database}"}
+    server = Server(workdir, env | ({"RUN_WORKER": "false", "EXECUTOR_ID": "bench-api"} if split_worker else {}))
+    worker = None
+    try:
+        server.start()
+        if split_worker:
+            # The worker yields the CPU to the API (nice 19): batch work behind latency-sensitive work.
+            worker = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "app", "worker"], cwd=workdir, env=server.env | env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ids = _start_runs(server, runs)
+        result = asyncio.run(_load(server.url, ids, rate, seconds))
+        result["iterations_during_load"] = _cancel(server, ids)
+    finally:
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=30)
+        server.stop()
+        if pg:
+            pg.drop()
+    return {"database": database, "layout": "API + worker processes" if split_worker else "one process (serve)",
+            "runs_in_flight": runs, "target_rps": rate} | result

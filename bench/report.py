@@ -1,0 +1,134 @@
+"""Renders bench/results.json as bench/RESULTS.md, each number against its target."""
+
+from pathlib import Path
+
+
+def _ok(passed: bool) -> str:
+    return "met" if passed else "**missed**"
+
+
+def write(results: dict, path: Path) -> None:
+    m = results["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Machine: {m['cores']} cores, {m['memory_gib']} GiB memory, Python {m['python']}, {m['platform']}; {m['date']}.",
+        "Reproduce with `make bench` (or `.venv/bin/python -m bench [orchestration|api|learning|scale]`).",
+        "Raw numbers: `bench/results.json`.",
+        "",
+    ]
+    if o := results.get("orchestration"):
+        lines += [
+            "## 1. Orchestration efficiency",
+            "",
+            f"S={o['scenarios']} scenarios × K={o['rollouts_per_group']} rollouts × T={o['turns']} turns, concurrency "
+            f"{o['concurrency']}; every model call takes {o['latency_model_s']} s, every judge call {o['latency_judge_s']} s, "
+            f"training {o['training_s']} s (a latency-injected OpenAI-compatible server on loopback).",
+            "",
+            "| | seconds | vs bound |",
+            "|---|---|---|",
+            f"| critical-path bound | {o['bound_s']:.2f} | 1.00 |",
+            f"| ours (each group judged as it completes) | {o['ours_s']:.2f} | {o['ratio_to_bound']:.2f} |",
+            f"| seed shape (generate all, judge one group after another, train) | {o['seed_shape_s']:.2f} | {o['seed_shape_s'] / o['bound_s']:.2f} |",
+            "",
+            f"- Ratio to the bound {o['ratio_to_bound']:.2f} (target ≤ 1.15): {_ok(o['ratio_to_bound'] <= 1.15)}.",
+            f"- {o['speedup_over_seed']:.1f}× faster than the seed shape (target ≥ 2×): {_ok(o['speedup_over_seed'] >= 2)}.",
+            "- The remaining gap is CPU on this 2-core machine: litellm and the OpenAI client per call, and the",
+            "  embedded judge's and policy's own work, all in one Python process.",
+            "",
+        ]
+    if api := results.get("api"):
+        lines += [
+            "## 2. API under load",
+            "",
+            "20 runs in flight on the embedded backend; clients poll at a fixed arrival rate (open loop, aiohttp):",
+            "70% `GET /runs/{id}`, 20% `GET /runs?limit=20`, 10% `GET /runs/{id}/iterations`. Target: p99 < 50 ms at",
+            "200 requests/s with no errors.",
+            "",
+            "| database | layout | achieved req/s | p50 ms | p90 ms | p99 ms | errors | iterations done meanwhile | target |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in api:
+            passed = r["p99_ms"] < 50 and r["errors"] == 0 and r["throughput_rps"] >= 0.95 * r["target_rps"]
+            lines.append(f"| {r['database']} | {r['layout']} | {r['throughput_rps']:.0f} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | "
+                         f"{r['p99_ms']:.1f} | {r['errors']} | {r['iterations_during_load']} | {_ok(passed)} |")
+        split = next((r for r in api if r["layout"].startswith("API +")), None)
+        lines += [""]
+        if split:
+            lines.append(
+                f"- **Split layout** (API-only `codreamer serve` + `codreamer worker` at `nice 19`): p50 {split['p50_ms']:.0f} ms, "
+                f"p99 {split['p99_ms']:.0f} ms, {split['p99_ms'] / 50:.1f}× the p99 target. The API gets the CPU first, so the median "
+                "stays low; the tail is the two cores being shared by the API, the 20 runs' worker, PostgreSQL and the load "
+                "generator itself, and it varies widely between runs (we saw p99 from 32 ms to several seconds on this machine). "
+                "On a deployment where workers run on other machines, the API has its core to itself."
+            )
+        lines += [
+            "- **One process.** API and worker in one process (the embedded default, and `serve` on PostgreSQL)",
+            "  miss the target by two orders of magnitude. Twenty CPU-bound learning loops (policy server, judge,",
+            "  GRPO) share one interpreter lock with the API, so requests queue behind them. Nothing in the API",
+            "  waits on a run's work. The remedy is the split layout; on SQLite, DBOS supports only one process.",
+            "- **Per-request cost.** We cut it from about 5 ms to about 2.4 ms CPU: uvloop and httptools, one query",
+            "  per run view, autocommit reads, asyncpg, no pre-ping and no access log. One core serves about 400",
+            "  `GET /runs/{id}` per second (wrk, no runs).",
+            "",
+        ]
+    if lr := results.get("learning"):
+        f = lr["fraction_of_ceiling"]
+        n = str(lr["iterations"])
+        lines += [
+            "## 3. Learning",
+            "",
+            f"Demo graph, 10 scenarios, K=4, {lr['iterations']} iterations, seeds {lr['seeds']}; mean reward per iteration.",
+            f"Ceiling: {lr['ceiling']:.3f}. It is the best expected reward of any email (cited nodes × tone × length",
+            "× call to action, searched over each scenario's ten most promising nodes), under the hidden preferences",
+            "and the judge. It is an upper bound, because it ignores whether the agent can reach those nodes in 6",
+            "turns.",
+            "",
+            f"| variant | iteration 1 | iteration 10 | iteration {n} | at 10, of ceiling | at {n}, of ceiling |",
+            "|---|---|---|---|---|---|",
+        ]
+        for variant, curve in lr["curves"].items():
+            lines.append(f"| {variant.replace('_', ' ')} | {curve[0]:.3f} | {curve[9]:.3f} | {curve[-1]:.3f} | "
+                         f"{f[variant]['10']:.0%} | {f[variant][n]:.0%} |")
+        c = lr["curves"]
+        lines += [
+            "",
+            f"- GRPO carries the learning: from {c['full'][0]:.3f} to {c['full'][-1]:.3f} (full), and "
+            f"{c['grpo_only'][-1]:.3f} with GRPO alone.",
+            f"- KG reweighting alone moves the reward from {c['neither'][-1]:.3f} (neither) to {c['kg_only'][-1]:.3f}:",
+            "  no measurable gain. The untrained policy weighs a node's KG score weakly (weight 1 on its log). The",
+            "  best trajectories' citations include general nodes (the company, the industry) that help every",
+            "  prospect a little, and nothing specific. The reweighted scores are still worth having as what the",
+            "  run learned about the graph. Making them steer exploration harder is future work.",
+            "",
+            "![reward curves](learning.png)",
+            "",
+        ]
+    if sc := results.get("scale"):
+        lines += [
+            "## 4. Scale",
+            "",
+            "Synthetic graphs (random vocabulary, about 3 edges per node, 4 scenarios), PostgreSQL, K=4,",
+            "3 iterations each. The database growth is the size of the run tables after the run minus before, per",
+            "iteration.",
+            "",
+            "| nodes | iteration s | reweight ms | publish + step overhead ms | nodes changed / iteration | DB growth / iteration KiB |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in sc:
+            lines.append(f"| {r['nodes']:,} | {r['iteration_s']:.2f} | {r['reweight_ms']:.1f} | {r['publish_and_overhead_ms']:.0f} | "
+                         f"{r['nodes_changed_per_iteration']:.1f} | {r['db_growth_per_iteration_kb']:.0f} |")
+        small, large = sc[0], sc[-1]
+        flat = large["publish_and_overhead_ms"] < 3 * small["publish_and_overhead_ms"] and large["db_growth_per_iteration_kb"] < 3 * small["db_growth_per_iteration_kb"]
+        lines += [
+            "",
+            f"- Target: cost grows with the nodes touched, not with the graph's size. This is {_ok(flat)}: from "
+            f"{small['nodes']:,} to {large['nodes']:,} nodes, persistence and database growth per iteration stay flat.",
+            "- Why: a run stores scores only for nodes that moved, and each iteration stores only its changes.",
+            "  Steps read scores as a `NodeScores` mapping whose missing nodes are 1.0, so nothing copies the graph.",
+            "  Webhooks carry at most the top 500 plus the changed nodes above 2,000 nodes.",
+            "- What still grows with the graph: the first load of a graph into a process's cache, and",
+            "  `GET /runs/{id}/node-scores`, which returns every node as the contract asks.",
+            "",
+        ]
+    path.write_text("\n".join(lines))
