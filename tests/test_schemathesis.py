@@ -13,6 +13,7 @@ KEY = "schema-key"
 # The schema cannot say that a graph or scenario id must exist, or that a webhook host must
 # resolve to a public address: such schema-valid requests are rightly refused with a 422.
 SEMANTIC = [positive_data_acceptance]
+# derandomize: the same bounded examples on every CI run, so a red build is reproducible.
 OPENAPI = create_app(Settings(_env_file=None)).openapi()
 schema = schemathesis.openapi.from_dict(OPENAPI)
 anonymous_schema = schemathesis.openapi.from_dict(OPENAPI)
@@ -41,14 +42,14 @@ def server(tmp_path_factory):
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_with_a_key(case, server):
     case.call_and_validate(base_url=server.url, excluded_checks=SEMANTIC)
 
 
 @pytest.mark.slow
 @anonymous_schema.parametrize()
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_without_a_key(case, server):
     response = case.call_and_validate(base_url=server.url, headers={"Authorization": "Bearer wrong"}, excluded_checks=SEMANTIC)
     if case.path not in ("/healthz", "/readyz") and case.method.upper() == case.operation.method.upper():
