@@ -44,7 +44,23 @@ class Scenario(Strict):
     seed_nodes: list[Id] = Field(min_length=1, max_length=32)
 
 
+EXAMPLE = {
+    "id": "acme", "name": "Acme facts",
+    "nodes": [
+        {"id": "product-uptime", "type": "product", "title": "Uptime Guard", "text": "Monitors every pipeline.", "tags": ["uptime"]},
+        {"id": "case-northwind", "type": "case_study", "title": "Northwind Bank",
+         "text": "Cut incident time by 43% in six months.", "tags": ["banking", "incidents"]},
+    ],
+    "edges": [{"source": "product-uptime", "target": "case-northwind", "relation": "proves"}],
+    "scenarios": [{"id": "bank-cto", "goal": "Book a 30-minute call.", "seed_nodes": ["product-uptime"],
+                   "prospect": {"name": "Dana Li", "role": "CTO", "company": "Fjord Bank", "industry": "banking",
+                                "pains": ["slow incident response"]}}],
+}
+
+
 class GraphDocument(Strict):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra={"examples": [EXAMPLE]})
+
     id: Id
     name: ShortText
     nodes: list[Node] = Field(min_length=1)

@@ -35,6 +35,13 @@ class RunLinks(BaseModel):
 
 
 class RunCreated(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "run_id": "run_01a1fb9890e269c2fccc8886", "status": "queued", "webhook_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "links": {"self": "/runs/run_01a1fb9890e269c2fccc8886", "iterations": "/runs/run_01a1fb9890e269c2fccc8886/iterations",
+                  "events": "/runs/run_01a1fb9890e269c2fccc8886/events",
+                  "node_scores": "/runs/run_01a1fb9890e269c2fccc8886/node-scores"},
+    }]})
+
     run_id: str
     status: RunStatus
     webhook_secret: str | None = Field(None, description="Present only when webhook_url was given.")
@@ -47,6 +54,18 @@ class RunError(BaseModel):
 
 
 class RunOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "run_id": "run_01a1fb9890e269c2fccc8886", "status": "running",
+        "config": {"graph_id": "demo", "scenario_ids": ["scn-healthcare-cto"], "target_scenario_id": "scn-healthcare-cto",
+                   "iterations": 3, "rollouts_per_group": 4, "max_turns": 6, "learning_rate": 0.05, "feedback_weight": 0.3,
+                   "top_fraction": 0.5, "seed": 0, "webhook_url": None, "backend": "embedded", "train_options": {}},
+        "iterations_total": 3, "iterations_completed": 1, "created_at": "2026-11-21T00:54:02.212902Z",
+        "started_at": "2026-11-21T00:54:02.397894Z", "finished_at": None, "error": None,
+        "latest_email": {"subject": "Saint Aldric Health: Meridian Health case study", "body": "Dear Priya Raman, …",
+                         "citations": ["case-study-meridian-health"]},
+        "final_email": None,
+    }]})
+
     run_id: str
     status: RunStatus
     config: dict[str, Any]
