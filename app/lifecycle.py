@@ -2,7 +2,6 @@
 
 import asyncio
 import logging
-from pathlib import Path
 
 from dbos import DBOS
 from sqlalchemy import select
@@ -62,8 +61,6 @@ async def start(settings: Settings, *, worker: bool) -> core.Services:
 
     from app.runs import workflow  # registers the workflow before launch
 
-    if settings.is_sqlite:
-        Path(settings.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
     DBOS(config={
         "name": "codreamer",
         "system_database_url": dbos_database_url(settings),

@@ -117,7 +117,7 @@ async def generate_step(run_id: str, iteration: int) -> dict:
 @DBOS.step(name="train")
 async def train_step(run_id: str, iteration: int) -> dict:
     with failures_as("train"):
-        run, config, _, _ = await _context(run_id)
+        run, config = await _run(run_id)
         policy = await _policy(run)
         async with services().db.read() as session:
             previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
@@ -164,7 +164,8 @@ async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> 
 @DBOS.step(name="publish")
 async def publish_step(run_id: str, iteration: int, record: dict) -> str:
     """Records the iteration (once) and returns the run's status."""
-    run, _, graph, _ = await _context(run_id)
+    run, _ = await _run(run_id)
+    graph = await services().graphs.get(run.graph_id)
     async with services().db.transaction() as session:
         await service.record_iteration(session, graph, run_id, iteration, **record)
         status = (await session.get(Run, run_id)).status
