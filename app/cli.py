@@ -2,7 +2,6 @@
 
 import asyncio
 import os
-import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -24,14 +23,12 @@ def _commands() -> None:
 
 
 def _load_graph(path: Path | None):
-    from app.knowledge_graph.graph import KnowledgeGraph
     from app.knowledge_graph.schemas import GraphDocument
-    from app.knowledge_graph.service import demo_graph
 
     if path is None:
-        return demo_graph()
+        return None
     try:
-        return KnowledgeGraph(GraphDocument.model_validate_json(path.read_bytes()))
+        return GraphDocument.model_validate_json(path.read_bytes())
     except (OSError, ValidationError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
 
@@ -48,90 +45,88 @@ def run(
     graph: Annotated[Path | None, typer.Option(help="A graph document (JSON); default: the bundled demo.")] = None,
     scenario: Annotated[list[str] | None, typer.Option(help="Training scenario id (repeatable).")] = None,
     target: Annotated[str | None, typer.Option(help="Scenario whose email is published.")] = None,
+    keep: Annotated[Path | None, typer.Option(help="Keep the run's database and ART files in this folder.")] = None,
 ) -> None:
-    """Run one learning loop in the foreground, then print a summary table and the final email."""
+    """Run one learning loop in the foreground, then print a summary table and the final email.
+
+    It is the service's own workflow, executed in this process on a throwaway SQLite database.
+    """
     os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
-    from app.backends.embedded import EmbeddedBackend
-    from app.backends.registry import SPECS, BackendUnavailable, create_backend, create_model
-    from app.loop.engine import LoopConfigError, run_learning_loop
-    from app.loop.runtime import create_feedback, create_judge
-    from app.loop.schemas import LoopConfig
-    from app.settings import get_settings
+    import tempfile
 
-    from app.observability import init_tracing
+    from fastapi.exceptions import RequestValidationError
 
-    settings = get_settings()
-    init_tracing(settings.wandb_api_key, settings.weave_project)
-    knowledge_graph = _load_graph(graph)
+    from app.local import add_graph, iterations as run_iterations, local_service, run_to_end
+    from app.runs.schemas import LearnLoopRequest
+
+    settings = _settings_or_exit()
+    document = _load_graph(graph)
     try:
-        config = LoopConfig(
-            graph_id=knowledge_graph.id, scenario_ids=scenario, target_scenario_id=target, iterations=iterations,
-            rollouts_per_group=rollouts_per_group, max_turns=max_turns,
-            learning_rate=learning_rate or SPECS[settings.model_backend].default_learning_rate,
+        request = LearnLoopRequest(
+            graph_id=document.id if document else "demo", scenario_ids=scenario, target_scenario_id=target,
+            iterations=iterations, rollouts_per_group=rollouts_per_group, max_turns=max_turns, learning_rate=learning_rate,
             feedback_weight=feedback_weight, top_fraction=top_fraction, seed=seed,
         )
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
 
-    try:
-        backend = create_backend(settings.model_backend, settings)
-    except BackendUnavailable as exc:
-        console.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
-        raise typer.Exit(1) from None
-    spec = SPECS[settings.model_backend]
-
-    async def main():
-        judge_server = backend if isinstance(backend, EmbeddedBackend) else EmbeddedBackend()
-        try:
-            judge = create_judge(settings, judge_server)
-            model = create_model(settings.model_backend, settings, uuid.uuid4().hex[:8])
+    async def main(data_dir: Path):
+        async with local_service(data_dir, settings) as process:
+            if document is not None:
+                await add_graph(process, document)
             with Progress(
                 TextColumn("[bold]learning"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(), console=console, transient=False,
             ) as progress:
-                task = progress.add_task("loop", total=iterations + 1, status="baseline")
+                task = progress.add_task("loop", total=iterations + 1, status="starting")
 
-                def advance(result):
-                    status = f"reward {result.rewards.mean:.3f}" if result.rewards else "baseline written"
-                    progress.update(task, advance=1, status=status)
+                def advance(event):
+                    if event.type == "iteration.completed":
+                        rewards = event.data["rewards"]
+                        status = f"reward {rewards['mean']:.3f}" if rewards else "baseline written"
+                        progress.update(task, advance=1, status=status)
 
-                return await run_learning_loop(
-                    config, backend=backend, model=model, graph=knowledge_graph, judge=judge,
-                    feedback=create_feedback(knowledge_graph), concurrency=settings.rollout_concurrency,
-                    train_options=spec.options().model_dump(), retries=settings.backend_retries, on_iteration=advance,
-                )
-        finally:
-            for server in {id(s): s for s in (backend, judge_server) if s is not None}.values():
-                await server.close()
+                finished = await run_to_end(process, request, advance)
+            return finished, await run_iterations(process, finished["run_id"])
 
     try:
-        results = asyncio.run(main())
-    except LoopConfigError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    _summary(results)
+        if keep is not None:
+            finished, records = asyncio.run(main(keep))
+        else:
+            with tempfile.TemporaryDirectory(prefix="codreamer-run-") as data_dir:
+                finished, records = asyncio.run(main(Path(data_dir)))
+    except RequestValidationError as exc:
+        raise typer.BadParameter("; ".join(e["msg"] for e in exc.errors())) from None
+    _summary(finished, records)
+    if finished["status"] != "succeeded":
+        raise typer.Exit(1)
 
 
-def _summary(results) -> None:
+def _summary(run: dict, records: list[dict]) -> None:
     table = Table(title="Learning loop")
     for column in ("iteration", "reward mean", "reward max", "training step", "top nodes", "seconds"):
         table.add_column(column, justify="right" if column != "top nodes" else "left")
-    for r in results:
-        top = sorted(r.node_scores.items(), key=lambda kv: -kv[1])[:3]
-        training = "—" if r.training is None else f"{r.training.step}{' (skipped)' if r.training.skipped else ''}"
+    scores: dict[str, float] = {}
+    for r in records:
+        scores |= r["node_scores_changed"]
+        top = sorted(scores.items(), key=lambda kv: -kv[1])[:3]
+        training = r["training"]
         table.add_row(
-            str(r.iteration),
-            f"{r.rewards.mean:.3f}" if r.rewards else "—",
-            f"{r.rewards.max:.3f}" if r.rewards else "—",
-            training,
+            str(r["iteration"]),
+            f"{r['rewards']['mean']:.3f}" if r["rewards"] else "—",
+            f"{r['rewards']['max']:.3f}" if r["rewards"] else "—",
+            "—" if training is None else f"{training['step']}{' (skipped)' if training['skipped'] else ''}",
             "\n".join(f"{n} {s:.2f}" for n, s in top if s > 1.0) or "—",
-            f"{(r.finished_at - r.started_at).total_seconds():.1f}",
+            f"{(r['finished_at'] - r['started_at']).total_seconds():.1f}",
         )
     console.print(table)
-    email = results[-1].email
-    if email is None:
-        console.print("[red]The last iteration produced no email.")
+    if run["status"] != "succeeded":
+        error = run["error"] or {}
+        console.print(f"[red]The run {run['status']}: {escape(str(error.get('message', '')))} (step {error.get('step')})")
         return
-    console.print(Panel(escape(email.body), title=f"[bold]{escape(email.subject)}", subtitle=escape(f"citations: {', '.join(email.citations)}")))
+    email = run["final_email"]
+    console.print(Panel(escape(email["body"]), title=f"[bold]{escape(email['subject'])}",
+                        subtitle=escape(f"citations: {', '.join(email['citations'])}")))
 
 
 def _settings_or_exit():

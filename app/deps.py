@@ -9,13 +9,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core import Services, services
+from app.core import Services
 
 _bearer = HTTPBearer(auto_error=False, description="One of the API_KEYS, when that setting is non-empty.")
 
 
-async def get_services() -> Services:  # async: a sync dependency would cost a thread-pool hop per request
-    return services()
+async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request
+    return request.app.state.services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

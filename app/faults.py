@@ -1,15 +1,27 @@
-"""Crash points for fault-injection tests and drills.
+"""Fault points for fault-injection tests and drills; unset in normal operation.
 
-`CRASH_AT=<point>:<iteration>` kills the process with SIGKILL (no shutdown code runs) when a
+`CRASH_AT=<point>[:<iteration>]` kills the process with SIGKILL (no shutdown code runs) when a
 run reaches that point: inside a step, after its work and before DBOS records the step done,
-which is the window a real crash would find hardest. Points: generate, score, train, reweight,
-email, publish. Unset in normal operation.
+which is the window a real crash would find hardest. `FAIL_AT=<point>[:<iteration>]` raises
+`InjectedFault` there instead. Points: start, email, generate, score, train, reweight, publish,
+finish.
 """
 
 import os
 import signal
 
 
-def crash_point(point: str, iteration: int) -> None:
-    if os.environ.get("CRASH_AT") == f"{point}:{iteration}":
+class InjectedFault(RuntimeError):
+    """Raised at a FAIL_AT point."""
+
+
+def _at(variable: str, point: str, iteration: int | None) -> bool:
+    wanted = os.environ.get(variable)
+    return bool(wanted) and wanted in (point, f"{point}:{iteration}")
+
+
+def fault_point(point: str, iteration: int | None = None) -> None:
+    if _at("CRASH_AT", point, iteration):
         os.kill(os.getpid(), signal.SIGKILL)
+    if _at("FAIL_AT", point, iteration):
+        raise InjectedFault(f"injected failure at {point}" + ("" if iteration is None else f":{iteration}"))

@@ -2,16 +2,24 @@
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from dbos import DBOS
 from sqlalchemy import select
 
-from app import core, migrations
+from app import migrations
 from app.backends.registry import BackendUnavailable, check_available
+from app.core import Services
 from app.db import Database
+from app.events.relay import WebhookRelay
+from app.events.schemas import RunStatus
 from app.knowledge_graph import repository as graphs_repository
-from app.knowledge_graph.service import demo_document
+from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
+from app.runs import executor, workflow
+from app.runs import repository as runs_repository
+from app.runs.executor import Executor
 from app.runs.models import Run
 from app.settings import Settings
 
@@ -39,7 +47,17 @@ def dbos_database_url(settings: Settings) -> str:
     return settings.database_url.replace("postgres://", "postgresql://", 1)
 
 
-async def start(settings: Settings, *, worker: bool) -> core.Services:
+@dataclass
+class Process:
+    """What `start` brought up: the API's services and, in a worker, the run executor and webhook relay."""
+
+    api: Services
+    executor: Executor | None = None
+    relay: WebhookRelay | None = None
+    relay_task: asyncio.Task | None = None
+
+
+async def start(settings: Settings, *, worker: bool) -> Process:
     """Migrates, loads the demo graph, and launches DBOS; a worker also executes runs and delivers webhooks."""
     check(settings)
     if not settings.api_keys:
@@ -50,16 +68,11 @@ async def start(settings: Settings, *, worker: bool) -> core.Services:
     async with db.transaction() as session:
         if not await graphs_repository.exists(session, demo_document().id):
             await graphs_repository.save(session, demo_document())
-    services = core.Services(settings=settings, db=db, graphs=core.GraphCache(db))
+    process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db)))
     if worker:
-        from app.runs.executor import Executor
-        from app.webhooks.service import WebhookRelay
-
-        services.executor = Executor(settings, db)
-        services.relay = WebhookRelay(db, settings)
-    core.install(services)
-
-    from app.runs import workflow  # registers the workflow before launch
+        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secret)
+        process.executor = Executor(process.api, wake_relay=process.relay.wake)
+    executor.install(process.executor)
 
     DBOS(config={
         "name": "codreamer",
@@ -72,19 +85,22 @@ async def start(settings: Settings, *, worker: bool) -> core.Services:
     DBOS.launch()
     await DBOS.register_queue_async(workflow.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs, polling_interval_sec=0.2)
     if worker:
-        services.relay_task = asyncio.create_task(services.relay.run_forever())
+        process.relay_task = asyncio.create_task(process.relay.run_forever())
         async with db.read() as session:  # runs whose enqueue a crash may have lost (enqueue dedupes)
-            queued = (await session.execute(select(Run.id, Run.attempt).where(Run.status == "queued"))).all()
+            queued = (await session.execute(select(Run.id, Run.attempt).where(Run.status == RunStatus.QUEUED))).all()
         for run_id, attempt in queued:
             await workflow.enqueue(run_id, attempt)
-    return services
+    return process
 
 
-async def stop(services: core.Services) -> None:
-    if services.relay is not None:
-        services.relay_task.cancel()
-        await services.relay.close()
+async def stop(process: Process) -> None:
+    if process.relay is not None:
+        process.relay_task.cancel()
+        await process.relay.close()
     DBOS.destroy(destroy_registry=False)
-    if services.executor is not None:
-        await services.executor.close()
-    await services.db.close()
+    # DBOS made its thread pool the loop's default executor and has just shut that pool down.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="codreamer"))
+    if process.executor is not None:
+        await process.executor.close()
+    executor.install(None)
+    await process.api.db.close()

@@ -143,7 +143,9 @@ def create_model(name: str, settings: Settings, run_id: str) -> art.Model:
         return art.Model(
             name=model_name, project=settings.art_project, inference_model_name=settings.openai_model,
             inference_base_url=settings.openai_base_url or "https://api.openai.com/v1",
-            inference_api_key=settings.openai_api_key or "not-needed", report_metrics=[],
+            inference_api_key=settings.openai_api_key or "not-needed", report_metrics=[], base_path=settings.art_path,
         )
     base_model = "embedded" if name == "embedded" else settings.art_base_model
-    return art.TrainableModel(name=model_name, project=settings.art_project, base_model=base_model, report_metrics=[])
+    return art.TrainableModel(
+        name=model_name, project=settings.art_project, base_model=base_model, report_metrics=[], base_path=settings.art_path
+    )

@@ -1,9 +1,12 @@
 """Where graphs come from: the bundled demo (with its simulator-only preferences) and uploaded documents."""
 
 import json
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
+from app.db import Database
+from app.knowledge_graph import repository
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import GraphDocument
 
@@ -29,3 +32,25 @@ def hidden_preferences(graph_id: str) -> dict[str, dict] | None:
     path = DEMO_DIR / "hidden_preferences.json"
     data = json.loads(path.read_text())
     return data["prospects"] if data["graph_id"] == graph_id else None
+
+
+class GraphCache:
+    """Graphs are immutable once stored, so each process keeps the recently used ones."""
+
+    def __init__(self, db: Database, size: int = 16):
+        self.db = db
+        self.size = size
+        self._graphs: OrderedDict[str, KnowledgeGraph] = OrderedDict()
+
+    async def get(self, graph_id: str) -> KnowledgeGraph | None:
+        graph = self._graphs.get(graph_id)
+        if graph is None:
+            async with self.db.read() as session:
+                graph = await repository.load(session, graph_id)
+            if graph is None:
+                return None
+            self._graphs[graph_id] = graph
+            while len(self._graphs) > self.size:
+                self._graphs.popitem(last=False)
+        self._graphs.move_to_end(graph_id)
+        return graph

@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 
-from app.loop.schemas import Email
-from app.loop.text import words
+from app.agent.schemas import Email
+from app.agent.text import words
 
 SENDS = 50  # simulated recipients per email
 _QUESTION = re.compile(r"[^.!?\n]*\?")

@@ -1,12 +1,12 @@
 """One rollout: the agent explores the knowledge graph with tools and finalizes an email."""
 
-import art
 from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
-from app.loop.schemas import Email
-from app.loop.tools import TOOLS, AgentTools, initial_messages
+from app.agent.prompt import initial_messages
+from app.agent.tools import TOOLS, AgentTools
+from app.loop.schemas import EmailTrajectory
 from app.observability import traced
 
 
@@ -22,12 +22,14 @@ async def rollout(
     seed: int | None = None,
     greedy: bool = False,
     logprobs: bool = True,
-) -> art.Trajectory:
+    rollout_index: int = 0,
+) -> EmailTrajectory:
     tools = AgentTools(graph, scenario, scores)
-    trajectory = art.Trajectory(
+    trajectory = EmailTrajectory(
         messages_and_choices=initial_messages(graph, scenario, scores, max_turns),
         tools=TOOLS,
-        metadata={"scenario_id": scenario.id},
+        scenario_id=scenario.id,
+        rollout=rollout_index,
     )
     turns = 0
     while turns < max_turns and tools.final_email is None:
@@ -47,20 +49,6 @@ async def rollout(
         for call in choice.message.tool_calls:
             result = tools.call(call.function.name, call.function.arguments)
             trajectory.messages_and_choices.append({"role": "tool", "tool_call_id": call.id, "content": result})
-    email = tools.final_email
-    trajectory.metadata |= {
-        "turns": turns,
-        "finalized": email is not None,
-        "subject": email.subject if email else "",
-        "body": email.body if email else "",
-        "citations": ",".join(email.citations) if email else "",
-    }
+    trajectory.turns, trajectory.email = turns, tools.final_email
+    trajectory.metadata |= {"scenario_id": scenario.id, "finalized": trajectory.email is not None}  # for ART's logs
     return trajectory.finish()
-
-
-def email_of(trajectory: art.Trajectory) -> Email | None:
-    meta = trajectory.metadata
-    if not meta.get("finalized"):
-        return None
-    citations = str(meta.get("citations") or "")
-    return Email(subject=str(meta["subject"]), body=str(meta["body"]), citations=citations.split(",") if citations else [])

@@ -1,12 +1,45 @@
 """Values that flow between the loop's steps (and out through the API)."""
 
-from pydantic import BaseModel, Field
+from typing import Any
+
+import art
+from openai.types.chat.chat_completion import Choice
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.agent.schemas import Email
+from app.settings import BackendName
 
 
-class Email(BaseModel):
-    subject: str
-    body: str
-    citations: list[str] = Field(default_factory=list)
+class RunConfig(BaseModel):
+    """Every knob of one learning loop, from the request to the workflow's steps.
+
+    A step reads the fields it uses from here, so a new knob is a field, the step that uses
+    it, and a line in the README.
+    """
+
+    model_config = ConfigDict(extra="ignore")  # the stored config also carries the run's webhook_url
+
+    graph_id: str = Field("demo", max_length=200)
+    scenario_ids: list[str] | None = Field(
+        None, min_length=1, max_length=10_000, description="Training scenarios; default: all of the graph's."
+    )
+    target_scenario_id: str | None = Field(
+        None, max_length=200, description="Scenario whose email is published; default: the first training scenario."
+    )
+    iterations: int = Field(3, ge=1, le=200)
+    rollouts_per_group: int = Field(4, ge=2, le=64)
+    max_turns: int = Field(6, ge=1, le=32)
+    learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
+    feedback_weight: float = Field(0.3, ge=0, le=1, description="Weight of online feedback in the blended reward.")
+    top_fraction: float = Field(0.5, gt=0, le=1, description="Share of each group's citing emails that earn node credit.")
+    seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
+    backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
+    train_options: dict[str, Any] | None = Field(
+        None, description="Training options the backend supports (see the README); unknown ones are a 422.",
+        examples=[{"scale_rewards": True, "kl_penalty_coef": 0.1}],
+    )
+    train_policy: bool = Field(True, description="For experiments: false skips the GRPO update (the policy stays fixed).")
+    reweight_graph: bool = Field(True, description="For experiments: false skips KG reweighting (node scores stay 1.0).")
 
 
 class RewardStats(BaseModel):
@@ -25,16 +58,22 @@ class TrainingOutcome(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
 
 
-class LoopConfig(BaseModel):
-    """The knobs of one learning loop, with the contract's defaults and bounds."""
+class EmailTrajectory(art.Trajectory):
+    """A rollout for one scenario, with the email it finalized (None when it ran out of turns)."""
 
-    graph_id: str = "demo"
-    scenario_ids: list[str] | None = Field(None, min_length=1, description="Training scenarios; default: all of the graph's.")
-    target_scenario_id: str | None = Field(None, description="Scenario whose email is published; default: the first training scenario.")
-    iterations: int = Field(3, ge=1, le=200)
-    rollouts_per_group: int = Field(4, ge=2, le=64)
-    max_turns: int = Field(6, ge=1, le=32)
-    learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
-    feedback_weight: float = Field(0.3, ge=0, le=1)
-    top_fraction: float = Field(0.5, gt=0, le=1)
-    seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
+    scenario_id: str = ""
+    rollout: int = 0
+    turns: int = 0
+    email: Email | None = None
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: dict) -> "EmailTrajectory":
+        """Assistant turns come back as dicts after JSON; training needs them as Choices again."""
+        items = [
+            Choice.model_validate(item) if "message" in item and "finish_reason" in item else item
+            for item in data["messages_and_choices"]
+        ]
+        return cls.model_validate(data | {"messages_and_choices": items})

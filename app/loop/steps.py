@@ -1,7 +1,7 @@
 """The loop's steps as plain async functions with explicit inputs and outputs.
 
-A driver (the CLI's foreground loop, or the durable workflow) composes them and persists
-between them; none of them keeps state of its own.
+The durable workflow (`app.runs.workflow`) composes them and persists between them; none of
+them keeps state of its own. Each reads the knobs it uses from the run's `RunConfig`.
 """
 
 import asyncio
@@ -21,8 +21,9 @@ from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 from app.backends.retry import retrying
 from app.loop.feedback import FeedbackSimulator
-from app.loop.rollout import email_of, rollout
-from app.loop.schemas import Email, RewardStats, TrainingOutcome
+from app.agent.schemas import Email
+from app.loop.rollout import rollout
+from app.loop.schemas import EmailTrajectory, RewardStats, RunConfig, TrainingOutcome
 from app.observability import traced
 
 MAX_NODE_SCORE = 5.0  # node scores live in [1.0, MAX_NODE_SCORE]
@@ -75,7 +76,7 @@ class Judge:
 
 @dataclass
 class Generation:
-    groups: list[art.TrajectoryGroup]
+    groups: list[art.TrajectoryGroup]  # of EmailTrajectory
     metrics: dict[str, float]
 
 
@@ -108,10 +109,8 @@ async def generate(
     graph: KnowledgeGraph,
     scenarios: list[Scenario],
     scores: dict[str, float],
+    config: RunConfig,
     *,
-    rollouts_per_group: int,
-    max_turns: int,
-    seed: int,
     iteration: int,
     concurrency: int,
     score: Callable[[art.TrajectoryGroup], Awaitable[art.TrajectoryGroup | None]],
@@ -121,19 +120,18 @@ async def generate(
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     counts = {"exceptions": 0, "dropped_groups": 0}
+    rollouts_per_group = config.rollouts_per_group
 
-    async def one(scenario: Scenario, index: int) -> art.Trajectory:
+    async def one(scenario: Scenario, index: int) -> EmailTrajectory:
         async with limit:
-            trajectory = await rollout(
-                policy.client, policy.model_name, graph, scenario, scores,
-                max_turns=max_turns, seed=rollout_seed(seed, iteration, scenario.id, index), logprobs=policy.logprobs,
+            return await rollout(
+                policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns,
+                seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
             )
-        trajectory.metadata["rollout"] = index
-        return trajectory
 
     async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
         counts["exceptions"] += len(group.exceptions)
-        group.trajectories.sort(key=lambda t: int(t.metadata["rollout"]))  # completion order is not reproducible
+        group.trajectories.sort(key=lambda t: t.rollout)  # completion order is not reproducible
         scored = await score(group) if len(group.trajectories) > 1 else None
         counts["dropped_groups"] += scored is None
         return scored
@@ -150,8 +148,8 @@ async def generate(
         "rollout_exceptions": float(counts["exceptions"]),
         "exception_rate": counts["exceptions"] / (rollouts_per_group * len(scenarios)),
         "dropped_groups": float(counts["dropped_groups"]),
-        "finalized_fraction": float(np.mean([bool(t.metadata["finalized"]) for t in trajectories])) if trajectories else 0.0,
-        "mean_turns": float(np.mean([int(t.metadata["turns"]) for t in trajectories])) if trajectories else 0.0,
+        "finalized_fraction": float(np.mean([t.email is not None for t in trajectories])) if trajectories else 0.0,
+        "mean_turns": float(np.mean([t.turns for t in trajectories])) if trajectories else 0.0,
         "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
         "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,
         "judge/cost_usd": float(sum(t.metrics.get("judge_cost_usd", 0.0) for t in trajectories)),
@@ -164,13 +162,16 @@ async def generate(
 async def score_group(
     group: art.TrajectoryGroup,
     judge: Judge,
-    *,
     feedback: FeedbackSimulator | None,
-    feedback_weight: float,
-    seed: int,
+    config: RunConfig,
+    *,
     iteration: int,
 ) -> art.TrajectoryGroup | None:
-    """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group."""
+    """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group.
+
+    reward = (1 - feedback_weight) · judge + feedback_weight · feedback, where feedback is
+    0.4 · open rate + 0.6 · reply rate (judge alone when the graph has no feedback channel).
+    """
     judged = None
     costs = MetricsBuilder("judge")
     started = time.monotonic()
@@ -181,6 +182,10 @@ async def score_group(
                 break
     if judged is None:
         return None
+    # RULER rebuilds each trajectory from art.Trajectory's own fields: carry ours over, by position.
+    for scored, original in zip(judged.trajectories, group.trajectories, strict=True):
+        scored.scenario_id, scored.rollout, scored.turns, scored.email = (
+            original.scenario_id, original.rollout, original.turns, original.email)
     cost = (await costs.flush()).get("costs/all", 0.0)  # known when litellm prices the judge model
     for trajectory in judged.trajectories:
         trajectory.metrics["judge_latency_s"] = time.monotonic() - started
@@ -190,11 +195,10 @@ async def score_group(
         trajectory.metrics["judge_score"] = judge_score
         reward = judge_score
         if feedback is not None:
-            scenario_id = str(trajectory.metadata["scenario_id"])
-            feedback_seed = rollout_seed(seed, iteration, scenario_id, int(trajectory.metadata["rollout"]))
-            feedback_score, open_rate, reply_rate = feedback.observe(scenario_id, email_of(trajectory), feedback_seed)
+            feedback_seed = rollout_seed(config.seed, iteration, trajectory.scenario_id, trajectory.rollout)
+            feedback_score, open_rate, reply_rate = feedback.observe(trajectory.scenario_id, trajectory.email, feedback_seed)
             trajectory.metrics |= {"feedback_score": feedback_score, "open_rate": open_rate, "reply_rate": reply_rate}
-            reward = (1 - feedback_weight) * judge_score + feedback_weight * feedback_score
+            reward = (1 - config.feedback_weight) * judge_score + config.feedback_weight * feedback_score
         trajectory.reward = reward
     return judged
 
@@ -204,9 +208,8 @@ async def train(
     backend: art.Backend | None,
     model: art.Model,
     groups: list[art.TrajectoryGroup],
+    config: RunConfig,
     *,
-    learning_rate: float | None,
-    options: dict,
     step_before: int,
     retries: int,
 ) -> TrainingOutcome:
@@ -217,10 +220,12 @@ async def train(
     """
     if not model.trainable or backend is None:
         return TrainingOutcome(step=0, skipped=True, reason="this backend serves a fixed model; nothing to train")
+    if not config.train_policy:
+        return TrainingOutcome(step=step_before, skipped=True, reason="policy training disabled (train_policy=false)")
     useful = [g for g in groups if has_signal(g)]
     if not useful:
         return TrainingOutcome(step=step_before, skipped=True, reason="no group has reward variance")
-    kwargs = options | ({} if learning_rate is None else {"learning_rate": learning_rate})
+    kwargs = (config.train_options or {}) | ({} if config.learning_rate is None else {"learning_rate": config.learning_rate})
     started = time.monotonic()
     async for attempt in retrying(retries):
         with attempt:
@@ -235,41 +240,36 @@ async def train(
 
 @traced
 def reweight(
-    scores: Mapping[str, float], groups: list[art.TrajectoryGroup], top_fraction: float
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Boosts the nodes cited by the best trajectories in proportion to their reward.
-
-    Returns the new scores and just the changed ones.
-    """
-    ranked = sorted(
-        (t for g in groups for t in g.trajectories if email_of(t) is not None),
-        key=lambda t: -t.reward,
-    )
-    top = ranked[: math.ceil(top_fraction * len(ranked))]
+    scores: Mapping[str, float], groups: list[art.TrajectoryGroup], config: RunConfig
+) -> dict[str, float]:
+    """Boosts the nodes cited by the best trajectories in proportion to their reward; returns the changed scores."""
+    if not config.reweight_graph:
+        return {}
+    ranked = sorted((t for g in groups for t in g.trajectories if t.email is not None), key=lambda t: -t.reward)
+    top = ranked[: math.ceil(config.top_fraction * len(ranked))]
     gains: dict[str, float] = {}
     for trajectory in top:
-        for node_id in email_of(trajectory).citations:  # finalize_email only accepts the graph's nodes
+        for node_id in trajectory.email.citations:  # finalize_email only accepts the graph's nodes
             gains[node_id] = gains.get(node_id, 0.0) + REWEIGHT_RATE * trajectory.reward / len(top)
     changed = {}
     for node_id, gain in gains.items():
         new = min(MAX_NODE_SCORE, scores[node_id] + gain)
         if new != scores[node_id]:
             changed[node_id] = new
-    return scores | changed, changed
+    return changed
 
 
 @traced
 async def write_email(
-    policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int
-) -> tuple[Email | None, art.Trajectory]:
+    policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], config: RunConfig
+) -> EmailTrajectory:
     """The published email for a scenario: the current policy's most likely rollout."""
-    trajectory = await rollout(
-        policy.client, policy.model_name, graph, scenario, scores, max_turns=max_turns, greedy=True, logprobs=False
+    return await rollout(
+        policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns, greedy=True, logprobs=False
     )
-    return email_of(trajectory), trajectory
 
 
 def best_email(groups: list[art.TrajectoryGroup], scenario_id: str) -> Email | None:
     """The best email an iteration wrote for a scenario: the fallback when the greedy rollout wrote none."""
-    ranked = sorted((t for g in groups for t in g.trajectories if t.metadata["scenario_id"] == scenario_id), key=lambda t: -t.reward)
-    return next((email for t in ranked if (email := email_of(t))), None)
+    ranked = sorted((t for g in groups for t in g.trajectories if t.scenario_id == scenario_id), key=lambda t: -t.reward)
+    return next((t.email for t in ranked if t.email), None)

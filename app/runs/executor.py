@@ -1,4 +1,10 @@
-"""What a worker process needs to execute runs: backends, the judge and each run's model."""
+"""What a worker process holds to execute runs: backends, the judge, each run's model and client.
+
+DBOS steps are module functions, so the workflow reaches the worker's executor through
+`current()`; `lifecycle.start` installs it before DBOS launches.
+"""
+
+from collections.abc import Callable
 
 import art
 
@@ -6,17 +12,18 @@ from app.backends.embedded import EmbeddedBackend
 from app.backends.embedded.repository import DatabaseCheckpoints
 from app.backends.registry import create_backend, create_model
 from app.backends.retry import retrying
-from app.db import Database
+from app.core import Services
 from app.loop.runtime import create_judge
-from app.loop.steps import Policy
-from app.settings import Settings
+from app.loop.steps import Judge, Policy
 
 
 class Executor:
-    def __init__(self, settings: Settings, db: Database):
-        self.settings = settings
-        self.embedded = EmbeddedBackend(store=DatabaseCheckpoints(db))
-        self.judge = create_judge(settings, self.embedded)
+    def __init__(self, services: Services, wake_relay: Callable[[], None] = lambda: None):
+        self.services = services
+        self.settings = services.settings
+        self.wake_relay = wake_relay
+        self.embedded = EmbeddedBackend(store=DatabaseCheckpoints(services.db))
+        self.judge: Judge = create_judge(self.settings, self.embedded)
         self._backends: dict[str, art.Backend | None] = {"embedded": self.embedded}
         self._policies: dict[str, Policy] = {}
 
@@ -40,16 +47,34 @@ class Executor:
             )
         return policy
 
-    async def forget(self, run_id: str) -> None:
+    async def release(self, run_id: str) -> None:
+        """Drops what this process holds for a run (its client, its checkpoints in memory); idempotent."""
         policy = self._policies.pop(run_id, None)
         if policy is not None:
             if isinstance(policy.model, art.TrainableModel):
                 self.embedded.forget(policy.model)
             await policy.client.close()
 
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._policies
+
     async def close(self) -> None:
         for run_id in list(self._policies):
-            await self.forget(run_id)
+            await self.release(run_id)
         for backend in self._backends.values():
             if backend is not None:
                 await backend.close()
+
+
+_current: Executor | None = None
+
+
+def install(executor: Executor | None) -> None:
+    global _current
+    _current = executor
+
+
+def current() -> Executor:
+    if _current is None:
+        raise RuntimeError("this process does not execute runs (no worker started)")
+    return _current

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime, utcnow
@@ -78,18 +78,6 @@ class NodeScoreChange(Base):
     iteration: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     score: Mapped[float]
-
-
-class Event(Base):
-    __tablename__ = "events"
-    __table_args__ = (UniqueConstraint("run_id", "seq", name="uq_events_run_seq"),)
-
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    seq: Mapped[int]
-    type: Mapped[str] = mapped_column(String(40))
-    data: Mapped[dict]
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class IdempotencyKey(Base):

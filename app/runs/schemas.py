@@ -1,18 +1,19 @@
 """Request and response bodies of the runs API (see the contract)."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from app.loop.schemas import Email, LoopConfig, RewardStats
+from app.agent.schemas import Email
+from app.events.schemas import RunError, RunStatus
+from app.loop.schemas import RewardStats, RunConfig
 from app.settings import BackendName
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-Step = Literal["generate", "score", "train", "reweight", "email"]
 
+class LearnLoopRequest(RunConfig):
+    """The body of `POST /learn-loop`: a run's configuration and where its events go."""
 
-class LearnLoopRequest(LoopConfig):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [{"iterations": 3, "rollouts_per_group": 4, "seed": 0,
@@ -20,11 +21,16 @@ class LearnLoopRequest(LoopConfig):
     )
 
     webhook_url: AnyHttpUrl | None = Field(None, description="Receives this run's events, signed (Standard Webhooks).")
-    backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
-    train_options: dict[str, Any] | None = Field(
-        None, description="Training options the backend supports (see the README); unknown ones are a 422.",
-        examples=[{"scale_rewards": True, "kl_penalty_coef": 0.1}],
-    )
+
+
+class EffectiveConfig(RunConfig):
+    """What a run executes with: every default filled in (the run's `config`)."""
+
+    scenario_ids: list[str]
+    target_scenario_id: str
+    backend: BackendName
+    train_options: dict[str, Any]
+    webhook_url: str | None = None
 
 
 class RunLinks(BaseModel):
@@ -48,11 +54,6 @@ class RunCreated(BaseModel):
     links: RunLinks
 
 
-class RunError(BaseModel):
-    message: str
-    step: Step | None = None
-
-
 class RunOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "run_id": "run_01a1fb9890e269c2fccc8886", "status": "running",
@@ -68,7 +69,7 @@ class RunOut(BaseModel):
 
     run_id: str
     status: RunStatus
-    config: dict[str, Any]
+    config: EffectiveConfig
     iterations_total: int
     iterations_completed: int
     created_at: datetime
@@ -123,16 +124,3 @@ class IterationList(BaseModel):
 class NodeScoresOut(BaseModel):
     iteration: int
     scores: dict[str, float]
-
-
-class EventOut(BaseModel):
-    id: str
-    seq: int
-    type: str
-    created_at: datetime
-    data: dict[str, Any]
-
-
-class EventList(BaseModel):
-    data: list[EventOut]
-    has_more: bool

@@ -1,314 +1,110 @@
-"""Run lifecycle in the database: creation, reads, and the transactions the workflow commits."""
+"""Starting runs: the effective configuration, idempotent creation, and the workflow's enqueue.
+
+`POST /learn-loop` and `codreamer run` both start runs here.
+"""
 
 import hashlib
 import json
-import secrets
-import time
-from datetime import datetime
 
-import art
-from openai.types.chat.chat_completion import Choice
-from sqlalchemy import delete, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
 
-from app.db import utcnow
-from app.knowledge_graph.graph import KnowledgeGraph
-from app.loop.rollout import email_of
-from app.runs.models import Event, IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
-from app.webhooks.models import WebhookDelivery
-
-TERMINAL = ("succeeded", "failed", "cancelled")
-FULL_SCORES_MAX_NODES = 2000
-TRUNCATED_TOP = 500
+from app.backends.registry import SPECS, BackendUnavailable, check_available
+from app.core import Services
+from app.events.schemas import RunStatus
+from app.events.service import new_id
+from app.events.signing import new_secret
+from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.runs import workflow
+from app.runs.models import IdempotencyKey, Run
+from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
+from app.runs.transitions import Conflict
 
 
-class Conflict(Exception):
-    pass
+def invalid(field: str, message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
 
 
-def new_id(prefix: str) -> str:
-    """Sortable by creation time, so pagination can use the id as its cursor."""
-    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+def links(run_id: str) -> dict:
+    base = f"/runs/{run_id}"
+    return {"self": base, "iterations": f"{base}/iterations", "events": f"{base}/events", "node_scores": f"{base}/node-scores"}
 
 
-def request_hash(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def request_hash(body: LearnLoopRequest) -> str:
+    fields = body.model_dump(mode="json", exclude_unset=True)
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-async def find_idempotent(session: AsyncSession, key: str, body_hash: str) -> Run | None:
-    record = await session.get(IdempotencyKey, key)
-    if record is None:
-        return None
-    if record.request_hash != body_hash:
-        raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
-    return await session.get(Run, record.run_id)
-
-
-# ---------------------------------------------------------------- events
-
-
-async def emit(session: AsyncSession, run: Run, type: str, data: dict) -> Event:
-    """An event, and its webhook delivery when the run has a receiver: one transaction (the outbox)."""
-    run.last_seq += 1
-    event = Event(
-        id=new_id("evt"), run_id=run.id, seq=run.last_seq, type=type,
-        data={"run_id": run.id, "seq": run.last_seq, **data}, created_at=utcnow(),
-    )
-    session.add(event)
-    if run.webhook_url:
-        await session.flush()
-        session.add(WebhookDelivery(
-            event_id=event.id, run_id=run.id, type=type, url=run.webhook_url, status="pending",
-            attempts=0, next_attempt_at=event.created_at, created_at=event.created_at,
-        ))
-    return event
-
-
-async def locked_run(session: AsyncSession, run_id: str) -> Run:
-    run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
-    if run is None:
-        raise LookupError(f"run {run_id!r} not found")
-    return run
-
-
-# ---------------------------------------------------------------- node scores
-
-
-async def current_scores(session: AsyncSession, run_id: str) -> dict[str, float]:
-    """Only the scores that moved from 1.0; every other node of the graph is at 1.0."""
-    rows = await session.execute(select(NodeScore.node_id, NodeScore.score).where(NodeScore.run_id == run_id))
-    return dict(rows.tuples().all())
-
-
-async def scores_after(session: AsyncSession, run_id: str, iteration: int) -> dict[str, float]:
-    rows = await session.execute(
-        select(NodeScoreChange.node_id, NodeScoreChange.score)
-        .where(NodeScoreChange.run_id == run_id, NodeScoreChange.iteration <= iteration)
-        .order_by(NodeScoreChange.iteration)
-    )
-    return dict(rows.tuples().all())
-
-
-def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, float]:
-    return graph.initial_scores | moved
-
-
-def webhook_scores(graph: KnowledgeGraph, moved: dict[str, float], changed: dict[str, float]) -> dict:
-    if len(graph.nodes) <= FULL_SCORES_MAX_NODES:
-        return {"node_scores": full_scores(graph, moved)}
-    top = sorted(moved.items(), key=lambda kv: -kv[1])[:TRUNCATED_TOP]
-    if len(top) < TRUNCATED_TOP:  # pad with unmoved nodes, all at 1.0
-        for node_id in graph.nodes:
-            if len(top) >= TRUNCATED_TOP:
-                break
-            if node_id not in moved:
-                top.append((node_id, 1.0))
-    return {"node_scores": dict(top) | changed, "truncated": True}
-
-
-# ---------------------------------------------------------------- trajectories
-
-
-def trajectory_json(trajectory: art.Trajectory) -> dict:
-    items = [c.model_dump(mode="json") if isinstance(c, Choice) else dict(c) for c in trajectory.messages_and_choices]
-    return {
-        "messages_and_choices": items, "tools": trajectory.tools, "reward": trajectory.reward,
-        "metrics": trajectory.metrics, "metadata": trajectory.metadata, "logs": trajectory.logs,
-    }
-
-
-def trajectory_from_json(data: dict) -> art.Trajectory:
-    items = [Choice.model_validate(i) if "message" in i and "finish_reason" in i else i for i in data["messages_and_choices"]]
-    return art.Trajectory(
-        messages_and_choices=items, tools=data.get("tools"), reward=data["reward"],
-        metrics=data.get("metrics", {}), metadata=data.get("metadata", {}), logs=data.get("logs", []),
-    )
-
-
-async def replace_trajectories(session: AsyncSession, run_id: str, iteration: int, groups: list[art.TrajectoryGroup]) -> None:
-    """Idempotent: a re-run generate step replaces what an interrupted one wrote."""
-    await session.execute(delete(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration))
-    position = 0
-    for group_index, group in enumerate(groups):
-        for t in group.trajectories:
-            email = email_of(t)
-            session.add(TrajectoryRecord(
-                run_id=run_id, iteration=iteration, position=position, group_index=group_index,
-                scenario_id=str(t.metadata["scenario_id"]), reward=float(t.reward),
-                judge_score=t.metrics.get("judge_score"), feedback_score=t.metrics.get("feedback_score"),
-                email=email.model_dump() if email else None, turns=int(t.metadata.get("turns", 0)),
-                trajectory=trajectory_json(t),
-            ))
-            position += 1
-
-
-async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> list[art.TrajectoryGroup]:
-    rows = (await session.scalars(
-        select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
-        .order_by(TrajectoryRecord.position)
-    )).all()
-    groups: dict[int, list[art.Trajectory]] = {}
-    for row in rows:
-        groups.setdefault(row.group_index, []).append(trajectory_from_json(row.trajectory))
-    return [art.TrajectoryGroup(ts) for _, ts in sorted(groups.items())]
-
-
-# ---------------------------------------------------------------- workflow transactions
-
-
-async def begin(session: AsyncSession, run_id: str) -> Run:
-    run = await locked_run(session, run_id)
-    if run.status == "queued":
-        run.status, run.started_at = "running", run.started_at or utcnow()
-        await emit(session, run, "run.started", {"status": "running", "attempt": run.attempt})
-    return run
-
-
-async def resume(session: AsyncSession, run_id: str) -> Run:
-    """A failed run starts again from its last recorded iteration, as a new workflow attempt."""
-    run = await locked_run(session, run_id)
-    if run.status != "failed":
-        raise Conflict(f"run {run_id} is {run.status}; only failed runs can be resumed")
-    run.status, run.error, run.finished_at = "queued", None, None
-    run.attempt += 1
-    return run
-
-
-async def record_iteration(
-    session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
-    email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, float],
-    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None,
-) -> bool:
-    """The iteration, its score changes and its event, exactly once; False if already there or cancelled."""
-    run = await locked_run(session, run_id)
-    if run.status != "running" or await session.get(Iteration, (run_id, iteration)) is not None:
-        return False
-    finished_at = utcnow()
-    session.add(Iteration(
-        run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
-        node_scores_changed=changed, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=finished_at,
-    ))
-    for node_id, score in changed.items():
-        await session.merge(NodeScore(run_id=run_id, node_id=node_id, score=score))
-        session.add(NodeScoreChange(run_id=run_id, iteration=iteration, node_id=node_id, score=score))
-    await session.flush()
-    if iteration > 0:
-        run.iterations_completed = iteration
-    moved = await current_scores(session, run_id)
-    await emit(session, run, "iteration.completed", {
-        "iteration": iteration, "email": email, "rewards": rewards, **webhook_scores(graph, moved, changed),
-    })
-    return True
-
-
-async def finish(session: AsyncSession, run_id: str) -> None:
-    run = await locked_run(session, run_id)
-    if run.status != "running":
-        return
-    run.status, run.finished_at = "succeeded", utcnow()
-    await emit(session, run, "run.succeeded", {
-        "status": "succeeded", "iterations_completed": run.iterations_completed,
-        "final_email": await latest_email(session, run_id),
+async def effective_config(svc: Services, body: LearnLoopRequest) -> EffectiveConfig:
+    """Every field with its effective value, or a 422 naming the field that is wrong."""
+    graph = await svc.graphs.get(body.graph_id)
+    if graph is None:
+        raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
+    scenario_ids = body.scenario_ids or list(graph.scenarios)
+    unknown = [s for s in scenario_ids if s not in graph.scenarios]
+    if unknown:
+        raise invalid("scenario_ids", f"unknown scenario ids for graph {graph.id!r}: {unknown}")
+    if len(set(scenario_ids)) != len(scenario_ids):
+        raise invalid("scenario_ids", "scenario ids must be unique")
+    target = body.target_scenario_id or scenario_ids[0]
+    if target not in graph.scenarios:
+        raise invalid("target_scenario_id", f"unknown scenario {target!r} for graph {graph.id!r}")
+    backend = body.backend or svc.settings.model_backend
+    spec = SPECS[backend]
+    try:
+        check_available(backend, svc.settings)
+    except BackendUnavailable as exc:
+        raise invalid("backend", str(exc)) from None
+    if body.learning_rate is not None and not spec.trainable:
+        raise invalid("learning_rate", f"backend {backend!r} serves a fixed model and does not train; remove learning_rate")
+    try:
+        train_options = spec.options.model_validate(body.train_options or {}).model_dump()
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", "train_options", *e["loc"]), "msg": f"{e['msg']} (backend {backend!r})"} for e in exc.errors(include_url=False)]
+        ) from None
+    webhook_url = str(body.webhook_url) if body.webhook_url else None
+    if webhook_url:
+        try:
+            await resolve(webhook_url, allow_private=svc.settings.webhook_allow_private)
+        except UnsafeWebhookURL as exc:
+            raise invalid("webhook_url", str(exc)) from None
+    return EffectiveConfig.model_validate(body.model_dump() | {
+        "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
+        "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
     })
 
 
-async def fail(session: AsyncSession, run_id: str, step: str, message: str) -> None:
-    run = await locked_run(session, run_id)
-    if run.status in TERMINAL:
-        return
-    run.status, run.finished_at = "failed", utcnow()
-    run.error = {"message": message, "step": step}
-    await emit(session, run, "run.failed", {"status": "failed", "iterations_completed": run.iterations_completed, "error": run.error})
+async def _replay(svc: Services, key: str, body_hash: str) -> RunCreated | None:
+    async with svc.db.read() as session:
+        record = await session.get(IdempotencyKey, key)
+        if record is None:
+            return None
+        if record.request_hash != body_hash:
+            raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
+        run = await session.get(Run, record.run_id)
+    return RunCreated(run_id=run.id, status=run.status, webhook_secret=run.webhook_secret, links=links(run.id))
 
 
-async def cancel(session: AsyncSession, run_id: str) -> Run:
-    run = await locked_run(session, run_id)
-    if run.status in TERMINAL:
-        raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
-    run.status, run.finished_at = "cancelled", utcnow()
-    await emit(session, run, "run.cancelled", {
-        "status": "cancelled", "iterations_completed": run.iterations_completed,
-        "final_email": await latest_email(session, run_id),
-    })
-    return run
-
-
-# ---------------------------------------------------------------- reads
-
-
-async def latest_email(session: AsyncSession, run_id: str) -> dict | None:
-    return await session.scalar(
-        select(Iteration.email).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1)
+async def create_run(svc: Services, body: LearnLoopRequest, idempotency_key: str | None = None) -> tuple[RunCreated, bool]:
+    """The new run, queued; or, for a repeated Idempotency-Key with the same body, the first one (True)."""
+    body_hash = request_hash(body)
+    if idempotency_key and (existing := await _replay(svc, idempotency_key, body_hash)):
+        return existing, True
+    config = await effective_config(svc, body)
+    run = Run(
+        id=new_id("run"), status=RunStatus.QUEUED, graph_id=config.graph_id, config=config.model_dump(mode="json"),
+        iterations_total=config.iterations, webhook_url=config.webhook_url,
+        webhook_secret=new_secret() if config.webhook_url else None,
     )
-
-
-def _latest_email_of_run():
-    return (
-        select(Iteration.email).where(Iteration.run_id == Run.id)
-        .order_by(Iteration.iteration.desc()).limit(1).correlate(Run).scalar_subquery()
-    )
-
-
-def run_view(run: Run, latest: dict | None) -> dict:
-    return {
-        "run_id": run.id, "status": run.status, "config": run.config, "iterations_total": run.iterations_total,
-        "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
-        "finished_at": run.finished_at, "error": run.error, "latest_email": latest,
-        "final_email": latest if run.status == "succeeded" else None,
-    }
-
-
-async def get_run_view(session: AsyncSession, run_id: str) -> dict | None:
-    """The run and its latest email in one query: this is the endpoint clients poll."""
-    row = (await session.execute(select(Run, _latest_email_of_run()).where(Run.id == run_id))).first()
-    return run_view(*row) if row else None
-
-
-async def list_runs(session: AsyncSession, *, limit: int, after: str | None, status: str | None) -> tuple[list[dict], bool]:
-    query = select(Run, _latest_email_of_run())
-    if status:
-        query = query.where(Run.status == status)
-    if after:
-        query = query.where(Run.id < after)
-    rows = (await session.execute(query.order_by(Run.id.desc()).limit(limit + 1))).all()
-    return [run_view(*row) for row in rows[:limit]], len(rows) > limit
-
-
-def iteration_view(row: Iteration) -> dict:
-    return {
-        "iteration": row.iteration, "email": row.email, "rewards": row.rewards, "training": row.training,
-        "node_scores_changed": row.node_scores_changed, "metrics": row.metrics, "trace_url": row.trace_url,
-        "started_at": row.started_at, "finished_at": row.finished_at,
-    }
-
-
-async def iterations(session: AsyncSession, run_id: str) -> list[dict]:
-    rows = (await session.scalars(select(Iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration))).all()
-    return [iteration_view(r) for r in rows]
-
-
-async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -> dict | None:
-    row = await session.get(Iteration, (run_id, iteration))
-    if row is None:
-        return None
-    trajectories = (await session.scalars(
-        select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
-        .order_by(TrajectoryRecord.position)
-    )).all()
-    return iteration_view(row) | {"trajectories": [
-        {"scenario_id": t.scenario_id, "reward": t.reward, "judge_score": t.judge_score,
-         "feedback_score": t.feedback_score, "email": t.email, "turns": t.turns}
-        for t in trajectories
-    ]}
-
-
-async def latest_iteration(session: AsyncSession, run_id: str) -> int | None:
-    return await session.scalar(select(Iteration.iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1))
-
-
-async def events_page(session: AsyncSession, run_id: str, *, after: int, limit: int) -> tuple[list[Event], bool]:
-    rows = (await session.scalars(
-        select(Event).where(Event.run_id == run_id, Event.seq > after).order_by(Event.seq).limit(limit + 1)
-    )).all()
-    return list(rows[:limit]), len(rows) > limit
-
+    try:
+        async with svc.db.transaction() as session:
+            session.add(run)
+            if idempotency_key:
+                await session.flush()
+                session.add(IdempotencyKey(key=idempotency_key, request_hash=body_hash, run_id=run.id))
+    except IntegrityError:  # a concurrent request with the same key won the race
+        return await _replay(svc, idempotency_key, body_hash), True
+    await workflow.enqueue(run.id)
+    return RunCreated(run_id=run.id, status=run.status, webhook_secret=run.webhook_secret, links=links(run.id)), False

@@ -1,27 +1,29 @@
-"""The durable learning loop: a DBOS workflow per run that composes the loop's steps.
+"""The learning loop: one durable DBOS workflow per run, composing the loop's steps.
 
-Each step is a DBOS step, so a crash resumes at the last completed one. Steps are idempotent:
-generate replaces its trajectories, train checks the model's step before training again, and
-publish records an iteration only if it is not there yet, all in one transaction with its event.
+This is the only driver of the loop: `POST /learn-loop`, `codreamer run`, the tests and the
+benchmarks all execute it. Each step is a DBOS step, so a crash resumes at the last completed
+one; steps are idempotent (generate replaces its trajectories, train checks the model's step
+before training again, publish records an iteration only if it is not there yet, in one
+transaction with its event). Any exception in any step ends the run `failed`, naming the step.
 """
 
+import functools
 import time
-from contextlib import contextmanager
 from datetime import datetime
-from functools import partial
 
 from dbos import DBOS, SetWorkflowID
 from sqlalchemy import select
 
-from app.core import services
 from app.db import utcnow
-from app.faults import crash_point
-from app.knowledge_graph.graph import NodeScores
+from app.events.schemas import RunStatus, Step
+from app.faults import fault_point
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.loop import steps
 from app.loop.runtime import create_feedback
-from app.loop.schemas import LoopConfig
+from app.loop.schemas import RunConfig
 from app.observability import call_with_trace
-from app.runs import service
+from app.runs import repository, transitions
+from app.runs.executor import current
 from app.runs.models import Iteration, Run
 
 RUNS_QUEUE = "runs"
@@ -30,176 +32,170 @@ RUNS_QUEUE = "runs"
 class StepFailed(Exception):
     """A step's failure, named for the run's `error.step`."""
 
-    def __init__(self, step: str, message: str):
+    def __init__(self, step: Step, message: str):
         super().__init__(step, message)
         self.step, self.message = step, message
 
 
-@contextmanager
-def failures_as(step: str):
-    try:
-        yield
-    except StepFailed:
-        raise
-    except Exception as exc:
-        raise StepFailed(step, f"{type(exc).__name__}: {exc}") from exc
+def workflow_step(step: Step):
+    """A DBOS step whose every failure becomes a StepFailed naming it."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        async def guarded(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except StepFailed:
+                raise
+            except Exception as exc:
+                raise StepFailed(step, f"{type(exc).__name__}: {exc}") from exc
+
+        return DBOS.step(name=step.value)(guarded)
+
+    return wrap
 
 
-async def _run(run_id: str) -> tuple[Run, LoopConfig]:
-    async with services().db.read() as session:
+async def _run(run_id: str) -> tuple[Run, RunConfig]:
+    async with current().services.db.read() as session:
         run = await session.get(Run, run_id)
-    fields = LoopConfig.model_fields
-    return run, LoopConfig(**{k: v for k, v in run.config.items() if k in fields})
+    return run, RunConfig.model_validate(run.config)
 
 
-async def _policy(run: Run):
-    return await services().executor.policy(run.id, run.config["backend"])
-
-
-async def _context(run_id: str):
+async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, NodeScores]:
     run, config = await _run(run_id)
-    graph = await services().graphs.get(run.graph_id)
-    async with services().db.read() as session:
-        scores = NodeScores(await service.current_scores(session, run_id))  # no copy of the whole graph
+    services = current().services
+    graph = await services.graphs.get(run.graph_id)
+    async with services.db.read() as session:
+        scores = NodeScores(await repository.current_scores(session, run_id))  # no copy of the whole graph
     return run, config, graph, scores
 
 
-def _wake_relay() -> None:
-    if services().relay is not None:
-        services().relay.wake()
-
-
-@DBOS.step(name="start")
+@workflow_step(Step.START)
 async def start_step(run_id: str) -> dict:
     """Marks the run running; a resumed run continues after its last recorded iteration."""
-    async with services().db.transaction() as session:
-        run = await service.begin(session, run_id)
+    async with current().services.db.transaction() as session:
+        run = await transitions.begin(session, run_id)
         status, total = run.status, run.iterations_total
-        latest = await service.latest_iteration(session, run_id)
-    _wake_relay()
+        latest = await repository.latest_iteration(session, run_id)
+    current().wake_relay()
+    fault_point(Step.START)
     return {"status": status, "iterations_total": total, "next_iteration": 0 if latest is None else latest + 1}
 
 
-@DBOS.step(name="generate")
+@workflow_step(Step.GENERATE)
 async def generate_step(run_id: str, iteration: int) -> dict:
     """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards."""
     started_at = utcnow().isoformat()
-    with failures_as("generate"):
-        run, config, graph, scores = await _context(run_id)
-        executor = services().executor
-        policy = await _policy(run)
-        judge = partial(
-            steps.score_group, judge=executor.judge, feedback=create_feedback(graph),
-            feedback_weight=config.feedback_weight, seed=config.seed, iteration=iteration,
-        )
+    run, config, graph, scores = await _context(run_id)
+    executor = current()
+    policy = await executor.policy(run_id, run.config["backend"])
+    feedback = create_feedback(graph)
 
-        async def score(group):
-            scored = await judge(group)
-            crash_point("score", iteration)
-            return scored
+    async def score(group):
+        try:
+            scored = await steps.score_group(group, executor.judge, feedback, config, iteration=iteration)
+            fault_point(Step.SCORE, iteration)
+        except Exception as exc:
+            raise StepFailed(Step.SCORE, f"{type(exc).__name__}: {exc}") from exc
+        return scored
 
-        generation, trace_url = await call_with_trace(
-            steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores,
-            rollouts_per_group=config.rollouts_per_group, max_turns=config.max_turns, seed=config.seed,
-            iteration=iteration, concurrency=services().settings.rollout_concurrency, score=score,
-        )
+    generation, trace_url = await call_with_trace(
+        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores, config,
+        iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score,
+    )
     if not generation.groups:
-        raise StepFailed("score", f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
-                                  f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
-    with failures_as("generate"):
-        async with services().db.transaction() as session:
-            await service.replace_trajectories(session, run_id, iteration, generation.groups)
-    crash_point("generate", iteration)
+        raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
+                                     f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
+    async with executor.services.db.transaction() as session:
+        await repository.replace_trajectories(session, run_id, iteration, generation.groups)
+    fault_point(Step.GENERATE, iteration)
     return {"started_at": started_at, "metrics": generation.metrics, "trace_url": trace_url,
             "rewards": steps.reward_stats(generation.groups).model_dump()}
 
 
-@DBOS.step(name="train")
+@workflow_step(Step.TRAIN)
 async def train_step(run_id: str, iteration: int) -> dict:
-    with failures_as("train"):
-        run, config = await _run(run_id)
-        policy = await _policy(run)
-        async with services().db.read() as session:
-            previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
-            groups = await service.load_groups(session, run_id, iteration)
-        outcome = await steps.train(
-            services().executor.backend(run.config["backend"]), policy.model, groups,
-            learning_rate=config.learning_rate, options=run.config.get("train_options") or {},
-            step_before=(previous or {}).get("step", 0), retries=services().settings.backend_retries,
-        )
-    crash_point("train", iteration)
+    run, config = await _run(run_id)
+    executor = current()
+    policy = await executor.policy(run_id, run.config["backend"])
+    async with executor.services.db.read() as session:
+        previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
+        groups = await repository.load_groups(session, run_id, iteration)
+    outcome = await steps.train(
+        executor.backend(run.config["backend"]), policy.model, groups, config,
+        step_before=(previous or {}).get("step", 0), retries=executor.settings.backend_retries,
+    )
+    fault_point(Step.TRAIN, iteration)
     return outcome.model_dump()
 
 
-@DBOS.step(name="reweight")
+@workflow_step(Step.REWEIGHT)
 async def reweight_step(run_id: str, iteration: int) -> dict:
-    with failures_as("reweight"):
-        started = time.monotonic()
-        run, config, _, scores = await _context(run_id)
-        async with services().db.read() as session:
-            groups = await service.load_groups(session, run_id, iteration)
-        _, changed = steps.reweight(scores, groups, config.top_fraction)
-    crash_point("reweight", iteration)
+    started = time.monotonic()
+    _, config, _, scores = await _context(run_id)
+    async with current().services.db.read() as session:
+        groups = await repository.load_groups(session, run_id, iteration)
+    changed = steps.reweight(scores, groups, config)
+    fault_point(Step.REWEIGHT, iteration)
     return {"changed": changed, "seconds": time.monotonic() - started}
 
 
-@DBOS.step(name="email")
+@workflow_step(Step.EMAIL)
 async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> dict:
     """The published email: the updated policy's greedy rollout for the target scenario."""
-    with failures_as("email"):
-        started = utcnow()
-        run, config, graph, scores = await _context(run_id)
-        policy = await _policy(run)
-        target = graph.scenarios[config.target_scenario_id]
-        email, _ = await steps.write_email(policy, graph, target, NodeScores(scores | changed), config.max_turns)
-        if email is None and iteration > 0:
-            async with services().db.read() as session:
-                email = steps.best_email(await service.load_groups(session, run_id, iteration), target.id)
-        if email is None:
-            raise StepFailed("email", f"the policy wrote no email for {target.id} within {config.max_turns} turns")
-    crash_point("email", iteration)
+    started = utcnow()
+    run, config, graph, scores = await _context(run_id)
+    policy = await current().policy(run_id, run.config["backend"])
+    target = graph.scenarios[config.target_scenario_id]
+    email = (await steps.write_email(policy, graph, target, NodeScores(scores | changed), config)).email
+    if email is None and iteration > 0:
+        async with current().services.db.read() as session:
+            email = steps.best_email(await repository.load_groups(session, run_id, iteration), target.id)
+    if email is None:
+        raise StepFailed(Step.EMAIL, f"the policy wrote no email for {target.id} within {config.max_turns} turns")
+    fault_point(Step.EMAIL, iteration)
     return {"email": email.model_dump(), "started_at": started.isoformat(), "seconds": (utcnow() - started).total_seconds()}
 
 
-@DBOS.step(name="publish")
+@workflow_step(Step.PUBLISH)
 async def publish_step(run_id: str, iteration: int, record: dict) -> str:
     """Records the iteration (once) and returns the run's status."""
     run, _ = await _run(run_id)
-    graph = await services().graphs.get(run.graph_id)
-    async with services().db.transaction() as session:
-        await service.record_iteration(session, graph, run_id, iteration, **record)
+    services = current().services
+    graph = await services.graphs.get(run.graph_id)
+    async with services.db.transaction() as session:
+        await transitions.record_iteration(session, graph, run_id, iteration, **record)
         status = (await session.get(Run, run_id)).status
-    _wake_relay()
-    crash_point("publish", iteration)
+    current().wake_relay()
+    fault_point(Step.PUBLISH, iteration)
     return status
 
 
-@DBOS.step(name="finish")
+@workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
-    async with services().db.transaction() as session:
-        await service.finish(session, run_id)
-    _wake_relay()
+    async with current().services.db.transaction() as session:
+        await transitions.finish(session, run_id)
+    current().wake_relay()
     run, _ = await _run(run_id)
-    policy = await _policy(run)
-    if policy.model.trainable:
+    policy = await current().policy(run_id, run.config["backend"])
+    if policy.model.trainable:  # keep the latest and best steps
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
-    await services().executor.forget(run_id)
+    fault_point(Step.FINISH)
 
 
 @DBOS.step(name="fail")
-async def fail_step(run_id: str, step: str, message: str) -> None:
-    async with services().db.transaction() as session:
-        await service.fail(session, run_id, step, message)
-    _wake_relay()
-    await services().executor.forget(run_id)
+async def fail_step(run_id: str, step: Step, message: str) -> None:
+    async with current().services.db.transaction() as session:
+        await transitions.fail(session, run_id, step, message)
+    current().wake_relay()
 
 
 @DBOS.workflow(name="learning_run")
 async def learning_run(run_id: str) -> str:
-    state = await start_step(run_id)
-    if state["status"] != "running":
-        return state["status"]
     try:
+        state = await start_step(run_id)
+        if state["status"] != RunStatus.RUNNING:
+            return state["status"]
         if state["next_iteration"] == 0:
             baseline = await email_step(run_id, 0, {})
             await publish_step(run_id, 0, {
@@ -220,13 +216,15 @@ async def learning_run(run_id: str) -> str:
                 "changed": reweighted["changed"], "metrics": metrics,
                 "started_at": datetime.fromisoformat(generation["started_at"]), "trace_url": generation["trace_url"],
             })
-            if status != "running":  # cancelled between steps
+            if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
         await finish_step(run_id)
-        return "succeeded"
+        return RunStatus.SUCCEEDED
     except StepFailed as failure:
         await fail_step(run_id, failure.step, failure.message)
-        return "failed"
+        return RunStatus.FAILED
+    finally:  # success, failure or cancellation: the worker lets go of the run
+        await current().release(run_id)
 
 
 def workflow_id(run_id: str, attempt: int) -> str:
@@ -237,6 +235,12 @@ async def enqueue(run_id: str, attempt: int = 1) -> None:
     """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
     with SetWorkflowID(workflow_id(run_id, attempt)):
         await DBOS.enqueue_workflow_async(RUNS_QUEUE, learning_run, run_id)
+
+
+async def wait(run_id: str, attempt: int = 1) -> str:
+    """The workflow's result, once DBOS has recorded it (a run's last event precedes that by a moment)."""
+    handle = await DBOS.retrieve_workflow_async(workflow_id(run_id, attempt))
+    return await handle.get_result()
 
 
 async def cancel(run_id: str, attempt: int) -> None:

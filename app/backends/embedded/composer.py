@@ -6,7 +6,7 @@ taken verbatim from a node the agent read.
 
 import re
 
-from app.loop.transcript import SeenNode
+from app.agent.transcript import SeenNode
 
 TONES = ("formal", "friendly", "direct")
 LENGTHS = ("short", "medium", "long")

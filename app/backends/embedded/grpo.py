@@ -9,7 +9,7 @@ from art import TrajectoryGroup
 from openai.types.chat.chat_completion import Choice
 
 from app.backends.embedded.policy import Checkpoint, Decision, logprob_and_grad, plan_turn, replayer
-from app.loop.transcript import parse_transcript
+from app.agent.transcript import parse_transcript
 
 
 @dataclass

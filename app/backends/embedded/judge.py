@@ -7,9 +7,9 @@ what an LLM judge would: the serialized trajectories.
 import json
 import re
 
-from app.loop.email_checks import has_call_to_action, personalization_score, structure_score
-from app.loop.text import terms
-from app.loop.transcript import Transcript, parse_transcript
+from app.agent.email_checks import has_call_to_action, personalization_score, structure_score
+from app.agent.text import terms
+from app.agent.transcript import Transcript, parse_transcript
 
 RUBRIC_WEIGHTS = {
     "grounding": 0.20,  # every citation names a node the agent actually read

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.backends.embedded.composer import CTAS, LENGTHS, TONES, compose
-from app.loop.text import terms
-from app.loop.transcript import SeenNode, Transcript
+from app.agent.text import terms
+from app.agent.transcript import SeenNode, Transcript
 
 ACTIONS = ("get_connected_nodes", "get_relevant_context", "propose_email", "finalize_email")
 TYPE_BUCKETS, ID_BUCKETS, SCENARIO_BUCKETS = 8, 32, 32

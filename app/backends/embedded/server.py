@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
-from app.loop.text import words
-from app.loop.transcript import parse_transcript
+from app.agent.text import words
+from app.agent.transcript import parse_transcript
 
 JUDGE_MODEL_NAME = "embedded-judge"
 

@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from app.loop.schemas import Email
+from app.agent.schemas import Email
 
 _TAG = re.compile(r"<(prospect|start_nodes)>(.*?)</\1>", re.S)
 _BUDGET = re.compile(r"Turn budget: (\d+)")

@@ -1,15 +1,15 @@
-"""The agent's tools over a knowledge graph, and the prompt that introduces them.
+"""The agent's tools over a knowledge graph.
 
 Tool results are JSON so that both LLMs and the embedded policy can read them
-(see `app.loop.transcript`, which parses a conversation back into structure).
+(see `app.agent.transcript`, which parses a conversation back into structure).
 """
 
 import json
 
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
-from app.loop.email_checks import draft_feedback
-from app.loop.schemas import Email
+from app.agent.email_checks import draft_feedback
+from app.agent.schemas import Email
 
 TOOLS = [
     {
@@ -70,22 +70,6 @@ TOOLS = [
 def node_summary(graph: KnowledgeGraph, scores: dict[str, float], node_id: str) -> dict:
     node = graph.nodes[node_id]
     return {"id": node.id, "type": node.type, "title": node.title, "score": round(scores[node.id], 4)}
-
-
-def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int) -> list[dict]:
-    system = (
-        "You write one personalised B2B sales email grounded in facts from your company's knowledge graph. "
-        "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
-        "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
-        f"Turn budget: {max_turns} tool calls."
-    )
-    start_nodes = [node_summary(graph, scores, node_id) for node_id in scenario.seed_nodes]
-    user = (
-        f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
-        f"Goal: {scenario.goal}\n"
-        f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
-    )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 class AgentTools:

@@ -8,22 +8,26 @@ import asyncio
 import ipaddress
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
-from app.runs.models import Event, Run
+from app.events.models import Event, WebhookAttempt, WebhookDelivery
+from app.events.signing import signed_headers
+from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.settings import Settings
-from app.webhooks.models import WebhookAttempt, WebhookDelivery
-from app.webhooks.signing import signed_headers
-from app.webhooks.ssrf import UnsafeWebhookURL, resolve
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 CLAIM_BATCH = 50
+
+SecretLookup = Callable[[AsyncSession, str], Awaitable[str]]
+"""The signing secret of a run's receiver (the runs domain owns it)."""
 
 
 def payload(event: Event) -> str:
@@ -42,9 +46,10 @@ def _pinned(url: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
 
 
 class WebhookRelay:
-    def __init__(self, db: Database, settings: Settings):
+    def __init__(self, db: Database, settings: Settings, secret_of: SecretLookup):
         self.db = db
         self.settings = settings
+        self.secret_of = secret_of
         self._wake = asyncio.Event()
         self._limit = asyncio.Semaphore(32)
         self._tasks: set[asyncio.Task] = set()
@@ -99,7 +104,7 @@ class WebhookRelay:
             async with self.db.read() as session:
                 delivery = await session.get(WebhookDelivery, event_id)
                 event = await session.get(Event, event_id)
-                secret = await session.scalar(select(Run.webhook_secret).where(Run.id == delivery.run_id))
+                secret = await self.secret_of(session, delivery.run_id)
             status_code, error = None, None
             started = utcnow()
             try:

@@ -5,7 +5,7 @@ Shared by the agent's `propose_email` tool (as feedback) and the embedded judge 
 
 import re
 
-from app.loop.text import terms, words
+from app.agent.text import terms, words
 
 IDEAL_WORDS = (70, 170)
 _ASK = frozenset(terms("call chat meet meeting talk schedule book send share walk show demo worth open interested priority connect minutes time"))

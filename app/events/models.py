@@ -1,9 +1,25 @@
+"""The run event log and its webhook outbox: what happened to a run, and who still has to hear it."""
+
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime, utcnow
+
+
+class Event(Base):
+    """One thing that happened to a run; `seq` orders a run's events from 1."""
+
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("run_id", "seq", name="uq_events_run_seq"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class WebhookDelivery(Base):

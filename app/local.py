@@ -1,0 +1,71 @@
+"""Runs on this machine without a server: the service's own workflow, in-process, on a SQLite file.
+
+`codreamer run`, the learning tests and the benchmarks start runs here, so what they measure
+is the path `POST /learn-loop` takes: the same run creation, the same durable workflow, the
+same persistence between steps.
+"""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from app import lifecycle
+from app.events import service as events
+from app.events.models import Event
+from app.events.schemas import TERMINAL_EVENTS
+from app.knowledge_graph import repository as graphs
+from app.knowledge_graph.schemas import GraphDocument
+from app.runs import repository, service, workflow
+from app.runs.schemas import LearnLoopRequest
+from app.settings import Settings
+
+
+@asynccontextmanager
+async def local_service(data_dir: Path, settings: Settings) -> AsyncIterator[lifecycle.Process]:
+    """A worker on `data_dir/codreamer.sqlite` (ART's files under `data_dir/.art`), stopped on exit."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = settings.model_copy(update={
+        "database_url": f"sqlite:///{data_dir.resolve() / 'codreamer.sqlite'}",
+        "art_path": str(data_dir.resolve() / ".art"),
+        "executor_id": f"local-{uuid.uuid4().hex[:8]}",
+        "run_worker": True,
+    })
+    process = await lifecycle.start(settings, worker=True)
+    try:
+        yield process
+    finally:
+        await lifecycle.stop(process)
+
+
+async def add_graph(process: lifecycle.Process, document: GraphDocument) -> None:
+    async with process.api.db.transaction() as session:
+        if await graphs.exists(session, document.id):
+            raise ValueError(f"graph {document.id!r} already exists")
+        await graphs.save(session, document)
+
+
+async def run_to_end(
+    process: lifecycle.Process, request: LearnLoopRequest, on_event: Callable[[Event], None] = lambda _: None,
+    poll_s: float = 0.05,
+) -> dict:
+    """Starts a run as `POST /learn-loop` does, feeds its events to `on_event`, returns the finished run."""
+    created, _ = await service.create_run(process.api, request)
+    seen = 0
+    while True:
+        async with process.api.db.read() as session:
+            page, _ = await events.events_page(session, created.run_id, after=seen, limit=1000)
+        for event in page:
+            seen = event.seq
+            on_event(event)
+            if event.type in TERMINAL_EVENTS:
+                await workflow.wait(created.run_id)
+                async with process.api.db.read() as session:
+                    return await repository.get_run_view(session, created.run_id)
+        await asyncio.sleep(poll_s)
+
+
+async def iterations(process: lifecycle.Process, run_id: str) -> list[dict]:
+    async with process.api.db.read() as session:
+        return await repository.iterations(session, run_id)

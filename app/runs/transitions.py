@@ -1,0 +1,120 @@
+"""A run's state changes, each in the caller's transaction with the event that announces it."""
+
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db import utcnow
+from app.events import service as events
+from app.events.schemas import (
+    EventData, IterationCompletedData, RunCancelledData, RunError, RunFailedData, RunStartedData, RunStatus,
+    RunSucceededData, Step,
+)
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.runs import repository
+from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
+
+FULL_SCORES_MAX_NODES = 2000
+TRUNCATED_TOP = 500
+
+
+class Conflict(Exception):
+    """The run is not in a state that allows the change; the message says which."""
+
+
+async def locked_run(session: AsyncSession, run_id: str) -> Run:
+    run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
+    if run is None:
+        raise LookupError(f"run {run_id!r} not found")
+    return run
+
+
+async def _announce(session: AsyncSession, run: Run, payload_type: type[EventData], **data) -> None:
+    run.last_seq += 1
+    await events.emit(session, payload_type(run_id=run.id, seq=run.last_seq, **data), run.webhook_url)
+
+
+def webhook_scores(graph: KnowledgeGraph, moved: dict[str, float], changed: dict[str, float]) -> dict:
+    """Every score up to 2,000 nodes; above, the 500 highest plus this iteration's changes."""
+    if len(graph.nodes) <= FULL_SCORES_MAX_NODES:
+        return {"node_scores": repository.full_scores(graph, moved)}
+    top = sorted(moved.items(), key=lambda kv: -kv[1])[:TRUNCATED_TOP]
+    if len(top) < TRUNCATED_TOP:  # pad with unmoved nodes, all at 1.0
+        for node_id in graph.nodes:
+            if len(top) >= TRUNCATED_TOP:
+                break
+            if node_id not in moved:
+                top.append((node_id, 1.0))
+    return {"node_scores": dict(top) | changed, "truncated": True}
+
+
+async def begin(session: AsyncSession, run_id: str) -> Run:
+    run = await locked_run(session, run_id)
+    if run.status == RunStatus.QUEUED:
+        run.status, run.started_at = RunStatus.RUNNING, run.started_at or utcnow()
+        await _announce(session, run, RunStartedData, attempt=run.attempt)
+    return run
+
+
+async def resume(session: AsyncSession, run_id: str) -> Run:
+    """A failed run starts again from its last recorded iteration, as a new workflow attempt."""
+    run = await locked_run(session, run_id)
+    if run.status != RunStatus.FAILED:
+        raise Conflict(f"run {run_id} is {run.status}; only failed runs can be resumed")
+    run.status, run.error, run.finished_at = RunStatus.QUEUED, None, None
+    run.attempt += 1
+    return run
+
+
+async def record_iteration(
+    session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
+    email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, float],
+    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None,
+) -> bool:
+    """The iteration, its score changes and its event, exactly once; False if already there or cancelled."""
+    run = await locked_run(session, run_id)
+    if run.status != RunStatus.RUNNING or await session.get(Iteration, (run_id, iteration)) is not None:
+        return False
+    session.add(Iteration(
+        run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
+        node_scores_changed=changed, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=utcnow(),
+    ))
+    for node_id, score in changed.items():
+        await session.merge(NodeScore(run_id=run_id, node_id=node_id, score=score))
+        session.add(NodeScoreChange(run_id=run_id, iteration=iteration, node_id=node_id, score=score))
+    await session.flush()
+    if iteration > 0:
+        run.iterations_completed = iteration
+    moved = await repository.current_scores(session, run_id)
+    await _announce(session, run, IterationCompletedData, iteration=iteration, email=email, rewards=rewards,
+                    **webhook_scores(graph, moved, changed))
+    return True
+
+
+async def finish(session: AsyncSession, run_id: str) -> None:
+    run = await locked_run(session, run_id)
+    if run.status != RunStatus.RUNNING:
+        return
+    run.status, run.finished_at = RunStatus.SUCCEEDED, utcnow()
+    await _announce(session, run, RunSucceededData, iterations_completed=run.iterations_completed,
+                    final_email=await repository.latest_email(session, run_id))
+
+
+async def fail(session: AsyncSession, run_id: str, step: Step, message: str) -> None:
+    run = await locked_run(session, run_id)
+    if RunStatus(run.status).terminal:
+        return
+    run.status, run.finished_at = RunStatus.FAILED, utcnow()
+    error = RunError(message=message, step=step)
+    run.error = error.model_dump(mode="json")
+    await _announce(session, run, RunFailedData, iterations_completed=run.iterations_completed, error=error)
+
+
+async def cancel(session: AsyncSession, run_id: str) -> Run:
+    run = await locked_run(session, run_id)
+    if RunStatus(run.status).terminal:
+        raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
+    run.status, run.finished_at = RunStatus.CANCELLED, utcnow()
+    await _announce(session, run, RunCancelledData, iterations_completed=run.iterations_completed,
+                    final_email=await repository.latest_email(session, run_id))
+    return run
