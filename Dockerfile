@@ -2,6 +2,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY alembic ./alembic
 COPY app ./app
 RUN pip install --no-cache-dir --prefix=/install .
 

@@ -1,4 +1,8 @@
-"""Schema migrations (Alembic), applied by `codreamer db upgrade` and on `codreamer serve` start."""
+"""Schema migrations (Alembic), applied by `codreamer db upgrade` and on `codreamer serve` start.
+
+The Alembic environment lives in `alembic/` beside `app/`, with `alembic.ini` at the root, so the
+`alembic` command works from a clone. `app/_alembic` links to it, so the wheel ships it inside `app/`.
+"""
 
 from pathlib import Path
 
@@ -10,19 +14,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import driver_url
 
-HERE = Path(__file__).parent
+
+def script_location() -> Path:
+    """`app/_alembic/`: the folder itself in a wheel, a link to the root `alembic/` in a clone."""
+    packaged = Path(__file__).with_name("_alembic")
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "alembic"  # no links in the checkout
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(HERE))
+    config.set_main_option("script_location", str(script_location()))
     config.set_main_option("sqlalchemy.url", database_url)
     return config
 
 
 def upgrade(database_url: str) -> None:
-    if database_url.startswith("sqlite:///"):
-        Path(database_url.split("sqlite:///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(database_url), "head")
 
 
@@ -35,4 +41,4 @@ async def current_revision(engine: AsyncEngine) -> str | None:
         return await connection.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
 
 
-__all__ = ["alembic_config", "current_revision", "driver_url", "head_revision", "upgrade"]
+__all__ = ["alembic_config", "current_revision", "driver_url", "head_revision", "script_location", "upgrade"]
