@@ -2,12 +2,16 @@ import os
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+import uuid  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
 import pytest  # noqa: E402
 
 from app.backends.embedded import EmbeddedBackend  # noqa: E402
-from app.loop.engine import run_learning_loop  # noqa: E402
-from app.backends.registry import create_model  # noqa: E402
-from app.loop.runtime import create_feedback, create_judge  # noqa: E402
+from app.knowledge_graph.schemas import GraphDocument  # noqa: E402
+from app.local import add_graph, local_service, run_to_end  # noqa: E402
+from app.runs import repository  # noqa: E402
+from app.runs.schemas import LearnLoopRequest  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
 
@@ -18,20 +22,30 @@ async def backend():
     await backend.close()
 
 
-@pytest.fixture
-def learn(tmp_path, monkeypatch):
-    """Runs a whole learning loop on a fresh embedded backend."""
-    monkeypatch.chdir(tmp_path)  # ART writes its logs under ./.art
+@dataclass
+class LearnedRun:
+    """A finished run as the API shows it: the run, and each iteration with its trajectories."""
 
-    async def learn(config, graph, *, run_id="test", **options):
-        backend = EmbeddedBackend()
-        try:
-            settings = Settings(_env_file=None)
-            return await run_learning_loop(
-                config, backend=backend, model=create_model("embedded", settings, run_id), graph=graph,
-                judge=create_judge(settings, backend), feedback=create_feedback(graph), **options,
-            )
-        finally:
-            await backend.close()
+    run: dict
+    iterations: list[dict]
+
+    def rewards(self, iteration: int) -> float:
+        return self.iterations[iteration]["rewards"]["mean"]
+
+
+@pytest.fixture
+def learn(tmp_path):
+    """Runs a learning loop through the service's own workflow, in-process, on a fresh SQLite database."""
+
+    async def learn(request: LearnLoopRequest, document: GraphDocument | None = None, **settings) -> LearnedRun:
+        data_dir = tmp_path / uuid.uuid4().hex[:8]
+        async with local_service(data_dir, Settings(_env_file=None, **settings)) as process:
+            if document is not None:
+                await add_graph(process, document)
+            run = await run_to_end(process, request)
+            async with process.api.db.read() as session:
+                details = [await repository.iteration_detail(session, run["run_id"], i["iteration"])
+                           for i in await repository.iterations(session, run["run_id"])]
+        return LearnedRun(run, details)
 
     return learn

@@ -5,40 +5,38 @@ import json
 import numpy as np
 import pytest
 
-from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import GraphDocument
-from app.knowledge_graph.service import demo_graph
-from app.loop.schemas import LoopConfig
+from app.runs.schemas import LearnLoopRequest
 
 
-def mean_reward(results, iterations):
-    return float(np.mean([results[i].rewards.mean for i in iterations]))
+def mean_reward(learned, iterations):
+    return float(np.mean([learned.rewards(i) for i in iterations]))
 
 
 @pytest.mark.slow
 async def test_demo_rewards_rise_with_learning_and_not_without(learn):
-    config = LoopConfig(iterations=10, rollouts_per_group=4, seed=0)
-    learned = await learn(config, demo_graph())
-    frozen = await learn(config, demo_graph(), train_policy=False, reweight_graph=False)
+    learned = await learn(LearnLoopRequest(iterations=10, rollouts_per_group=4, seed=0))
+    frozen = await learn(LearnLoopRequest(iterations=10, rollouts_per_group=4, seed=0, train_policy=False, reweight_graph=False))
 
-    assert [r.iteration for r in learned] == list(range(11))
-    assert learned[10].training.step == 10
-    assert mean_reward(learned, [8, 9, 10]) >= 1.2 * learned[1].rewards.mean
+    assert learned.run["status"] == "succeeded"
+    assert [r["iteration"] for r in learned.iterations] == list(range(11))
+    assert learned.iterations[10]["training"]["step"] == 10
+    assert mean_reward(learned, [8, 9, 10]) >= 1.2 * learned.rewards(1)
     # Same seed, same first iteration: the rise comes from learning, not from luck.
-    assert frozen[1].rewards.mean == pytest.approx(learned[1].rewards.mean)
-    assert mean_reward(frozen, [8, 9, 10]) < 1.1 * frozen[1].rewards.mean
-    assert all(r.training.skipped for r in frozen[1:])
-    assert all(r.node_scores_changed == {} for r in frozen)
+    assert frozen.rewards(1) == pytest.approx(learned.rewards(1))
+    assert mean_reward(frozen, [8, 9, 10]) < 1.1 * frozen.rewards(1)
+    assert frozen.run["config"]["train_policy"] is False and frozen.run["config"]["reweight_graph"] is False
+    assert all(r["training"]["skipped"] for r in frozen.iterations[1:])
+    assert all(r["node_scores_changed"] == {} for r in frozen.iterations)
 
 
 @pytest.mark.slow
 async def test_same_seed_same_run(learn):
-    config = LoopConfig(iterations=2, rollouts_per_group=3, seed=7)
-    first = await learn(config, demo_graph(), run_id="a")
-    second = await learn(config, demo_graph(), run_id="b")
-    assert [r.rewards and r.rewards.model_dump() for r in first] == [r.rewards and r.rewards.model_dump() for r in second]
-    assert [r.email for r in first] == [r.email for r in second]
-    assert first[-1].node_scores == second[-1].node_scores
+    request = LearnLoopRequest(iterations=2, rollouts_per_group=3, seed=7)
+    first, second = await learn(request), await learn(request)
+    for a, b in zip(first.iterations, second.iterations, strict=True):
+        assert (a["rewards"], a["email"], a["node_scores_changed"]) == (b["rewards"], b["email"], b["node_scores_changed"])
+        assert [t["reward"] for t in a["trajectories"]] == [t["reward"] for t in b["trajectories"]]
 
 
 def synthetic_document(seed: int) -> GraphDocument:
@@ -65,8 +63,8 @@ def synthetic_document(seed: int) -> GraphDocument:
 
 @pytest.mark.slow
 async def test_learning_works_on_an_uploaded_graph_without_feedback(learn):
-    graph = KnowledgeGraph(synthetic_document(3))
-    results = await learn(LoopConfig(graph_id=graph.id, iterations=8, rollouts_per_group=4, seed=1), graph)
-    rewards = [r.rewards.mean for r in results[1:]]
-    assert all("feedback_score" not in t.metrics for g in results[1].groups for t in g.trajectories)
+    document = synthetic_document(3)
+    learned = await learn(LearnLoopRequest(graph_id=document.id, iterations=8, rollouts_per_group=4, seed=1), document)
+    rewards = [learned.rewards(i) for i in range(1, 9)]
+    assert all(t["feedback_score"] is None for t in learned.iterations[1]["trajectories"])
     assert np.mean(rewards[-3:]) >= 1.15 * rewards[0]
