@@ -11,7 +11,11 @@ from app.backends.retry import is_transient
 from app.knowledge_graph.service import demo_graph
 from app.loop import steps
 from app.loop.runtime import create_judge
+from app.loop.schemas import RunConfig
 from app.settings import Settings
+
+
+TRAIN = RunConfig(learning_rate=0.05)
 
 
 def settings(**values) -> Settings:
@@ -86,10 +90,11 @@ async def scored_groups(backend, tmp_path, monkeypatch):
     model = art.TrainableModel(name="flaky", project="p", base_model="embedded", report_metrics=[])
     await model.register(backend)
     graph = demo_graph()
+    config = RunConfig(rollouts_per_group=3, feedback_weight=0)
     generation = await steps.generate(
-        steps.Policy.of(model), graph, list(graph.scenarios.values())[:2], graph.initial_scores,
-        rollouts_per_group=3, max_turns=6, seed=0, iteration=1, concurrency=8,
-        score=lambda g: steps.score_group(g, create_judge(settings(), backend), feedback=None, feedback_weight=0, seed=0, iteration=1),
+        steps.Policy.of(model), graph, list(graph.scenarios.values())[:2], graph.initial_scores, config,
+        iteration=1, concurrency=8,
+        score=lambda g: steps.score_group(g, create_judge(settings(), backend), None, config, iteration=1),
     )
     return model, generation.groups
 
@@ -98,11 +103,11 @@ async def scored_groups(backend, tmp_path, monkeypatch):
 async def test_training_is_retried_and_happens_exactly_once(backend, scored_groups, faults, calls):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, faults)
-    outcome = await steps.train(flaky, model, groups, learning_rate=0.05, options={}, step_before=0, retries=3)
+    outcome = await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert outcome.step == 1 and not outcome.skipped and await model.get_step() == 1
     assert flaky.calls == calls
     # The same step run again (a crash before its result was recorded) does not train twice.
-    again = await steps.train(flaky, model, groups, learning_rate=0.05, options={}, step_before=0, retries=3)
+    again = await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert again.step == 1 and "recovered" in again.reason and await model.get_step() == 1
 
 
@@ -110,7 +115,7 @@ async def test_non_transient_failures_are_not_retried(backend, scored_groups):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, ["fatal"])
     with pytest.raises(ValueError, match="bug"):
-        await steps.train(flaky, model, groups, learning_rate=0.05, options={}, step_before=0, retries=3)
+        await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert flaky.calls == 1
 
 
@@ -118,11 +123,11 @@ async def test_retries_are_bounded(backend, scored_groups):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, ["before"] * 5)
     with pytest.raises(httpx.ConnectError):
-        await steps.train(flaky, model, groups, learning_rate=0.05, options={}, step_before=0, retries=2)
+        await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=2)
     assert flaky.calls == 3 and await model.get_step() == 0
 
 
 async def test_a_fixed_model_is_never_trained():
     model = art.Model(name="fixed", project="p", inference_model_name="m", inference_base_url="http://127.0.0.1:1/v1", inference_api_key="k")
-    outcome = await steps.train(None, model, [], learning_rate=None, options={}, step_before=0, retries=0)
+    outcome = await steps.train(None, model, [], TRAIN, step_before=0, retries=0)
     assert outcome.skipped and "fixed model" in outcome.reason

@@ -1,10 +1,12 @@
 import json
+import subprocess
+import sys
 
-from typer.testing import CliRunner
 
-from app.cli import app
-
-runner = CliRunner()
+def codreamer(*args, cwd):
+    """The command line in its own process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "TQDM_DISABLE": "1", "COLUMNS": "200"})
 
 
 def test_bad_graph_file_names_the_culprit(tmp_path):
@@ -15,18 +17,19 @@ def test_bad_graph_file_names_the_culprit(tmp_path):
         "scenarios": [{"id": "s", "goal": "g", "seed_nodes": ["a"],
                        "prospect": {"name": "N", "role": "R", "company": "C", "industry": "I"}}],
     }))
-    result = runner.invoke(app, ["run", "--graph", str(bad)])
-    assert result.exit_code == 2
-    assert "ghost" in result.output
+    result = codreamer("run", "--graph", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "ghost" in result.stderr
 
 
-def test_unknown_scenario_is_a_usage_error(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["run", "--iterations", "1", "--scenario", "nope"])
-    assert result.exit_code == 2
-    assert "nope" in result.output
+def test_unknown_scenario_is_a_usage_error_and_nothing_is_left_behind(tmp_path):
+    result = codreamer("run", "--iterations", "1", "--scenario", "nope", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nope" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_out_of_range_options_are_refused():
-    result = runner.invoke(app, ["run", "--iterations", "0"])
-    assert result.exit_code == 2 and "iterations" in result.output
+def test_out_of_range_options_are_refused(tmp_path):
+    result = codreamer("run", "--iterations", "0", cwd=tmp_path)
+    assert result.returncode == 2 and "iterations" in result.stderr

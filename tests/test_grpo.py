@@ -23,7 +23,7 @@ async def group(backend):
         await rollout(client, "grpo@0", graph, scenario, graph.initial_scores, max_turns=6, seed=i * 64) for i in range(8)
     ]
     for t in trajectories:  # reward long explorations: a preference the initial policy does not have
-        t.reward = float(t.metadata["turns"])
+        t.reward = float(t.turns)
     assert len({t.reward for t in trajectories}) > 1
     return art.TrajectoryGroup(trajectories)
 

@@ -4,21 +4,20 @@ import pytest
 from app.knowledge_graph.service import demo_graph
 from app.loop.feedback import FeedbackSimulator, perceived_cta, perceived_length, perceived_tone, reply_probabilities
 from app.loop.runtime import create_feedback
-from app.loop.schemas import Email
+from app.agent.schemas import Email
+from app.loop.schemas import EmailTrajectory, RunConfig
 from app.loop.steps import MAX_NODE_SCORE, reweight
 
 
 def trajectory(reward, citations):
-    return art.Trajectory(
-        messages_and_choices=[], reward=reward,
-        metadata={"finalized": True, "subject": "s", "body": "b", "citations": ",".join(citations)},
-    )
+    return EmailTrajectory(messages_and_choices=[], reward=reward, email=Email(subject="s", body="b", citations=citations))
 
 
 def test_reweight_boosts_only_the_top_trajectories_citations_in_proportion_to_reward():
     scores = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}
     groups = [art.TrajectoryGroup([trajectory(0.9, ["a"]), trajectory(0.6, ["b", "a"]), trajectory(0.2, ["c"]), trajectory(0.1, ["d"])])]
-    new, changed = reweight(scores, groups, top_fraction=0.5)
+    changed = reweight(scores, groups, RunConfig(top_fraction=0.5))
+    new = scores | changed
     assert set(changed) == {"a", "b"}
     assert new["a"] - 1.0 == pytest.approx((0.9 + 0.6) / 2) and new["b"] - 1.0 == pytest.approx(0.6 / 2)
     assert new["c"] == new["d"] == 1.0 and scores["a"] == 1.0  # the input is left alone
@@ -27,9 +26,9 @@ def test_reweight_boosts_only_the_top_trajectories_citations_in_proportion_to_re
 def test_reweight_stays_bounded():
     scores = {"a": 1.0}
     for _ in range(50):
-        scores, _ = reweight(scores, [art.TrajectoryGroup([trajectory(1.0, ["a"]), trajectory(1.0, ["a"])])], 1.0)
+        scores |= reweight(scores, [art.TrajectoryGroup([trajectory(1.0, ["a"]), trajectory(1.0, ["a"])])], RunConfig(top_fraction=1.0))
     assert scores["a"] == MAX_NODE_SCORE
-    assert reweight(scores, [art.TrajectoryGroup([trajectory(1.0, ["a"])])], 1.0)[1] == {}
+    assert reweight(scores, [art.TrajectoryGroup([trajectory(1.0, ["a"])])], RunConfig(top_fraction=1.0)) == {}
 
 
 def test_perception_of_an_email():
