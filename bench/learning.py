@@ -5,6 +5,7 @@ import asyncio
 import itertools
 import os
 import tempfile
+from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -13,33 +14,24 @@ VARIANTS = {"full": (True, True), "grpo_only": (True, False), "kg_only": (False,
 
 
 def _curve(args: tuple[str, int, int]) -> tuple[str, int, list[float]]:
+    """One run through the service's own workflow (`app.local`), as `codreamer run` executes it."""
     variant, seed, iterations = args
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ["WEAVE_DISABLED"] = "true"
-    os.chdir(tempfile.mkdtemp())  # ART writes its logs under ./.art
     import app  # noqa: F401
-    from app.backends.embedded import EmbeddedBackend
-    from app.backends.registry import create_model
-    from app.knowledge_graph.service import demo_graph
-    from app.loop.engine import run_learning_loop
-    from app.loop.runtime import create_feedback, create_judge
-    from app.loop.schemas import LoopConfig
+    from app.local import iterations as run_iterations, local_service, run_to_end
+    from app.runs.schemas import LearnLoopRequest
     from app.settings import Settings
 
     async def run():
-        backend = EmbeddedBackend()
-        settings = Settings(_env_file=None)
         train, reweight = VARIANTS[variant]
-        try:
-            results = await run_learning_loop(
-                LoopConfig(iterations=iterations, rollouts_per_group=4, seed=seed), backend=backend,
-                model=create_model("embedded", settings, f"{variant}-{seed}"), graph=demo_graph(),
-                judge=create_judge(settings, backend), feedback=create_feedback(demo_graph()),
-                train_policy=train, reweight_graph=reweight,
-            )
-        finally:
-            await backend.close()
-        return [r.rewards.mean for r in results[1:]]
+        request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed,
+                                   train_policy=train, reweight_graph=reweight)
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
+                finished = await run_to_end(process, request)
+                records = await run_iterations(process, finished["run_id"])
+        return [r["rewards"]["mean"] for r in records[1:]]
 
     return variant, seed, asyncio.run(run())
 
@@ -54,8 +46,8 @@ def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: i
     from app.backends.embedded.policy import ProspectView
     from app.knowledge_graph.service import demo_graph, hidden_preferences
     from app.loop.feedback import reply_probabilities
-    from app.loop.schemas import Email
-    from app.loop.transcript import SeenNode, Transcript
+    from app.agent.schemas import Email
+    from app.agent.transcript import SeenNode, Transcript
 
     graph, preferences = demo_graph(), hidden_preferences("demo")
     best = {}

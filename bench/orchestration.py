@@ -22,7 +22,7 @@ from app.backends.embedded.policy import plan_turn
 from app.backends.embedded.server import LoopbackServer
 from app.knowledge_graph.service import demo_graph
 from app.loop import steps
-from app.loop.transcript import parse_transcript
+from app.agent.transcript import parse_transcript
 
 
 @dataclass
