@@ -176,9 +176,9 @@ async def finish_step(run_id: str) -> None:
     async with current().services.db.transaction() as session:
         await transitions.finish(session, run_id)
     current().wake_relay()
-    run, _ = await _run(run_id)
+    run, config = await _run(run_id)
     policy = await current().policy(run_id, run.config["backend"])
-    if policy.model.trainable:  # keep the latest and best steps
+    if policy.model.trainable and config.train_policy:  # keep the latest and best steps
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     fault_point(Step.FINISH)
 
