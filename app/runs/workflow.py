@@ -173,14 +173,15 @@ async def publish_step(run_id: str, iteration: int, record: dict) -> str:
 
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
+    """Prunes checkpoints (keeping the latest and best), then marks the run succeeded."""
+    run, config = await _run(run_id)
+    policy = await current().policy(run_id, run.config["backend"])
+    if policy.model.trainable and config.train_policy:
+        await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
+    fault_point(Step.FINISH)
     async with current().services.db.transaction() as session:
         await transitions.finish(session, run_id)
     current().wake_relay()
-    run, config = await _run(run_id)
-    policy = await current().policy(run_id, run.config["backend"])
-    if policy.model.trainable and config.train_policy:  # keep the latest and best steps
-        await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
-    fault_point(Step.FINISH)
 
 
 @DBOS.step(name="fail")

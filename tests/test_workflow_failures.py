@@ -1,0 +1,65 @@
+"""A failure in any step of the workflow ends the run `failed`, naming the step, and the run resumes."""
+
+import asyncio
+
+import pytest
+
+from app.events import service as events
+from app.events.schemas import EventType
+from app.local import local_service, run_to_end
+from app.runs import repository, service, transitions, workflow
+from app.runs.executor import current
+from app.runs.schemas import LearnLoopRequest
+from app.settings import Settings
+
+REQUEST = LearnLoopRequest(iterations=1, rollouts_per_group=2, scenario_ids=["scn-healthcare-cto"], max_turns=4)
+POINTS = ["start", "email:0", "generate:1", "score:1", "train:1", "reweight:1", "email:1", "publish:1", "finish"]
+
+
+@pytest.fixture(scope="module")
+async def process(tmp_path_factory):
+    async with local_service(tmp_path_factory.mktemp("failures"), Settings(_env_file=None)) as process:
+        yield process
+
+
+async def _events(process, run_id):
+    async with process.api.db.read() as session:
+        page, _ = await events.events_page(session, run_id, after=0, limit=100)
+    return page
+
+
+@pytest.mark.parametrize("point", POINTS)
+async def test_a_failing_step_fails_the_run_and_resume_finishes_it(process, point, monkeypatch):
+    monkeypatch.setenv("FAIL_AT", point)
+    failed = await run_to_end(process, REQUEST)
+    assert failed["status"] == "failed"
+    assert failed["error"]["step"] == point.split(":")[0]
+    assert f"injected failure at {point}" in failed["error"]["message"]
+    emitted = await _events(process, failed["run_id"])
+    assert emitted[-1].type == EventType.RUN_FAILED and emitted[-1].data["error"] == failed["error"]
+    assert not current().holds(failed["run_id"]), "the worker still holds the failed run's model"
+
+    monkeypatch.delenv("FAIL_AT")
+    async with process.api.db.transaction() as session:
+        run = await transitions.resume(session, failed["run_id"])
+    await workflow.enqueue(run.id, run.attempt)
+    assert await workflow.wait(run.id, run.attempt) == "succeeded"
+    async with process.api.db.read() as session:
+        view = await repository.get_run_view(session, run.id)
+        recorded = [i["iteration"] for i in await repository.iterations(session, run.id)]
+    assert view["status"] == "succeeded" and view["error"] is None
+    assert recorded == [0, 1], "each iteration is recorded exactly once across the failure and the resume"
+    assert (await _events(process, run.id))[-1].type == EventType.RUN_SUCCEEDED
+
+
+async def test_a_cancelled_run_releases_what_the_worker_holds(process):
+    created, _ = await service.create_run(process.api, REQUEST.model_copy(update={"iterations": 50}))
+    while not current().holds(created.run_id):  # the workflow has loaded the run's model
+        await asyncio.sleep(0.05)
+    async with process.api.db.transaction() as session:
+        await transitions.cancel(session, created.run_id)
+    await workflow.cancel(created.run_id, 1)
+    with pytest.raises(Exception):  # DBOS reports the cancellation to whoever waits on the workflow
+        await workflow.wait(created.run_id)
+    assert not current().holds(created.run_id)
+    assert (await _events(process, created.run_id))[-1].type == EventType.RUN_CANCELLED
