@@ -1,9 +1,11 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
+from fastapi.sse import EventSourceResponse
 
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, not_found
 from app.events import service as events
+from app.events import stream
 from app.events.schemas import DeliveryList, EventList, RunStatus
 from app.runs import repository, service, transitions, workflow
 from app.runs.models import Run
@@ -125,16 +127,45 @@ async def get_node_scores(
     return {"iteration": iteration, "scores": repository.full_scores(graph, await repository.scores_after(session, run_id, iteration))}
 
 
-@router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order", responses=NOT_FOUND)
+MAX_SEQ = 2**31 - 1  # the seq column is a 32-bit integer on PostgreSQL
+EVENT_STREAM = {
+    200: {"content": {"text/event-stream": {
+        "schema": {"type": "string", "description": "Server-Sent Events: `id` = seq, `event` = type, `data` = the event's data (JSON)."},
+        "example": 'event: run.started\ndata: {"run_id":"run_…","seq":1,"status":"running","attempt":1}\nid: 1\n\n',
+    }}},
+    204: {"description": "Stream only: the run is finished and has no event after the cursor (EventSource stops reconnecting)."},
+}
+
+
+@router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order; live with Accept: text/event-stream",
+            responses={**EVENT_STREAM, **NOT_FOUND})
 async def list_events(
-    run_id: str, session: ReadSession,
-    after: Annotated[int, Query(ge=0, description="Only events with a larger seq.")] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> dict:
-    """Events in seq order; their data is exactly what the run's webhook receives."""
-    await _run_or_404(session, run_id)
-    page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
-    return {"data": page, "has_more": has_more}
+    run_id: str, request: Request, svc: ServicesDep,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size (JSON only).")] = 100,
+    last_event_id: Annotated[int | None, Header(
+        alias="Last-Event-ID", ge=0, le=MAX_SEQ, description="The seq of the last event seen; takes precedence over `after`.")] = None,
+):
+    """Events in seq order; their data is exactly what the run's webhook receives.
+
+    With `Accept: text/event-stream` the events stream live as Server-Sent Events as they commit:
+    `id` is the event's seq, `event` its type and `data` exactly its `data` JSON. A new connection
+    starts at the run's first event (or after `after`); reconnecting with `Last-Event-ID` resumes
+    right after that seq, without gaps or duplicates. A `: ping` comment every 15 s keeps idle
+    connections open, and the stream ends after a terminal event (`run.succeeded`, `run.failed`,
+    `run.cancelled`); reconnecting after that event, once the run is finished, answers 204, which
+    tells a browser's EventSource to stop. Other Accept values get a JSON page.
+    """
+    after = after if last_event_id is None else last_event_id
+    async with svc.db.read() as session:  # closed before streaming: each poll of the stream opens its own
+        run = await _run_or_404(session, run_id)
+        if not stream.wants_event_stream(request.headers.get("accept")):
+            page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
+            return {"data": page, "has_more": has_more}
+    if RunStatus(run.status).terminal and run.last_seq <= after:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return EventSourceResponse(stream.encode(stream.run_events(svc.db, run_id, after=after)),
+                               headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks",
