@@ -59,7 +59,9 @@ async def test_a_cancelled_run_releases_what_the_worker_holds(process):
     async with process.api.db.transaction() as session:
         await transitions.cancel(session, created.run_id)
     await workflow.cancel(created.run_id, 1)
-    with pytest.raises(Exception):  # DBOS reports the cancellation to whoever waits on the workflow
-        await workflow.wait(created.run_id)
+    for _ in range(600):  # the step in flight finishes, then the workflow stops and lets go
+        if not current().holds(created.run_id):
+            break
+        await asyncio.sleep(0.05)
     assert not current().holds(created.run_id)
     assert (await _events(process, created.run_id))[-1].type == EventType.RUN_CANCELLED
