@@ -17,6 +17,8 @@ class Settings(BaseSettings):
     environment: Literal["development", "production", "test"] = "development"
     database_url: str = "sqlite:///./data/codreamer.sqlite"
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Browser origins allowed to call the API (comma-separated); empty: CORS off.")
     model_backend: BackendName = "embedded"
     judge_model: str = "embedded"
     judge_base_url: str | None = None
@@ -51,6 +53,25 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _valid_origins(cls, value: list[str]) -> list[str]:
+        origins = []
+        for origin in value:
+            origin = origin.rstrip("/")  # a browser's Origin never ends with a slash
+            scheme, sep, host = origin.partition("://")
+            if origin != "*" and (scheme not in ("http", "https") or not sep or not host or "/" in host):
+                raise ValueError(f"CORS_ORIGINS: {origin!r} is not an origin like https://app.example.com or http://localhost:3000 (or *)")
+            origins.append(origin)
+        return origins
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

@@ -43,6 +43,7 @@ class ScenarioList(BaseModel):
 
 @router.get("", response_model=GraphList, summary="List knowledge graphs")
 async def list_graphs(session: ReadSession) -> dict:
+    """Each graph's id, name and counts of nodes, edges and scenarios."""
     return {"data": await repository.summaries(session)}
 
 
@@ -70,6 +71,7 @@ async def list_nodes(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     after: Annotated[str | None, Query(max_length=200, description="A node id: the page starts after it.")] = None,
 ) -> dict:
+    """Cursor-paginated, optionally filtered by node type."""
     await _require_graph(session, graph_id)
     nodes, has_more = await repository.nodes_page(session, graph_id, type=type, after=after, limit=limit)
     return {"data": nodes, "has_more": has_more}
@@ -77,6 +79,7 @@ async def list_nodes(
 
 @router.get("/{graph_id}/nodes/{node_id}", response_model=NodeDetail, summary="A node and its neighbours", responses=NOT_FOUND)
 async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
+    """The node with its neighbours, their relation and its direction."""
     await _require_graph(session, graph_id)
     found = await repository.node_with_neighbors(session, graph_id, node_id)
     if found is None:
@@ -87,5 +90,6 @@ async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
 
 @router.get("/{graph_id}/scenarios", response_model=ScenarioList, summary="A graph's scenarios", responses=NOT_FOUND)
 async def list_scenarios(graph_id: str, session: ReadSession) -> dict:
+    """The prospects and goals the graph's learning loops train on."""
     await _require_graph(session, graph_id)
     return {"data": await repository.scenarios(session, graph_id)}

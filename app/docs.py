@@ -1,0 +1,55 @@
+"""Swagger UI at /docs and ReDoc at /redoc, with their assets served by the service itself.
+
+FastAPI's defaults load the JavaScript and CSS from a CDN, so the pages are blank without a
+network. The `fastapi-offline` package ships Swagger UI 5 and ReDoc 2 builds; we serve its asset
+folder under `STATIC_PATH` and point FastAPI's page builders at it.
+"""
+
+import re
+from importlib.resources import files
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+STATIC_PATH = "/docs/static"
+ASSETS = files("fastapi_offline") / "static"  # swagger-ui-bundle.js, swagger-ui.css, redoc.standalone.js, favicon.png
+
+
+def operation_id(route: APIRoute) -> str:
+    """The endpoint function's name in camelCase (`create_learn_loop` → `createLearnLoop`): stable, and automatic for new routes."""
+    first, *rest = re.sub(r"\W", "_", route.name).split("_")
+    return first + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def install(app: FastAPI) -> None:
+    """Adds /docs, /docs/oauth2-redirect, /redoc and the asset mount; create the app with `docs_url=None, redoc_url=None`."""
+    app.mount(STATIC_PATH, StaticFiles(directory=str(ASSETS)), name="docs-static")
+    oauth2_redirect_url = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    def urls(request: Request) -> tuple[str, str]:
+        root = request.scope.get("root_path", "").rstrip("/")
+        return f"{root}{app.openapi_url}", f"{root}{STATIC_PATH}"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        openapi_url, static = urls(request)
+        return get_swagger_ui_html(
+            openapi_url=openapi_url, title=f"{app.title} - Swagger UI", oauth2_redirect_url=oauth2_redirect_url,
+            swagger_js_url=f"{static}/swagger-ui-bundle.js", swagger_css_url=f"{static}/swagger-ui.css",
+            swagger_favicon_url=f"{static}/favicon.png", swagger_ui_parameters=app.swagger_ui_parameters,
+        )
+
+    @app.get(oauth2_redirect_url, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        openapi_url, static = urls(request)
+        return get_redoc_html(
+            openapi_url=openapi_url, title=f"{app.title} - ReDoc", redoc_js_url=f"{static}/redoc.standalone.js",
+            redoc_favicon_url=f"{static}/favicon.png", with_google_fonts=False,
+        )
