@@ -14,8 +14,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import docs, lifecycle, migrations
 from app.deps import UNAUTHORIZED, ServicesDep, api_key_scheme, reject_unknown_query_params
+from app.events.endpoints import document_webhooks
 from app.knowledge_graph.endpoints import router as graphs_router
 from app.runs.endpoints import router as runs_router
+from app.ui.endpoints import router as ui_router
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("codreamer")
@@ -66,8 +68,8 @@ class ApiKeyAuth:
     Checked before routing, so no body is parsed and nothing is validated for an unknown caller.
     """
 
-    PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
-    PUBLIC_PREFIXES = (docs.STATIC_PATH + "/",)  # StaticFiles refuses paths that escape its folder
+    PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
+    PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/")  # StaticFiles refuses paths that escape its folder
 
     def __init__(self, app: ASGIApp, settings: Settings):
         self.app = app
@@ -119,6 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     secured = {"dependencies": [Depends(api_key_scheme), Depends(reject_unknown_query_params)], "responses": UNAUTHORIZED}
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
+    document_webhooks(app.webhooks)
+    app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)
 
     @app.get("/healthz", tags=["health"], summary="Liveness")

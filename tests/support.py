@@ -1,5 +1,6 @@
 """Real processes and servers for end-to-end tests: `codreamer serve`, a webhook receiver, databases."""
 
+import asyncio
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -162,3 +164,30 @@ def events(client: httpx.Client, run_id: str) -> list[dict]:
 
 def parse(request: dict) -> dict:
     return json.loads(request["body"])
+
+
+@asynccontextmanager
+async def lifespan(app):
+    """Runs the app's lifespan through its whole middleware stack, as a server does."""
+    inbox, outbox = asyncio.Queue(), asyncio.Queue()
+    task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put))
+
+    async def step(message: str) -> None:
+        await inbox.put({"type": f"lifespan.{message}"})
+        answer = asyncio.ensure_future(outbox.get())
+        await asyncio.wait({task, answer}, return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
+            answer.cancel()
+            task.result()  # the app raised before it could answer
+        assert answer.result()["type"] == f"lifespan.{message}.complete", answer.result()
+
+    await step("startup")
+    try:
+        yield
+    finally:
+        await step("shutdown")
+        await task
+
+
+def connect(app) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")

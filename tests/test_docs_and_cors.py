@@ -2,7 +2,6 @@
 
 import asyncio
 import re
-from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -11,6 +10,7 @@ from pydantic import ValidationError
 
 from app.main import create_app
 from app.settings import Settings
+from tests.support import connect, lifespan
 
 ORIGIN = "http://localhost:3000"
 KEY = "docs-test-key"
@@ -28,35 +28,8 @@ def database_url(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('docs')}/db.sqlite"
 
 
-@asynccontextmanager
-async def lifespan(app):
-    """Runs the app's lifespan through its whole middleware stack, as a server does."""
-    inbox, outbox = asyncio.Queue(), asyncio.Queue()
-    task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put))
-
-    async def step(message: str) -> None:
-        await inbox.put({"type": f"lifespan.{message}"})
-        answer = asyncio.ensure_future(outbox.get())
-        await asyncio.wait({task, answer}, return_when=asyncio.FIRST_COMPLETED)
-        if not answer.done():
-            answer.cancel()
-            task.result()  # the app raised before it could answer
-        assert answer.result()["type"] == f"lifespan.{message}.complete", answer.result()
-
-    await step("startup")
-    try:
-        yield
-    finally:
-        await step("shutdown")
-        await task
-
-
 def settings(database_url: str, **overrides) -> Settings:
     return Settings(_env_file=None, database_url=database_url, environment="test", run_worker=False, **overrides)
-
-
-def connect(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
 
 @pytest.fixture(scope="module")

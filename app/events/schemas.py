@@ -73,8 +73,8 @@ class IterationCompletedData(EventData):
     email: Email | None
     rewards: RewardStats | None = Field(description="null for the baseline.")
     node_scores: dict[str, float] = Field(description="Every node's score (see `truncated`).")
-    truncated: bool | None = Field(
-        None, description="Present and true above 2,000 nodes: the 500 highest scores plus the iteration's changes."
+    truncated: bool = Field(
+        False, description="True above 2,000 nodes: node_scores then holds the 500 highest plus the iteration's changes."
     )
 
 

@@ -20,7 +20,7 @@ async def emit(session: AsyncSession, payload: EventData, webhook_url: str | Non
     """Adds the event, and its delivery when the run has a receiver, to the caller's transaction."""
     event = Event(
         id=new_id("evt"), run_id=payload.run_id, seq=payload.seq, type=payload.type,
-        data=payload.model_dump(mode="json", exclude_unset=True), created_at=utcnow(),
+        data=payload.model_dump(mode="json"), created_at=utcnow(),
     )
     session.add(event)
     if webhook_url:

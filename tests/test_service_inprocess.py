@@ -1,0 +1,167 @@
+"""The service path in process (httpx.ASGITransport): run endpoints, the workflow, the relay, and their formulas."""
+
+import asyncio
+
+import art
+import pytest
+from standardwebhooks import Webhook
+
+from app.backends.registry import create_model
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import GraphDocument
+from app.knowledge_graph.service import demo_graph
+from app.loop import steps
+from app.loop.runtime import create_feedback, create_judge
+from app.loop.schemas import RunConfig
+from app.main import create_app
+from app.runs.transitions import FULL_SCORES_MAX_NODES, TRUNCATED_TOP, webhook_scores
+from app.settings import Settings
+from tests.support import Receiver, connect, lifespan
+
+BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_turns": 4}
+
+
+@pytest.fixture(scope="module")
+async def api(tmp_path_factory):
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path_factory.mktemp('svc')}/db.sqlite",
+                        environment="test", webhook_allow_private=True, webhook_retry_schedule=[0.2, 0.2])
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        yield client
+
+
+async def finished(api, run_id: str, timeout: float = 60) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        run = (await api.get(f"/runs/{run_id}")).json()
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not finish: {run}")
+
+
+async def test_a_run_with_a_webhook_end_to_end(api):
+    receiver = Receiver(lambda n: (500, 0.0) if n == 0 else (200, 0.0))  # the first attempt fails, and is retried
+    try:
+        created = await api.post("/learn-loop", json=BODY | {"webhook_url": receiver.url})
+        assert created.status_code == 202
+        run_id, secret = created.json()["run_id"], created.json()["webhook_secret"]
+        run = await finished(api, run_id)
+        assert run["status"] == "succeeded" and run["iterations_completed"] == 2
+        assert run["config"]["scenario_ids"] == ["scn-healthcare-cto"] and run["config"]["backend"] == "embedded"
+        assert run["config"]["train_policy"] is True and run["config"]["reweight_graph"] is True
+
+        events = (await api.get(f"/runs/{run_id}/events")).json()["data"]
+        assert [e["type"] for e in events] == ["run.started"] + ["iteration.completed"] * 3 + ["run.succeeded"]
+        assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+        assert events[-1]["data"]["final_email"] == run["final_email"]
+
+        for _ in range(100):
+            deliveries = (await api.get(f"/runs/{run_id}/webhook-deliveries")).json()["data"]
+            if all(d["status"] == "delivered" for d in deliveries) and len(deliveries) == 5:
+                break
+            await asyncio.sleep(0.1)
+        assert [d["status"] for d in deliveries] == ["delivered"] * 5
+        assert deliveries[0]["attempts"] == 2 and deliveries[0]["last_error"] is None
+        received = {}
+        for request in receiver.delivered():
+            headers = {k.lower(): v for k, v in request["headers"].items()}
+            body = Webhook(secret).verify(request["body"], headers)
+            received[headers["webhook-id"]] = body
+        assert sorted(received) == sorted(e["id"] for e in events)
+        for event in events:  # the webhook's data is exactly the event's data
+            assert received[event["id"]]["data"] == event["data"] and received[event["id"]]["type"] == event["type"]
+    finally:
+        receiver.close()
+
+
+async def test_idempotent_creation_and_refused_transitions(api):
+    first = await api.post("/learn-loop", json=BODY, headers={"Idempotency-Key": "k-1"})
+    again = await api.post("/learn-loop", json=BODY, headers={"Idempotency-Key": "k-1"})
+    other = await api.post("/learn-loop", json=BODY | {"seed": 3}, headers={"Idempotency-Key": "k-1"})
+    assert (first.status_code, again.status_code, other.status_code) == (202, 200, 409)
+    assert again.json()["run_id"] == first.json()["run_id"]
+    run_id = first.json()["run_id"]
+    await finished(api, run_id)
+    assert (await api.post(f"/runs/{run_id}/cancel")).status_code == 409
+    assert (await api.post(f"/runs/{run_id}/resume")).status_code == 409
+    assert (await api.get("/runs/run_nope")).status_code == 404
+    assert (await api.get(f"/runs/{run_id}/iterations/9")).status_code == 404
+
+
+async def test_unknown_knobs_and_scenarios_are_422s_naming_the_field(api):
+    answer = await api.post("/learn-loop", json={"scenario_ids": ["nope"]})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "scenario_ids"]
+    answer = await api.post("/learn-loop", json={"train_policy": "maybe"})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "train_policy"]
+    answer = await api.post("/learn-loop", json={"iterations": 2, "no_such_knob": 1})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "no_such_knob"]
+
+
+async def test_cancel_stops_a_running_run(api):
+    run_id = (await api.post("/learn-loop", json=BODY | {"iterations": 100})).json()["run_id"]
+    for _ in range(200):
+        if (await api.get(f"/runs/{run_id}")).json()["status"] == "running":
+            break
+        await asyncio.sleep(0.05)
+    cancelled = await api.post(f"/runs/{run_id}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelled"
+    await asyncio.sleep(1.0)
+    run = (await api.get(f"/runs/{run_id}")).json()
+    assert run["status"] == "cancelled" and run["iterations_completed"] < 100
+    events = (await api.get(f"/runs/{run_id}/events")).json()["data"]
+    assert events[-1]["type"] == "run.cancelled"
+
+
+async def test_the_reward_blend(backend, tmp_path):
+    """reward = (1 - w) · judge + w · feedback; feedback = 0.4 · opened + 0.6 · replied given opened."""
+    graph = demo_graph()
+    model = create_model("embedded", Settings(_env_file=None, art_path=str(tmp_path)), "blend")
+    await model.register(backend)
+    config = RunConfig(rollouts_per_group=4, feedback_weight=0.3)
+    judge, feedback = create_judge(Settings(_env_file=None), backend), create_feedback(graph)
+    generation = await steps.generate(
+        steps.Policy.of(model), graph, [graph.scenarios["scn-healthcare-cto"]], graph.initial_scores, config,
+        iteration=1, concurrency=4, score=lambda g: steps.score_group(g, judge, feedback, config, iteration=1),
+    )
+    trajectories = [t for g in generation.groups for t in g.trajectories]
+    assert trajectories
+    for t in trajectories:
+        m = t.metrics
+        assert t.reward == pytest.approx(0.7 * m["judge_score"] + 0.3 * m["feedback_score"])
+        replied_given_opened = m["reply_rate"] / m["open_rate"] if m["open_rate"] else 0.0
+        assert m["feedback_score"] == pytest.approx(0.4 * m["open_rate"] + 0.6 * replied_given_opened)
+        assert t.scenario_id == "scn-healthcare-cto" and t.email is not None
+
+
+def graph_of(size: int) -> KnowledgeGraph:
+    nodes = [{"id": f"n{i}", "type": "t", "title": "T", "text": "x"} for i in range(size)]
+    scenario = {"id": "s", "goal": "g", "seed_nodes": ["n0"],
+                "prospect": {"name": "N", "role": "R", "company": "C", "industry": "I", "pains": ["p"]}}
+    return KnowledgeGraph(GraphDocument.model_validate({"id": "g", "name": "g", "nodes": nodes, "edges": [], "scenarios": [scenario]}))
+
+
+def test_webhook_node_scores_are_whole_up_to_the_limit_then_top_plus_changes():
+    small = graph_of(FULL_SCORES_MAX_NODES)
+    assert webhook_scores(small, {"n1": 2.0}, {"n1": 2.0}) == {"node_scores": small.initial_scores | {"n1": 2.0}}
+
+    large = graph_of(FULL_SCORES_MAX_NODES + 1)
+    moved = {f"n{i}": 1.0 + i / 10_000 for i in range(1, 700)}
+    changed = {"n1": moved["n1"]}  # the lowest moved score: outside the top 500
+    scores = webhook_scores(large, moved, changed)
+    assert scores["truncated"] is True
+    assert len(scores["node_scores"]) == TRUNCATED_TOP + 1 == 501
+    top = sorted(moved, key=lambda n: -moved[n])[:TRUNCATED_TOP]
+    assert set(scores["node_scores"]) == set(top) | {"n1"}
+    few = webhook_scores(large, {"n5": 3.0}, {"n5": 3.0})["node_scores"]  # padded with unmoved nodes at 1.0
+    assert len(few) == TRUNCATED_TOP and few["n5"] == 3.0 and sorted(set(few.values())) == [1.0, 3.0]
+
+
+def test_a_trajectory_survives_storage_with_its_email(tmp_path):
+    from app.agent.schemas import Email
+    from app.loop.schemas import EmailTrajectory
+
+    original = EmailTrajectory(messages_and_choices=[{"role": "user", "content": "hi"}], scenario_id="s", rollout=3, turns=2,
+                               email=Email(subject="S", body="B", citations=["a"]), reward=0.5)
+    restored = EmailTrajectory.from_json(original.to_json())
+    assert (restored.scenario_id, restored.rollout, restored.turns, restored.email, restored.reward) == ("s", 3, 2, original.email, 0.5)
+    assert isinstance(art.TrajectoryGroup([restored]).trajectories[0], EmailTrajectory)
