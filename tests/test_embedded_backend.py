@@ -12,7 +12,8 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
-from app.loop.tools import TOOLS, initial_messages
+from app.agent.prompt import initial_messages
+from app.agent.tools import TOOLS
 
 # The eight members NOTES.md lists for art.Backend in openpipe-art 0.5.18.
 BACKEND_MEMBERS = {

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from app.settings import Settings
-from app.webhooks.ssrf import blocked
+from app.events.ssrf import blocked
 
 
 def test_production_without_api_keys_refuses_to_start(tmp_path):

@@ -6,8 +6,9 @@ import pytest
 
 from app.backends.embedded.judge import grade, judge
 from app.knowledge_graph.service import demo_graph
-from app.loop.tools import AgentTools, initial_messages
-from app.loop.transcript import parse_transcript
+from app.agent.prompt import initial_messages
+from app.agent.tools import AgentTools
+from app.agent.transcript import parse_transcript
 
 
 @pytest.fixture
