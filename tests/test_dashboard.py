@@ -1,0 +1,138 @@
+"""The dashboard at /ui in a real headless browser (Debian's chromium driven by Playwright), with API_KEYS set."""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra: make install")
+
+from tests.support import Receiver, Server, wait_for, wait_for_status
+
+pytestmark = pytest.mark.slow
+KEY = "dashboard-key"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# The README's screenshot is rewritten only on request: UPDATE_SCREENSHOT=1 make test
+README_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "dashboard.png"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} missing: .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} missing (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("dashboard")
+    server = Server(workdir, {"DATABASE_URL": f"sqlite:///{workdir}/data/codreamer.sqlite", "API_KEYS": KEY,
+                              "EXECUTOR_ID": "dashboard", "WEBHOOK_ALLOW_PRIVATE": "true"}, api_key=KEY).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    failed = []
+    page.on("requestfailed", lambda request: failed.append(request.url))
+    page.on("pageerror", lambda error: failed.append(str(error)))
+    yield page
+    context.close()
+    assert not [f for f in failed if "/events" not in f], f"failed requests or page errors: {failed}"  # streams are aborted on purpose
+
+
+def test_start_a_run_and_watch_it_live(server, page, tmp_path):
+    streams = []
+    page.on("request", lambda r: r.url.endswith("/events") and streams.append(r.headers))
+    page.goto(server.url + "/")  # redirects to /ui
+    assert page.url.endswith("/ui")
+    page.wait_for_selector("#key-form:not([hidden])")  # the API answered 401: the page asks for the key
+    page.fill("#key-input", KEY)
+    page.click("#key-form button[type=submit]")
+    sync_api.expect(page.locator("#key-form")).to_be_hidden()
+    page.wait_for_selector("#graph option[value=demo]", state="attached")
+    page.wait_for_selector("#scenario option", state="attached")
+    scenario = page.eval_on_selector("#scenario", "el => el.options[0].value")
+    page.fill("#iterations", "3")
+    assert page.input_value("#rollouts") == "4"
+    page.click("#start-form button[type=submit]")
+
+    page.wait_for_url("**/ui#/runs/*")
+    run_id = page.url.rsplit("/", 1)[1]
+    seen_points, deadline = set(), time.monotonic() + 120
+    while page.text_content("#status") != "succeeded" and time.monotonic() < deadline:  # the curve grows live
+        seen_points.add(page.locator("svg.chart circle.point").count())
+        page.wait_for_timeout(50)
+    sync_api.expect(page.locator("#status")).to_have_text("succeeded")
+    sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(3)
+    assert {1, 2} & seen_points, f"the curve did not grow live, point counts seen: {sorted(seen_points)}"
+    assert "3 / 3" in page.text_content("#progress")
+    assert streams and all(h["accept"] == "text/event-stream" and h["authorization"] == f"Bearer {KEY}" for h in streams)
+
+    with server.client() as client:
+        run = wait_for_status(client, run_id)
+        iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
+    assert run["config"]["scenario_ids"] == [scenario] and run["config"]["rollouts_per_group"] == 4
+    assert page.text_content("#email-subject") == run["final_email"]["subject"]
+    assert page.text_content("#email-iteration") == "Iteration 3"
+    assert page.locator("#iterations tbody tr").count() == 4
+    assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
+
+    # a citation opens its node's fact
+    first_citation = run["final_email"]["citations"][0]
+    page.click(f"a.cite[data-node='{first_citation}']")
+    page.wait_for_selector("#fact h4")
+    with server.client() as client:
+        node = client.get(f"/graphs/demo/nodes/{first_citation}").json()
+    assert node["title"] in page.text_content("#fact h4") and node["text"] in page.text_content("#fact")
+    assert page.locator("#node-scores tbody tr").count() == 10
+    sync_api.expect(page.locator("#key-form")).to_be_hidden()
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+    if os.environ.get("UPDATE_SCREENSHOT"):
+        page.screenshot(path=str(README_SCREENSHOT), full_page=True)
+
+    # the word diff against the previous iteration, and the runs list
+    page.click("#iterations tbody tr:nth-child(2)")  # iteration 1
+    assert page.text_content("#email-iteration") == "Iteration 1"
+    without_deletions = "el => { const c = el.cloneNode(true); c.querySelectorAll('del').forEach(d => d.remove()); return c.textContent; }"
+    without_insertions = without_deletions.replace("'del'", "'ins'")
+    assert page.eval_on_selector("#email-body", without_deletions) == iterations[1]["email"]["body"]
+    assert page.eval_on_selector("#email-body", without_insertions) == iterations[0]["email"]["body"]
+    page.click("header nav a:text('Runs')")
+    page.wait_for_selector(f"#runs a[href='#/runs/{run_id}']")
+    assert "3 / 3" in page.locator("#runs tr", has=page.locator(f"a[href='#/runs/{run_id}']")).text_content()
+
+
+def test_a_finished_run_shows_its_webhook_deliveries(server, page):
+    """A finished run opened later: no live stream, the deliveries table from GET /runs/{id}/webhook-deliveries."""
+    receiver = Receiver()
+    with server.client() as client:
+        run_id = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "webhook_url": receiver.url,
+                                                  "scenario_ids": ["scn-healthcare-cto"]}).json()["run_id"]
+        assert wait_for_status(client, run_id)["status"] == "succeeded"
+        wait_for(lambda: {d["status"] for d in client.get(f"/runs/{run_id}/webhook-deliveries").json()["data"]} == {"delivered"})
+    page.goto(f"{server.url}/ui#/runs/{run_id}")
+    page.fill("#key-input", KEY)
+    page.click("#key-form button[type=submit]")
+    sync_api.expect(page.locator("#deliveries tbody tr")).to_have_count(4)  # run.started, iteration 0 and 1, run.succeeded
+    assert page.locator("#deliveries .badge.delivered").count() == 4
+    sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(1)
+    receiver.close()
+
+
+def test_swagger_ui_renders(server, page):
+    page.goto(server.url + "/docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
+    assert page.locator(".swagger-ui .opblock").count() > 10
