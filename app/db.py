@@ -5,6 +5,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from sqlalchemy import JSON, DateTime, MetaData, event
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
@@ -77,8 +79,48 @@ def create_engine(settings: Settings) -> AsyncEngine:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    # No pre-ping (a round trip per checkout): a connection found dead invalidates the pool instead.
-    return create_async_engine(driver_url(settings.database_url), pool_size=10, max_overflow=20, pool_recycle=1800)
+    # Pre-ping: a connection the server dropped (a restart, a terminated backend) is replaced at
+    # checkout instead of failing the request or step that drew it; one loopback round trip.
+    return create_async_engine(
+        driver_url(settings.database_url), pool_size=10, max_overflow=20, pool_recycle=1800, pool_pre_ping=True
+    )
+
+
+# SQLSTATE classes that pass: connection exceptions, operator intervention (a terminated
+# backend, a shutdown), insufficient resources, transaction rollback (serialization, deadlock).
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "57", "53", "40")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A database error that a retry may not meet: a lost connection, a locked SQLite file, an outage."""
+    if isinstance(exc, (ConnectionError, TimeoutError)):  # asyncpg's connect raises these unwrapped
+        return True
+    for error in _chain(exc):
+        if isinstance(error, PoolTimeout):
+            return True
+        if isinstance(error, DBAPIError):
+            if error.connection_invalidated or isinstance(error, OperationalError):
+                return True
+            state = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+            return isinstance(state, str) and state[:2] in _TRANSIENT_SQLSTATE_CLASSES
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """A message safe to show callers: a database error names its class, never its SQL or parameters."""
+    if isinstance(exc, SQLAlchemyError):
+        orig = getattr(exc, "orig", None)
+        return f"database error ({type(orig or exc).__name__}); the details are in the server log"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
 
 class Database:

@@ -3,24 +3,22 @@
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dbos import DBOS
-from sqlalchemy import select
 
 from app import migrations
 from app.backends.registry import BackendUnavailable, check_available
 from app.core import Services
 from app.db import Database
 from app.events.relay import WebhookRelay
-from app.events.schemas import RunStatus
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
 from app.runs import executor, workflow
 from app.runs import repository as runs_repository
 from app.runs.executor import Executor
-from app.runs.models import Run
+from app.runs.workers import Housekeeper
 from app.settings import Settings
 
 log = logging.getLogger("codreamer")
@@ -54,7 +52,7 @@ class Process:
     api: Services
     executor: Executor | None = None
     relay: WebhookRelay | None = None
-    relay_task: asyncio.Task | None = None
+    background: list[asyncio.Task] = field(default_factory=list)  # the relay and the housekeeping
 
 
 async def start(settings: Settings, *, worker: bool) -> Process:
@@ -83,19 +81,21 @@ async def start(settings: Settings, *, worker: bool) -> Process:
     if not worker:
         DBOS.listen_queues([])
     DBOS.launch()
-    await DBOS.register_queue_async(workflow.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs, polling_interval_sec=0.2)
+    await DBOS.register_queue_async(
+        workflow.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
+        worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
+    )
     if worker:
-        process.relay_task = asyncio.create_task(process.relay.run_forever())
-        async with db.read() as session:  # runs whose enqueue a crash may have lost (enqueue dedupes)
-            queued = (await session.execute(select(Run.id, Run.attempt).where(Run.status == RunStatus.QUEUED))).all()
-        for run_id, attempt in queued:
-            await workflow.enqueue(run_id, attempt)
+        housekeeper = Housekeeper(db, settings)
+        await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
+        process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
     return process
 
 
 async def stop(process: Process) -> None:
+    for task in process.background:
+        task.cancel()
     if process.relay is not None:
-        process.relay_task.cancel()
         await process.relay.close()
     DBOS.destroy(destroy_registry=False)
     # DBOS made its thread pool the loop's default executor and has just shut that pool down.

@@ -7,12 +7,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import docs, lifecycle, migrations
+from app.db import is_transient
 from app.deps import UNAUTHORIZED, ServicesDep, api_key_scheme, reject_unknown_query_params
 from app.events.endpoints import document_webhooks
 from app.knowledge_graph.endpoints import router as graphs_router
@@ -21,6 +23,7 @@ from app.ui.endpoints import router as ui_router
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("codreamer")
+RETRY_AFTER_S = 5
 
 
 class BodyLimit:
@@ -150,6 +153,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allowed = {m for pattern, methods in route_methods(app) if pattern.match(request.url.path) for m in methods}
             headers["Allow"] = ", ".join(sorted(allowed))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+    async def database_trouble(request: Request, exc: Exception) -> JSONResponse:
+        """The database is away or busy: 503 and come back, never a 500 (nothing was applied)."""
+        if not is_transient(exc):
+            return await unexpected(request, exc)
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return JSONResponse({"detail": "the database is unavailable; retry shortly (nothing was applied)"},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    for error in (SQLAlchemyError, ConnectionError, TimeoutError):  # handled here, not re-raised to the server
+        app.add_exception_handler(error, database_trouble)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

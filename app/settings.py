@@ -33,13 +33,20 @@ class Settings(BaseSettings):
     art_project: str = "codreamer"
     art_model_name: str = "model"
     art_base_model: str = "Qwen/Qwen2.5-14B-Instruct"
+    art_path: str = Field(".art", description="Where ART writes each model's logs and checkpoints.")
     wandb_api_key: str | None = None
     weave_project: str | None = None
     webhook_allow_private: bool = False
     webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE))
-    webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_timeout_s: float = Field(10.0, gt=0, description="Deadline of one webhook attempt, the whole request and answer.")
+    webhook_concurrency: int = Field(32, ge=1, description="Webhook attempts in flight at once in one worker.")
+    webhook_concurrency_per_run: int = Field(
+        2, ge=1, description="Of those, at most this many for one run, so a slow receiver cannot hold up other runs' webhooks.")
     max_concurrent_runs: int = Field(4, ge=1, description="Runs executing at once, across all workers.")
     run_worker: bool = Field(True, description="`codreamer serve` also executes runs; false makes it API-only.")
+    worker_concurrency: int = Field(2, ge=1, description="Runs executing at once on one worker, so work spreads.")
+    worker_heartbeat_s: float = Field(5.0, gt=0, description="How often a worker records that it is alive.")
+    worker_timeout_s: float = Field(30.0, gt=0, description="A worker silent this long is dead: live ones take over its runs.")
     executor_id: str = Field("codreamer-local", min_length=1, description="Stable id of this worker, for DBOS recovery.")
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")

@@ -1,0 +1,87 @@
+"""A worker's housekeeping, so that every run ends: heartbeats, dead-worker takeover, reconciliation.
+
+Without DBOS Conductor nothing notices a worker that died and never came back: its runs stay
+PENDING under its executor id and keep their queue slots. Every worker therefore records a
+heartbeat; a live worker that finds a heartbeat older than `WORKER_TIMEOUT_S` claims that
+worker (one claimant wins) and asks DBOS to recover its pending workflows, which re-enqueues
+them for any live worker. Reconciliation ends the runs whose workflow ended without saying so
+(a workflow in ERROR, say after the database went away while it recorded a failure).
+"""
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from dbos import DBOS
+from sqlalchemy import delete, select
+
+from app.db import Database, utcnow
+from app.events.schemas import RunStatus
+from app.runs import transitions, workflow
+from app.runs.models import Run, Worker
+from app.settings import Settings
+
+log = logging.getLogger("codreamer")
+ENDED_WORKFLOW = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+
+
+class Housekeeper:
+    def __init__(self, db: Database, settings: Settings):
+        self.db = db
+        self.settings = settings
+        self.executor_id = settings.executor_id
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.beat()
+                await self.take_over_dead_workers()
+                await self.reconcile()
+            except Exception as exc:  # a database outage: the next round tries again
+                log.warning("worker housekeeping skipped a round: %s", type(exc).__name__)
+            await asyncio.sleep(self.settings.worker_heartbeat_s)
+
+    async def beat(self) -> None:
+        async with self.db.transaction() as session:
+            await session.merge(Worker(executor_id=self.executor_id, heartbeat_at=utcnow()))
+
+    async def take_over_dead_workers(self) -> list[str]:
+        silent_since = utcnow() - timedelta(seconds=self.settings.worker_timeout_s)
+        async with self.db.read() as session:
+            dead = (await session.scalars(
+                select(Worker.executor_id).where(Worker.heartbeat_at < silent_since, Worker.executor_id != self.executor_id)
+            )).all()
+        taken = []
+        for executor_id in dead:
+            async with self.db.transaction() as session:  # exactly one live worker claims each dead one
+                claimed = await session.execute(
+                    delete(Worker).where(Worker.executor_id == executor_id, Worker.heartbeat_at < silent_since)
+                )
+            if claimed.rowcount:
+                handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [executor_id])
+                log.warning("worker %s is silent: %d of its runs recovered for the live workers", executor_id, len(handles))
+                taken.append(executor_id)
+        return taken
+
+    async def reconcile(self) -> list[str]:
+        """Fails the runs whose workflow ended while the run row did not; enqueues queued runs without one."""
+        async with self.db.read() as session:
+            active = (await session.execute(
+                select(Run.id, Run.attempt, Run.status).where(Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING)))
+            )).all()
+        if not active:
+            return []
+        by_workflow = {workflow.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
+        known = {w.workflow_id: w.status for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
+        ended = []
+        for workflow_id, (run_id, attempt, status) in by_workflow.items():
+            state = known.get(workflow_id)
+            if state is None and status == RunStatus.QUEUED:  # a crash lost the enqueue (enqueue dedupes)
+                await workflow.enqueue(run_id, attempt)
+            elif state in ENDED_WORKFLOW:
+                async with self.db.transaction() as session:
+                    await transitions.fail(session, run_id, None, f"the run's workflow ended ({state}) without recording "
+                                                                  "why; see the server log. Resume it to continue.")
+                log.warning("run %s: its workflow ended in %s; marked failed (resumable)", run_id, state)
+                ended.append(run_id)
+        return ended
