@@ -60,7 +60,7 @@ def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: i
         for size in range(1, max_citations + 1):
             for cited in itertools.combinations(ranked, size):
                 for tone, length, cta in itertools.product(TONES, LENGTHS, CTAS):
-                    subject, body = compose(prospect, list(cited), tone, length, cta)
+                    subject, body = compose(prospect, list(cited), tone, length, cta, goal=scenario.goal)
                     email = Email(subject=subject, body=body, citations=[n.id for n in cited])
                     transcript = Transcript(prospect=prospect, nodes={n.id: n for n in cited}, turns=size + 1, final_email=email)
                     judge_score, _ = grade(transcript)

@@ -12,6 +12,7 @@ from app.agent.schemas import Email
 
 _TAG = re.compile(r"<(prospect|start_nodes)>(.*?)</\1>", re.S)
 _BUDGET = re.compile(r"Turn budget: (\d+)")
+_GOAL = re.compile(r"^Goal: (.*)$", re.M)
 
 
 @dataclass
@@ -33,6 +34,7 @@ class SeenNode:
 @dataclass
 class Transcript:
     prospect: dict = field(default_factory=dict)
+    goal: str = ""  # the scenario's goal, from the user prompt's "Goal: ..." line
     turn_budget: int = 6
     nodes: dict[str, SeenNode] = field(default_factory=dict)
     turns: int = 0
@@ -81,6 +83,8 @@ def parse_transcript(messages: list[dict]) -> Transcript:
         if role == "system" and (m := _BUDGET.search(text)):
             t.turn_budget = int(m.group(1))
         elif role == "user":
+            if m := _GOAL.search(text):
+                t.goal = m.group(1).strip()
             for tag, body in _TAG.findall(text):
                 data = _json(body)
                 if tag == "prospect" and isinstance(data, dict):

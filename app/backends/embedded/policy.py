@@ -177,7 +177,7 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         node = candidates[pick(block, features, [f"node={n.id}" for n in candidates])]
         return {"name": name, "arguments": {"node_id": node.id}}, decisions
     if name == "propose_email":  # a draft from everything read so far, in a neutral angle
-        subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting")
+        subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal)
         return {"name": name, "arguments": {"subject": subject, "body": body}}, decisions
     cited = []
     for node in t.read_nodes:
@@ -188,7 +188,7 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
     for block, options in (("tone", TONES), ("length", LENGTHS), ("cta", CTAS)):
         every = list(range(len(options)))
         angle[block] = options[pick(block, _options(view.features, len(options), every), [f"{block}={o}" for o in options])]
-    subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"])
+    subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal)
     return {"name": name, "arguments": {"subject": subject, "body": body, "citations": [n.id for n in cited]}}, decisions
 
 
