@@ -2,9 +2,9 @@
 
 `CRASH_AT=<point>[:<iteration>]` kills the process with SIGKILL (no shutdown code runs) when a
 run reaches that point: inside a step, after its work and before DBOS records the step done,
-which is the window a real crash would find hardest. `FAIL_AT=<point>[:<iteration>]` raises
+which is the window a real crash would find hardest. `FAIL_AT=<point>[:<iteration>][,…]` raises
 `InjectedFault` there instead. Points: start, email, generate, score, train, reweight, publish,
-finish.
+finish, and fail (recording a failure).
 """
 
 import os
@@ -16,8 +16,8 @@ class InjectedFault(RuntimeError):
 
 
 def _at(variable: str, point: str, iteration: int | None) -> bool:
-    wanted = os.environ.get(variable)
-    return bool(wanted) and wanted in (point, f"{point}:{iteration}")
+    wanted = os.environ.get(variable, "").split(",")
+    return point in wanted or f"{point}:{iteration}" in wanted
 
 
 def fault_point(point: str, iteration: int | None = None) -> None:

@@ -3,10 +3,10 @@
 from app.backends.embedded.models import PolicyCheckpoint
 from app.db import Base
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
-from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
+from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 
 __all__ = [
     "Base", "Event", "Graph", "GraphEdge", "GraphNode", "GraphScenario", "IdempotencyKey", "Iteration", "NodeScore",
-    "NodeScoreChange", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery",
+    "NodeScoreChange", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery", "Worker",
 ]

@@ -30,6 +30,8 @@ def free_port() -> int:
 class Server:
     """`codreamer serve` in a subprocess, reached over real HTTP."""
 
+    command = "serve"
+
     def __init__(self, workdir: Path, env: dict[str, str], api_key: str | None = None):
         self.workdir, self.api_key = workdir, api_key
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "OPENAI", "JUDGE", "WEAVE", "API_KEYS"))}
@@ -41,20 +43,23 @@ class Server:
 
     def start(self, timeout: float = 90) -> "Server":
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "app", self.command, *(["--port", str(self.port)] if self.command == "serve" else [])],
             cwd=self.workdir, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
+            if self.ready():
+                return self
             time.sleep(0.2)
         raise RuntimeError(f"server not ready:\n{self.log.read_text()[-3000:]}")
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def kill(self) -> None:
         """kill -9: no shutdown code runs."""
@@ -72,6 +77,70 @@ class Server:
     def client(self, **kwargs) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+class WorkerProcess(Server):
+    """`codreamer worker` in a subprocess: no HTTP; ready once it says it is running."""
+
+    command = "worker"
+
+    def ready(self) -> bool:
+        return "running" in self.log.read_text(errors="replace")
+
+
+class TcpProxy:
+    """A TCP forwarder on loopback that can be taken down and brought back: a database outage on demand."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.port = free_port()
+        self._connections: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def down(self) -> None:
+        """Refuses new connections and cuts the open ones."""
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone would not)
+        except OSError:
+            pass
+        self._listener.close()
+        for conn in self._connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        self._connections.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self._connections += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, target):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def wait_for(predicate, timeout: float = 120, interval: float = 0.2):

@@ -1,14 +1,17 @@
 """A failure in any step of the workflow ends the run `failed`, naming the step, and the run resumes."""
 
 import asyncio
+import sqlite3
 
 import pytest
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
-from app.events.schemas import EventType
+from app.events.schemas import EventType, Step
 from app.local import local_service, run_to_end
 from app.runs import repository, service, transitions, workflow
 from app.runs.executor import current
+from app.runs.workers import Housekeeper
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
 
@@ -65,3 +68,38 @@ async def test_a_cancelled_run_releases_what_the_worker_holds(process):
         await asyncio.sleep(0.05)
     assert not current().holds(created.run_id)
     assert (await _events(process, created.run_id))[-1].type == EventType.RUN_CANCELLED
+
+
+async def test_a_run_whose_workflow_ended_unrecorded_is_reconciled(process, monkeypatch):
+    """The failure itself cannot be recorded (the database is gone, say): the workflow ends in ERROR, the
+    run row still says running; the worker's reconciliation ends it `failed`, and it can be resumed."""
+    monkeypatch.setenv("FAIL_AT", "start,fail")  # the run fails at start, and recording that fails too
+    created, _ = await service.create_run(process.api, REQUEST)
+    with pytest.raises(Exception):
+        await workflow.wait(created.run_id)
+    async with process.api.db.read() as session:
+        assert (await repository.get_run_view(session, created.run_id))["status"] == "running"
+    ended = await Housekeeper(process.api.db, process.api.settings).reconcile()
+    assert created.run_id in ended
+    async with process.api.db.read() as session:
+        view = await repository.get_run_view(session, created.run_id)
+    assert view["status"] == "failed" and "ERROR" in view["error"]["message"]
+    assert (await _events(process, created.run_id))[-1].type == EventType.RUN_FAILED
+
+
+async def test_passing_database_errors_are_retried_and_others_are_not(process):
+    calls = []
+
+    @workflow.workflow_step(Step.REWEIGHT)
+    async def flaky(run_id: str, errors: list) -> str:
+        calls.append(run_id)
+        if errors:
+            raise errors.pop(0)
+        return "done"
+
+    locked = OperationalError("UPDATE runs SET secret = ?", ("hunter2",), sqlite3.OperationalError("database is locked"))
+    assert await flaky("run_a", [locked, locked]) == "done" and len(calls) == 3
+    with pytest.raises(workflow.StepFailed) as failed:
+        await flaky("run_b", [IntegrityError("INSERT INTO runs VALUES (?)", ("hunter2",), sqlite3.IntegrityError("dup"))])
+    assert failed.value.step == Step.REWEIGHT and len(calls) == 4
+    assert "hunter2" not in failed.value.message and "INSERT" not in failed.value.message

@@ -8,16 +8,18 @@ transaction with its event). Any exception in any step ends the run `failed`, na
 """
 
 import functools
+import logging
 import time
 from datetime import datetime
 
 from dbos import DBOS, SetWorkflowID
 from sqlalchemy import select
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from app.db import utcnow
+from app.db import describe, is_transient, utcnow
 from app.events.schemas import RunStatus, Step
 from app.faults import fault_point
-from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.loop import steps
 from app.loop.runtime import create_feedback
 from app.loop.schemas import RunConfig
@@ -27,6 +29,8 @@ from app.runs.executor import current
 from app.runs.models import Iteration, Run
 
 RUNS_QUEUE = "runs"
+DB_RETRIES = 6  # with backoff capped at 8 s: rides out about half a minute of database trouble
+log = logging.getLogger("codreamer")
 
 
 class StepFailed(Exception):
@@ -37,18 +41,33 @@ class StepFailed(Exception):
         self.step, self.message = step, message
 
 
+def through_database_trouble(retries: int = DB_RETRIES) -> AsyncRetrying:
+    """Re-runs an idempotent step after a passing database error (a dropped connection, a locked file)."""
+    return AsyncRetrying(
+        stop=stop_after_attempt(retries + 1), wait=wait_random_exponential(multiplier=0.5, max=8),
+        retry=retry_if_exception(is_transient), reraise=True,
+    )
+
+
 def workflow_step(step: Step):
-    """A DBOS step whose every failure becomes a StepFailed naming it."""
+    """A DBOS step whose every failure becomes a StepFailed naming it, after retries of database trouble.
+
+    The message is safe to show any caller (no SQL, parameters or trajectory text); the whole
+    cause goes to the server log with the run id.
+    """
 
     def wrap(fn):
         @functools.wraps(fn)
-        async def guarded(*args, **kwargs):
+        async def guarded(run_id: str, *args, **kwargs):
             try:
-                return await fn(*args, **kwargs)
+                async for attempt in through_database_trouble():
+                    with attempt:
+                        return await fn(run_id, *args, **kwargs)
             except StepFailed:
                 raise
             except Exception as exc:
-                raise StepFailed(step, f"{type(exc).__name__}: {exc}") from exc
+                log.error("run %s: step %s failed", run_id, step.value, exc_info=exc)
+                raise StepFailed(step, describe(exc)) from None
 
         return DBOS.step(name=step.value)(guarded)
 
@@ -61,12 +80,12 @@ async def _run(run_id: str) -> tuple[Run, RunConfig]:
     return run, RunConfig.model_validate(run.config)
 
 
-async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, ScenarioScores]:
+async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, NodeScores]:
     run, config = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
     async with services.db.read() as session:
-        scores = await repository.current_scores(session, run_id)  # moved nodes only: no copy of the whole graph
+        scores = NodeScores(await repository.current_scores(session, run_id))  # no copy of the whole graph
     return run, config, graph, scores
 
 
@@ -96,12 +115,12 @@ async def generate_step(run_id: str, iteration: int) -> dict:
             scored = await steps.score_group(group, executor.judge, feedback, config, iteration=iteration)
             fault_point(Step.SCORE, iteration)
         except Exception as exc:
-            raise StepFailed(Step.SCORE, f"{type(exc).__name__}: {exc}") from exc
+            log.error("run %s: scoring failed", run_id, exc_info=exc)
+            raise StepFailed(Step.SCORE, describe(exc)) from None
         return scored
 
     generation, trace_url = await call_with_trace(
-        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
-        {s: scores.of(s) for s in config.scenario_ids}, config,
+        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores, config,
         iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score,
     )
     if not generation.groups:
@@ -136,20 +155,19 @@ async def reweight_step(run_id: str, iteration: int) -> dict:
     _, config, _, scores = await _context(run_id)
     async with current().services.db.read() as session:
         groups = await repository.load_groups(session, run_id, iteration)
-    changed = steps.reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
+    changed = steps.reweight(scores, groups, config)
     fault_point(Step.REWEIGHT, iteration)
     return {"changed": changed, "seconds": time.monotonic() - started}
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, float]]) -> dict:
-    """The published email: the updated policy's greedy rollout for the target scenario, with its scores."""
+async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> dict:
+    """The published email: the updated policy's greedy rollout for the target scenario."""
     started = utcnow()
     run, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, run.config["backend"])
     target = graph.scenarios[config.target_scenario_id]
-    target_scores = NodeScores(scores.of(target.id) | changed.get(target.id, {}))
-    email = (await steps.write_email(policy, graph, target, target_scores, config)).email
+    email = (await steps.write_email(policy, graph, target, NodeScores(scores | changed), config)).email
     if email is None and iteration > 0:
         async with current().services.db.read() as session:
             email = steps.best_email(await repository.load_groups(session, run_id, iteration), target.id)
@@ -188,8 +206,11 @@ async def finish_step(run_id: str) -> None:
 
 @DBOS.step(name="fail")
 async def fail_step(run_id: str, step: Step, message: str) -> None:
-    async with current().services.db.transaction() as session:
-        await transitions.fail(session, run_id, step, message)
+    async for attempt in through_database_trouble():
+        with attempt:
+            fault_point("fail")
+            async with current().services.db.transaction() as session:
+                await transitions.fail(session, run_id, step, message)
     current().wake_relay()
 
 
