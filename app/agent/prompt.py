@@ -4,13 +4,24 @@
 """
 
 import json
+from collections.abc import Iterable, Mapping
 
 from app.agent.tools import node_summary
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 
 
-def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: dict[str, float], max_turns: int) -> list[dict]:
+def proven_nodes(scores: Mapping[str, float], limit: int, exclude: Iterable[str] = ()) -> list[str]:
+    """The nodes that worked before for this prospect: score above 1.0, best first, at most `limit`.
+
+    Scans only the scores given (a run's scores hold only the nodes that moved), never the graph.
+    """
+    skip = set(exclude)
+    ranked = sorted(((s, n) for n, s in scores.items() if s > 1.0 and n not in skip), key=lambda sn: (-sn[0], sn[1]))
+    return [n for _, n in ranked[:limit]]
+
+
+def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int) -> list[dict]:
     system = (
         "You write one personalised B2B sales email grounded in facts from your company's knowledge graph. "
         "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
@@ -23,4 +34,7 @@ def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: dict[str
         f"Goal: {scenario.goal}\n"
         f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
     )
+    proven = [node_summary(graph, scores, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
+    if proven:
+        user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

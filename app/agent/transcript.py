@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from app.agent.schemas import Email
 
-_TAG = re.compile(r"<(prospect|start_nodes)>(.*?)</\1>", re.S)
+_TAG = re.compile(r"<(prospect|start_nodes|proven_nodes)>(.*?)</\1>", re.S)
 _BUDGET = re.compile(r"Turn budget: (\d+)")
 _GOAL = re.compile(r"^Goal: (.*)$", re.M)
 
@@ -23,7 +23,8 @@ class SeenNode:
     score: float = 1.0
     facts: str | None = None
     tags: tuple[str, ...] = ()
-    seed: bool = False
+    seed: bool = False  # listed in the prompt: a start node, or one that worked before (proven)
+    proven: bool = False
     browsed: bool = False
 
     @property
@@ -89,10 +90,10 @@ def parse_transcript(messages: list[dict]) -> Transcript:
                 data = _json(body)
                 if tag == "prospect" and isinstance(data, dict):
                     t.prospect = data
-                elif tag == "start_nodes" and isinstance(data, list):
+                elif tag in ("start_nodes", "proven_nodes") and isinstance(data, list):
                     for summary in data:
                         if isinstance(summary, dict) and "id" in summary:
-                            _see(t, summary, seed=True)
+                            _see(t, summary, seed=True, **({"proven": True} if tag == "proven_nodes" else {}))
         elif role == "assistant":
             t.turns += 1
             for call in message.get("tool_calls") or []:

@@ -1,5 +1,7 @@
 """Read-only, indexed view of a graph document: what the agent's tools query during rollouts."""
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -11,6 +13,30 @@ class NodeScores(dict):
 
     def __missing__(self, node_id: str) -> float:
         return 1.0
+
+
+class ScenarioScores(dict):
+    """A run's node scores per scenario id, each holding only the nodes that moved.
+
+    The entry "" holds run-wide scores, kept by runs from before scores were per scenario: they
+    apply to every scenario of the run, under its own scores.
+    """
+
+    def of(self, scenario_id: str) -> NodeScores:
+        """One scenario's scores: what its rollouts and its published email see."""
+        return NodeScores(self.get("", {}) | self.get(scenario_id, {}))
+
+    def mean(self, scenario_ids: Iterable[str]) -> dict[str, float]:
+        """Each moved node's geometric mean score over the scenarios (a node listed nowhere is at 1.0).
+
+        The run's single score map: the mean of log-scores, the quantity credit moves, so a node
+        promoted for one prospect and demoted as much for another averages back to 1.0.
+        """
+        maps = [self.of(s) for s in dict.fromkeys(scenario_ids)]
+        if len(maps) == 1:
+            return dict(maps[0])
+        nodes = sorted(set().union(*maps))
+        return {n: math.exp(sum(math.log(m[n]) for m in maps) / len(maps)) for n in nodes}
 
 
 @dataclass(frozen=True, slots=True)

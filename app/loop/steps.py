@@ -26,8 +26,15 @@ from app.loop.rollout import rollout
 from app.loop.schemas import EmailTrajectory, RewardStats, RunConfig, TrainingOutcome
 from app.observability import traced
 
-MAX_NODE_SCORE = 5.0  # node scores live in [1.0, MAX_NODE_SCORE]
-REWEIGHT_RATE = 1.0  # the most a node can gain in one iteration
+# Node scores are multiplicative preferences, so credit moves them in log-space, symmetrically
+# around the neutral 1.0: at most 5× more (or less) likely to be listed first than an unscored node.
+MIN_NODE_SCORE, MAX_NODE_SCORE = 1 / 5, 5.0
+# At most a factor 5^(1/4) ≈ 1.5 per iteration: it takes four iterations of consistent credit to
+# go from neutral to a bound, so one lucky group cannot pin a node there.
+LOG_STEP_CAP = math.log(MAX_NODE_SCORE) / 4
+# Rewards live in [0, 1]; an advantage of 0.2 (a fifth of the range: a clearly better email than its
+# group's average) earns the full step, smaller ones proportionally less.
+REWEIGHT_RATE = LOG_STEP_CAP / 0.2
 
 SALES_EMAIL_RUBRIC = """
 - Grounding: every citation names a knowledge-graph node the agent actually read in this trajectory; uncited claims and unread citations are penalised.
@@ -108,7 +115,7 @@ async def generate(
     policy: Policy,
     graph: KnowledgeGraph,
     scenarios: list[Scenario],
-    scores: dict[str, float],
+    scores: Mapping[str, Mapping[str, float]],
     config: RunConfig,
     *,
     iteration: int,
@@ -116,7 +123,7 @@ async def generate(
     score: Callable[[art.TrajectoryGroup], Awaitable[art.TrajectoryGroup | None]],
     max_exception_fraction: float = 0.25,
 ) -> Generation:
-    """K rollouts per scenario; each group is scored as soon as it is complete."""
+    """K rollouts per scenario, each with its scenario's node scores; each group is scored as soon as it is complete."""
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     counts = {"exceptions": 0, "dropped_groups": 0}
@@ -125,7 +132,7 @@ async def generate(
     async def one(scenario: Scenario, index: int) -> EmailTrajectory:
         async with limit:
             return await rollout(
-                policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns,
+                policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
                 seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
             )
 
@@ -240,21 +247,67 @@ async def train(
 
 @traced
 def reweight(
-    scores: Mapping[str, float], groups: list[art.TrajectoryGroup], config: RunConfig
-) -> dict[str, float]:
-    """Boosts the nodes cited by the best trajectories in proportion to their reward; returns the changed scores."""
+    scores: Mapping[str, Mapping[str, float]], groups: list[art.TrajectoryGroup], config: RunConfig
+) -> dict[str, dict[str, float]]:
+    """Per scenario, signed group-relative credit for the nodes its emails cited; returns the changed scores.
+
+    `scores` maps a scenario id to its node scores (a missing node is at 1.0). See `node_credit`
+    for the credit and `apply_credit` for how it moves a score; scenarios never share credit, so
+    what one prospect responded to does not steer another's rollouts.
+    """
     if not config.reweight_graph:
         return {}
-    ranked = sorted((t for g in groups for t in g.trajectories if t.email is not None), key=lambda t: -t.reward)
-    top = ranked[: math.ceil(config.top_fraction * len(ranked))]
-    gains: dict[str, float] = {}
-    for trajectory in top:
-        for node_id in trajectory.email.citations:  # finalize_email only accepts the graph's nodes
-            gains[node_id] = gains.get(node_id, 0.0) + REWEIGHT_RATE * trajectory.reward / len(top)
+    by_scenario: dict[str, list[art.TrajectoryGroup]] = {}
+    for group in groups:  # a group is one scenario's rollouts
+        if group.trajectories:
+            by_scenario.setdefault(group.trajectories[0].scenario_id, []).append(group)
+    changed: dict[str, dict[str, float]] = {}
+    for scenario_id, scenario_groups in by_scenario.items():
+        credit = node_credit(scenario_groups, config.top_fraction)
+        moved = apply_credit(scores.get(scenario_id, {}), credit)
+        if moved:
+            changed[scenario_id] = moved
+    return changed
+
+
+def node_credit(groups: list[art.TrajectoryGroup], top_fraction: float) -> dict[str, float]:
+    """A node's credit: the mean advantage of the credited emails that cite it.
+
+    Within each group (one scenario's rollouts), only emails that cite something are compared:
+    an email that cites nothing says nothing about any node, and counting it would lower the
+    baseline until every citation earned credit. An email's advantage is its reward minus the
+    mean reward of the group's citing emails. The credited emails are the `top_fraction` best and
+    the `top_fraction` worst of them (at the default 0.5, every citing email): the clearest
+    evidence for and against what they cited. A group with fewer than two citing emails has no
+    comparison and gives no credit.
+    """
+    advantages: dict[str, list[float]] = {}
+    for group in groups:
+        citing = [t for t in group.trajectories if t.email is not None and t.email.citations]
+        if len(citing) < 2:
+            continue
+        baseline = sum(t.reward for t in citing) / len(citing)
+        ranked = sorted(citing, key=lambda t: (-t.reward, t.rollout))
+        share = math.ceil(top_fraction * len(citing))
+        credited = sorted(set(range(share)) | set(range(len(ranked) - share, len(ranked))))
+        for trajectory in (ranked[i] for i in credited):
+            for node_id in trajectory.email.citations:
+                advantages.setdefault(node_id, []).append(trajectory.reward - baseline)
+    return {node_id: sum(values) / len(values) for node_id, values in advantages.items()}
+
+
+def apply_credit(
+    scores: Mapping[str, float], credit: Mapping[str, float], *,
+    rate: float = REWEIGHT_RATE, step_cap: float = LOG_STEP_CAP,
+    low: float = MIN_NODE_SCORE, high: float = MAX_NODE_SCORE,
+) -> dict[str, float]:
+    """log score += clip(rate · credit, ±step_cap), then the score is kept in [low, high]; returns what moved."""
     changed = {}
-    for node_id, gain in gains.items():
-        new = min(MAX_NODE_SCORE, scores[node_id] + gain)
-        if new != scores[node_id]:
+    for node_id, value in credit.items():
+        old = scores.get(node_id, 1.0)
+        step = max(-step_cap, min(step_cap, rate * value))
+        new = min(high, max(low, math.exp(math.log(old) + step)))
+        if abs(new - old) > 1e-12:
             changed[node_id] = new
     return changed
 

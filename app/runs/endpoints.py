@@ -115,16 +115,28 @@ async def get_iteration(run_id: str, iteration: int, session: ReadSession) -> di
 async def get_node_scores(
     run_id: str, session: ReadSession, svc: ServicesDep,
     iteration: Annotated[int | None, Query(ge=0, description="Scores right after this iteration; default: the latest.")] = None,
+    scenario_id: Annotated[str | None, Query(
+        min_length=1, max_length=200, description="One of the run's scenarios: its own scores; default: the geometric mean over the run's scenarios.")] = None,
 ) -> dict:
-    """The score of every node of the run's graph, latest or as of one iteration."""
+    """The score of every node of the run's graph, latest or as of one iteration, for one scenario or the run.
+
+    Scores are learned per scenario; without `scenario_id` each node's score is its geometric mean
+    over the run's scenarios (the mean of log-scores).
+    """
     run = await _run_or_404(session, run_id)
+    scenario_ids = run.config["scenario_ids"]
+    if scenario_id is not None and scenario_id not in scenario_ids:
+        raise not_found(f"scenario {scenario_id!r} among the scenarios of run {run_id!r}")
     graph = await svc.graphs.get(run.graph_id)
     latest = await repository.latest_iteration(session, run_id)
     if iteration is None:
-        return {"iteration": latest or 0, "scores": repository.full_scores(graph, await repository.current_scores(session, run_id))}
-    if latest is None or iteration > latest:
+        iteration, scores = latest or 0, await repository.current_scores(session, run_id)
+    elif latest is None or iteration > latest:
         raise not_found(f"iteration {iteration} of run {run_id!r}")
-    return {"iteration": iteration, "scores": repository.full_scores(graph, await repository.scores_after(session, run_id, iteration))}
+    else:
+        scores = await repository.scores_after(session, run_id, iteration)
+    moved = scores.of(scenario_id) if scenario_id is not None else scores.mean(scenario_ids)
+    return {"iteration": iteration, "scenario_id": scenario_id, "scores": repository.full_scores(graph, moved)}
 
 
 MAX_SEQ = 2**31 - 1  # the seq column is a 32-bit integer on PostgreSQL

@@ -37,6 +37,7 @@ class Iteration(Base):
     node_scores_changed: Mapped[dict]
     metrics: Mapped[dict]
     trace_url: Mapped[str | None] = mapped_column(Text)  # the iteration's Weave trace, when tracing
+    context: Mapped[dict | None]  # what in-context learning distilled for the next iteration's prompts, per scenario
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -62,20 +63,28 @@ class TrajectoryRecord(Base):
 
 
 class NodeScore(Base):
-    """A run's current score of a node; nodes without a row are at the initial 1.0."""
+    """A run's current score of a node for one scenario; nodes without a row are at the initial 1.0.
+
+    `scenario_id` "" holds a run-wide score, written only by runs from before scores were kept per
+    scenario: it applies to every scenario of its run.
+    """
 
     __tablename__ = "node_scores"
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    scenario_id: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     score: Mapped[float]
 
 
 class NodeScoreChange(Base):
+    """A score that moved in an iteration, for one scenario: the history behind `?iteration=k`."""
+
     __tablename__ = "node_score_changes"
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     iteration: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    scenario_id: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     score: Mapped[float]
 

@@ -4,7 +4,7 @@ import art
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.schemas import EmailTrajectory
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
@@ -12,19 +12,29 @@ from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, Trajecto
 # ---------------------------------------------------------------- node scores
 
 
-async def current_scores(session: AsyncSession, run_id: str) -> dict[str, float]:
-    """Only the scores that moved from 1.0; every other node of the graph is at 1.0."""
-    rows = await session.execute(select(NodeScore.node_id, NodeScore.score).where(NodeScore.run_id == run_id))
-    return dict(rows.tuples().all())
-
-
-async def scores_after(session: AsyncSession, run_id: str, iteration: int) -> dict[str, float]:
+async def current_scores(session: AsyncSession, run_id: str) -> ScenarioScores:
+    """Per scenario, only the scores that moved from 1.0; every other node of the graph is at 1.0."""
     rows = await session.execute(
-        select(NodeScoreChange.node_id, NodeScoreChange.score)
+        select(NodeScore.scenario_id, NodeScore.node_id, NodeScore.score).where(NodeScore.run_id == run_id)
+    )
+    return _by_scenario(rows.tuples())
+
+
+async def scores_after(session: AsyncSession, run_id: str, iteration: int) -> ScenarioScores:
+    """The scores as they were right after `iteration`: each (scenario, node)'s last change up to it."""
+    rows = await session.execute(
+        select(NodeScoreChange.scenario_id, NodeScoreChange.node_id, NodeScoreChange.score)
         .where(NodeScoreChange.run_id == run_id, NodeScoreChange.iteration <= iteration)
         .order_by(NodeScoreChange.iteration)
     )
-    return dict(rows.tuples().all())
+    return _by_scenario(rows.tuples())
+
+
+def _by_scenario(rows) -> ScenarioScores:
+    scores = ScenarioScores()
+    for scenario_id, node_id, score in rows:
+        scores.setdefault(scenario_id, NodeScores())[node_id] = score
+    return scores
 
 
 def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, float]:

@@ -123,4 +123,5 @@ class IterationList(BaseModel):
 
 class NodeScoresOut(BaseModel):
     iteration: int
+    scenario_id: str | None = Field(None, description="The scenario whose scores these are; null: the mean over the run's scenarios.")
     scores: dict[str, float]

@@ -68,26 +68,32 @@ async def resume(session: AsyncSession, run_id: str) -> Run:
 
 async def record_iteration(
     session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
-    email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, float],
+    email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, dict[str, float]],
     metrics: dict[str, float], started_at: datetime, trace_url: str | None = None,
 ) -> bool:
-    """The iteration, its score changes and its event, exactly once; False if already there or cancelled."""
+    """The iteration, its score changes and its event, exactly once; False if already there or cancelled.
+
+    `changed` holds, per scenario, the node scores that moved. The iteration's `node_scores_changed`
+    and the webhook's `node_scores` are the run's single map: the mean over its scenarios.
+    """
     run = await locked_run(session, run_id)
     if run.status != RunStatus.RUNNING or await session.get(Iteration, (run_id, iteration)) is not None:
         return False
+    for scenario_id, moved in changed.items():
+        for node_id, score in moved.items():
+            await session.merge(NodeScore(run_id=run_id, scenario_id=scenario_id, node_id=node_id, score=score))
+            session.add(NodeScoreChange(run_id=run_id, iteration=iteration, scenario_id=scenario_id, node_id=node_id, score=score))
+    await session.flush()
+    mean = (await repository.current_scores(session, run_id)).mean(run.config["scenario_ids"])
+    changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in changed.values() for n in moved})}
     session.add(Iteration(
         run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
-        node_scores_changed=changed, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=utcnow(),
+        node_scores_changed=changed_mean, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=utcnow(),
     ))
-    for node_id, score in changed.items():
-        await session.merge(NodeScore(run_id=run_id, node_id=node_id, score=score))
-        session.add(NodeScoreChange(run_id=run_id, iteration=iteration, node_id=node_id, score=score))
-    await session.flush()
     if iteration > 0:
         run.iterations_completed = iteration
-    moved = await repository.current_scores(session, run_id)
     await _announce(session, run, IterationCompletedData, iteration=iteration, email=email, rewards=rewards,
-                    **webhook_scores(graph, moved, changed))
+                    **webhook_scores(graph, mean, changed_mean))
     return True
 
 

@@ -19,7 +19,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from app.db import describe, is_transient, utcnow
 from app.events.schemas import RunStatus, Step
 from app.faults import fault_point
-from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop import steps
 from app.loop.runtime import create_feedback
 from app.loop.schemas import RunConfig
@@ -80,12 +80,12 @@ async def _run(run_id: str) -> tuple[Run, RunConfig]:
     return run, RunConfig.model_validate(run.config)
 
 
-async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, NodeScores]:
+async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, ScenarioScores]:
     run, config = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
     async with services.db.read() as session:
-        scores = NodeScores(await repository.current_scores(session, run_id))  # no copy of the whole graph
+        scores = await repository.current_scores(session, run_id)  # moved nodes only: no copy of the whole graph
     return run, config, graph, scores
 
 
@@ -120,7 +120,8 @@ async def generate_step(run_id: str, iteration: int) -> dict:
         return scored
 
     generation, trace_url = await call_with_trace(
-        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids], scores, config,
+        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
+        {s: scores.of(s) for s in config.scenario_ids}, config,
         iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score,
     )
     if not generation.groups:
@@ -155,19 +156,20 @@ async def reweight_step(run_id: str, iteration: int) -> dict:
     _, config, _, scores = await _context(run_id)
     async with current().services.db.read() as session:
         groups = await repository.load_groups(session, run_id, iteration)
-    changed = steps.reweight(scores, groups, config)
+    changed = steps.reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
     fault_point(Step.REWEIGHT, iteration)
     return {"changed": changed, "seconds": time.monotonic() - started}
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, changed: dict[str, float]) -> dict:
-    """The published email: the updated policy's greedy rollout for the target scenario."""
+async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, float]]) -> dict:
+    """The published email: the updated policy's greedy rollout for the target scenario, with its scores."""
     started = utcnow()
     run, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, run.config["backend"])
     target = graph.scenarios[config.target_scenario_id]
-    email = (await steps.write_email(policy, graph, target, NodeScores(scores | changed), config)).email
+    target_scores = NodeScores(scores.of(target.id) | changed.get(target.id, {}))
+    email = (await steps.write_email(policy, graph, target, target_scores, config)).email
     if email is None and iteration > 0:
         async with current().services.db.read() as session:
             email = steps.best_email(await repository.load_groups(session, run_id, iteration), target.id)

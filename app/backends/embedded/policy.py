@@ -54,13 +54,15 @@ class Checkpoint:
     def initial(cls) -> "Checkpoint":
         weights = {block: np.zeros(dim) for block, dim in BLOCKS.items()}
         # An untrained agent is still a sensible one: it prefers what the tools list first (the
-        # highest KG score), reads before it writes, finishes after a few reads, cites what it read.
+        # highest KG score), reads before it writes, finishes after a few reads, cites what it read,
+        # and weighs a node's KG score the same way in all three node decisions.
         weights["browse"][LOG_SCORE] = weights["read"][LOG_SCORE] = 1.0
         action = weights["action"].reshape(len(ACTIONS), STATE_DIM)
         action[ACTIONS.index("get_relevant_context"), 0] = 0.5
         action[ACTIONS.index("propose_email"), 0] = -0.5
         action[ACTIONS.index("finalize_email"), [0, 2 + 3, 2 + 4]] = (-0.5, 1.5, 2.0)
         weights["cite"][0] = 0.5
+        weights["cite"][LOG_SCORE] = 1.0  # cites what worked before for this prospect, as it browses and reads it first
         return cls(weights)
 
     def to_bytes(self) -> bytes:
