@@ -1,19 +1,37 @@
 """The outbox relay: delivers pending webhook deliveries, off the learning loop's path.
 
-Every worker runs one. Deliveries are claimed with a conditional update, so several workers
-share the outbox without sending an attempt twice; a claim expires if its worker dies.
+Every worker runs one. Three rules keep delivery fair and exact:
+
+- **A whole-request deadline.** An attempt (address check, connect, send, the whole answer)
+  gets `WEBHOOK_TIMEOUT_S` in all; a receiver that drips its answer is cut there and the
+  attempt is recorded as a timeout.
+- **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, at most
+  `WEBHOOK_CONCURRENCY_PER_RUN` of them for one run. It claims only as many due deliveries as
+  it has free slots, round-robin across runs (each run's oldest due delivery first, then each
+  run's second, ...), and starts each attempt as soon as it is claimed: nothing waits behind a
+  slow receiver, and a slow receiver holds at most its run's slots, each for at most the deadline.
+- **A lease that covers the attempt.** A claim is a conditional update that moves the
+  delivery's `next_attempt_at` to now + deadline + `LEASE_MARGIN_S` (reading before, recording
+  after), so no worker claims it again while its attempt is in flight; a claim expires if its
+  worker dies. Recording an attempt that outlived its lease (a stalled database) adds the
+  attempt but leaves the schedule to the worker holding the delivery now.
+
+Each attempt sent is recorded once in `webhook_attempts`, with when it started, its status code
+or error, and its duration.
 """
 
 import asyncio
 import ipaddress
 import json
 import logging
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
@@ -24,7 +42,10 @@ from app.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
-CLAIM_BATCH = 50
+LEASE_MARGIN_S = 30.0
+"""How much longer than the deadline a claim lasts: reading the delivery before, recording after."""
+RECORD_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
+"""Waits between tries to record an attempt when the database fails (well within the margin)."""
 
 SecretLookup = Callable[[AsyncSession, str], Awaitable[str]]
 """The signing secret of a run's receiver (the runs domain owns it)."""
@@ -50,74 +71,132 @@ class WebhookRelay:
         self.db = db
         self.settings = settings
         self.secret_of = secret_of
+        self.slots = settings.webhook_concurrency
+        self.slots_per_run = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
+        self.lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
         self._wake = asyncio.Event()
-        self._limit = asyncio.Semaphore(32)
+        self._in_flight: Counter[str] = Counter()  # run id → attempts in flight in this worker
         self._tasks: set[asyncio.Task] = set()
-        self._client = httpx.AsyncClient(follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False)
+        self._client = httpx.AsyncClient(
+            follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+        )
 
     def wake(self) -> None:
         self._wake.set()
 
+    @property
+    def in_flight(self) -> int:
+        return sum(self._in_flight.values())
+
     async def run_forever(self) -> None:
         while True:
+            self._wake.clear()
             try:
-                for event_id in await self._claim_due():
-                    task = asyncio.create_task(self._deliver(event_id))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                await self.fill_slots()
             except Exception:  # the relay must outlive a database hiccup
                 log.exception("webhook relay poll failed")
             try:
                 await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
-            self._wake.clear()
 
-    async def close(self) -> None:
-        for task in list(self._tasks):
+    async def fill_slots(self) -> int:
+        """Claims due deliveries into the free slots and starts their attempts; returns how many."""
+        claimed = await self._claim_due(self.slots - self.in_flight)
+        for event_id, run_id, lease in claimed:
+            self._in_flight[run_id] += 1
+            task = asyncio.create_task(self._deliver(event_id, run_id, lease))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(claimed)
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Stops the attempts in flight; each is recorded as interrupted and due again at once."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace_s)
         await self._client.aclose()
 
-    async def _claim_due(self) -> list[str]:
-        now = utcnow()
-        lease = now + timedelta(seconds=self.settings.webhook_timeout_s + 30)
+    async def _claim_due(self, free: int) -> list[tuple[str, str, datetime]]:
+        """Round-robin across runs: every run's oldest due delivery, then every run's second, ..."""
+        if free <= 0:
+            return []
+        full = [run_id for run_id, n in self._in_flight.items() if n >= self.slots_per_run]
         async with self.db.transaction() as session:
-            due = (await session.execute(
-                select(WebhookDelivery.event_id, WebhookDelivery.next_attempt_at)
-                .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
-                .order_by(WebhookDelivery.next_attempt_at).limit(CLAIM_BATCH)
+            now = utcnow()
+            rank = func.row_number().over(
+                partition_by=WebhookDelivery.run_id, order_by=(WebhookDelivery.next_attempt_at, WebhookDelivery.event_id),
+            ).label("rank")
+            due = (select(WebhookDelivery.event_id, WebhookDelivery.run_id, WebhookDelivery.next_attempt_at, rank)
+                   .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now))
+            if full:
+                due = due.where(WebhookDelivery.run_id.not_in(full))
+            due = due.subquery()
+            rows = (await session.execute(
+                select(due.c.event_id, due.c.run_id).where(due.c.rank <= self.slots_per_run)
+                .order_by(due.c.rank, due.c.next_attempt_at, due.c.event_id).limit(free + self.in_flight)
             )).all()
+            taken, chosen = Counter(self._in_flight), []
+            for event_id, run_id in rows:
+                if len(chosen) == free:
+                    break
+                if taken[run_id] < self.slots_per_run:
+                    taken[run_id] += 1
+                    chosen.append((event_id, run_id))
+            # The lease starts now, with the attempt: claimed deliveries never wait for a slot.
+            lease = utcnow() + timedelta(seconds=self.lease_s)
             claimed = []
-            for event_id, next_at in due:
+            for event_id, run_id in sorted(chosen):  # one lock order for every worker
                 result = await session.execute(
                     update(WebhookDelivery)
-                    .where(WebhookDelivery.event_id == event_id, WebhookDelivery.next_attempt_at == next_at,
-                           WebhookDelivery.status == "pending")
+                    .where(WebhookDelivery.event_id == event_id, WebhookDelivery.status == "pending",
+                           WebhookDelivery.next_attempt_at <= now)
                     .values(next_attempt_at=lease)
                 )
                 if result.rowcount:
-                    claimed.append(event_id)
+                    claimed.append((event_id, run_id, lease))
             return claimed
 
-    async def _deliver(self, event_id: str) -> None:
-        async with self._limit:
+    async def _deliver(self, event_id: str, run_id: str, lease: datetime) -> None:
+        interrupted = False
+        try:
             async with self.db.read() as session:
                 delivery = await session.get(WebhookDelivery, event_id)
                 event = await session.get(Event, event_id)
-                secret = await self.secret_of(session, delivery.run_id)
+                secret = await self.secret_of(session, run_id) if delivery is not None else None
+            if delivery is None or event is None:
+                return  # the run was deleted
             status_code, error = None, None
-            started = utcnow()
+            started, clock = utcnow(), time.monotonic()
             try:
-                status_code = await self._send(delivery.url, event, secret)
+                async with asyncio.timeout(self.settings.webhook_timeout_s):
+                    status_code = await self._send(delivery.url, event, secret)
                 if not 200 <= status_code < 300:
                     error = f"receiver answered {status_code}"
+            except (TimeoutError, httpx.TimeoutException):
+                error = f"timed out: no complete answer within {self.settings.webhook_timeout_s:g} s"
             except UnsafeWebhookURL as exc:
                 error = str(exc)
-            except httpx.TimeoutException:
-                error = f"timed out after {self.settings.webhook_timeout_s:g} s"
             except httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {exc}"
-            await self._record(event_id, status_code, error, started)
+            except asyncio.CancelledError:
+                interrupted, error = True, "interrupted: the worker stopped during the attempt"
+            duration_ms = (time.monotonic() - clock) * 1000
+            await self._record(event_id, lease, status_code, error, started, duration_ms, retry_now=interrupted)
+        except asyncio.CancelledError:
+            interrupted = True
+        except Exception:
+            log.exception("webhook attempt of event %s failed; it is retried when its claim expires", event_id)
+        finally:
+            self._in_flight[run_id] -= 1
+            if self._in_flight[run_id] <= 0:
+                del self._in_flight[run_id]
+            self._wake.set()  # a slot is free
+        if interrupted:
+            raise asyncio.CancelledError
 
     async def _send(self, url: str, event: Event, secret: str) -> int:
         addresses = await resolve(url, allow_private=self.settings.webhook_allow_private)
@@ -128,20 +207,46 @@ class WebhookRelay:
         response = await self._client.post(target, content=body, headers=headers, extensions=extensions)
         return response.status_code
 
-    async def _record(self, event_id: str, status_code: int | None, error: str | None, started: datetime) -> None:
+    async def _record(self, event_id: str, lease: datetime, status_code: int | None, error: str | None,
+                      started: datetime, duration_ms: float, *, retry_now: bool = False) -> None:
+        """Adds the attempt and schedules what comes next; retried (idempotently) if the database fails."""
+        for tries, backoff in enumerate((*RECORD_BACKOFF_S, None)):
+            try:
+                async with self.db.transaction() as session:
+                    delivery = await session.get(WebhookDelivery, event_id, with_for_update=True)
+                    if delivery is None:
+                        return
+                    if tries and await session.scalar(select(WebhookAttempt.id).where(
+                            WebhookAttempt.event_id == event_id, WebhookAttempt.created_at == started)):
+                        return  # a try whose commit reached the database before it failed
+                    self._apply(session, delivery, lease, status_code, error, started, duration_ms, retry_now)
+                return
+            except Exception:
+                if backoff is None:
+                    raise
+                log.warning("recording a webhook attempt of event %s failed; retrying", event_id, exc_info=True)
+                await asyncio.sleep(backoff)
+
+    def _apply(self, session: AsyncSession, delivery: WebhookDelivery, lease: datetime, status_code: int | None,
+               error: str | None, started: datetime, duration_ms: float, retry_now: bool) -> None:
         now = utcnow()
-        async with self.db.transaction() as session:
-            delivery = await session.get(WebhookDelivery, event_id, with_for_update=True)
-            delivery.attempts += 1
-            delivery.last_status_code, delivery.last_error = status_code, error
-            session.add(WebhookAttempt(
-                event_id=event_id, attempt=delivery.attempts, status_code=status_code, error=error,
-                duration_ms=(now - started).total_seconds() * 1000, created_at=now,
-            ))
-            schedule = self.settings.webhook_retry_schedule
-            if error is None:
-                delivery.status, delivery.next_attempt_at = "delivered", None
-            elif delivery.attempts > len(schedule):
-                delivery.status, delivery.next_attempt_at = "failed", None
-            else:
-                delivery.next_attempt_at = now + timedelta(seconds=schedule[delivery.attempts - 1])
+        held = delivery.status == "pending" and delivery.next_attempt_at == lease
+        delivery.attempts += 1
+        session.add(WebhookAttempt(
+            event_id=delivery.event_id, attempt=delivery.attempts, status_code=status_code, error=error,
+            duration_ms=round(duration_ms, 1), created_at=started,
+        ))
+        if error is None:
+            delivery.status, delivery.next_attempt_at = "delivered", None
+            delivery.last_status_code, delivery.last_error = status_code, None
+            return
+        if not held:
+            return  # delivered meanwhile, or this claim ran out and another worker holds the delivery: it decides
+        delivery.last_status_code, delivery.last_error = status_code, error
+        schedule = self.settings.webhook_retry_schedule
+        if retry_now:  # interrupted by a stopping worker: due again at once, for any worker
+            delivery.next_attempt_at = now
+        elif delivery.attempts > len(schedule):
+            delivery.status, delivery.next_attempt_at = "failed", None
+        else:
+            delivery.next_attempt_at = now + timedelta(seconds=schedule[delivery.attempts - 1])

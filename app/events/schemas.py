@@ -126,6 +126,14 @@ class EventList(BaseModel):
     has_more: bool
 
 
+class AttemptOut(BaseModel):
+    attempt: int = Field(description="1 for the first attempt of the event, then one more for each retry.")
+    at: datetime = Field(description="When the attempt started.")
+    status_code: int | None = Field(description="The receiver's answer; null when there was none (see `error`).")
+    error: str | None = Field(description="Why the attempt failed (a non-2xx answer, a timeout, a refused address, ...); null when delivered.")
+    duration_ms: float = Field(description="From the address check to the end of the answer, or to the deadline.")
+
+
 class DeliveryOut(BaseModel):
     event_id: str
     type: str
@@ -134,6 +142,7 @@ class DeliveryOut(BaseModel):
     last_status_code: int | None
     last_error: str | None
     next_attempt_at: datetime | None
+    attempts_log: list[AttemptOut] = Field(default_factory=list, description="Every attempt, oldest first.")
 
 
 class DeliveryList(BaseModel):

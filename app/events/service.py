@@ -54,3 +54,15 @@ async def attempts(session: AsyncSession, event_ids: list[str]) -> dict[str, lis
     for row in rows:
         by_event.setdefault(row.event_id, []).append(row)
     return by_event
+
+
+async def run_attempts(session: AsyncSession, run_id: str) -> dict[str, list[WebhookAttempt]]:
+    """Every webhook attempt of a run, by event id, oldest first: one query."""
+    rows = (await session.scalars(
+        select(WebhookAttempt).join(WebhookDelivery, WebhookDelivery.event_id == WebhookAttempt.event_id)
+        .where(WebhookDelivery.run_id == run_id).order_by(WebhookAttempt.event_id, WebhookAttempt.attempt, WebhookAttempt.id)
+    )).all()
+    by_event: dict[str, list[WebhookAttempt]] = {}
+    for row in rows:
+        by_event.setdefault(row.event_id, []).append(row)
+    return by_event

@@ -183,6 +183,19 @@ async def list_events(
 @router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks",
             responses=NOT_FOUND, tags=["webhooks"])
 async def list_webhook_deliveries(run_id: str, session: ReadSession) -> dict:
-    """Each event's delivery to the run's receiver: attempts, status and the last answer."""
+    """Each event's delivery to the run's receiver: status, the last answer, and every attempt.
+
+    `attempts_log` lists each attempt: when it started, the status code or error, and how long it
+    took (at most `WEBHOOK_TIMEOUT_S`, the deadline of the whole request).
+    """
     await _run_or_404(session, run_id)
-    return {"data": await events.deliveries(session, run_id)}
+    deliveries = await events.deliveries(session, run_id)
+    attempts = await events.run_attempts(session, run_id)
+    return {"data": [
+        {"event_id": delivery.event_id, "type": delivery.type, "attempts": delivery.attempts, "status": delivery.status,
+         "last_status_code": delivery.last_status_code, "last_error": delivery.last_error,
+         "next_attempt_at": delivery.next_attempt_at,
+         "attempts_log": [{"attempt": a.attempt, "at": a.created_at, "status_code": a.status_code, "error": a.error,
+                           "duration_ms": a.duration_ms} for a in attempts.get(delivery.event_id, [])]}
+        for delivery in deliveries
+    ]}
