@@ -71,13 +71,15 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
 
     page.wait_for_url("**/ui#/runs/*")
     run_id = page.url.rsplit("/", 1)[1]
-    seen_points, deadline = set(), time.monotonic() + 120
+    seen_points, seen_emails, deadline = set(), set(), time.monotonic() + 120
     while page.text_content("#status") != "succeeded" and time.monotonic() < deadline:  # the curve grows live
         seen_points.add(page.locator("svg.chart circle.point").count())
+        seen_emails.update(page.locator("#email-subject, #email-iteration").all_text_contents())
         page.wait_for_timeout(50)
     sync_api.expect(page.locator("#status")).to_have_text("succeeded")
     sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(3)
     assert {1, 2} & seen_points, f"the curve did not grow live, point counts seen: {sorted(seen_points)}"
+    assert len({text for text in seen_emails if text.startswith("Iteration")}) >= 2, f"the email did not update: {seen_emails}"
     assert "3 / 3" in page.text_content("#progress")
     assert streams and all(h["accept"] == "text/event-stream" and h["authorization"] == f"Bearer {KEY}" for h in streams)
 
@@ -85,13 +87,14 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
         run = wait_for_status(client, run_id)
         iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
     assert run["config"]["scenario_ids"] == [scenario] and run["config"]["rollouts_per_group"] == 4
-    assert page.text_content("#email-subject") == run["final_email"]["subject"]
-    assert page.text_content("#email-iteration") == "Iteration 3"
+    assert page.text_content("#email-subject") == iterations[-1]["email"]["subject"]  # the latest iteration's
+    final_iteration = run["final_email"].get("iteration", 3)  # the run's final email is what the page opens on
+    assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
     assert page.locator("#iterations tbody tr").count() == 4
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
 
     # a citation opens its node's fact
-    first_citation = run["final_email"]["citations"][0]
+    first_citation = iterations[-1]["email"]["citations"][0]
     page.click(f"a.cite[data-node='{first_citation}']")
     page.wait_for_selector("#fact h4")
     with server.client() as client:

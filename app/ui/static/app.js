@@ -294,8 +294,7 @@ async function showRun(runId, current) {
   );
 
   const render = () => {
-    const latest = state.iterations[state.iterations.length - 1];
-    const shown = state.iterations.find((it) => it.iteration === state.selected) || latest;
+    const shown = state.iterations.find((it) => it.iteration === state.selected) || finalIteration(state.run, state.iterations);
     sections.summary.replaceChildren(summary(state.run, refresh));
     sections.chart.replaceChildren(rewardChart(state.run, state.iterations, select));
     sections.email.replaceChildren(emailCard(state, shown, select, showFact));
@@ -349,6 +348,14 @@ async function showRun(runId, current) {
     });
     current.timers.push(setInterval(() => refreshSoon(), 15000));  // deliveries change without events
   }
+}
+
+/** The iteration that published the run's final email (the latest one while the run is not finished). */
+function finalIteration(run, iterations) {
+  const final = run.final_email;
+  const same = (it) => final && it.email && (final.iteration !== undefined
+    ? it.iteration === final.iteration : it.email.subject === final.subject && it.email.body === final.body);
+  return iterations.slice().reverse().find(same) || iterations[iterations.length - 1];
 }
 
 function summary(run, refresh) {
@@ -424,6 +431,7 @@ function emailCard(state, shown, select, showFact) {
   const nav = h("div", { class: "iteration-nav" },
     h("button", { type: "button", class: "quiet", disabled: !previous, onclick: () => select(shown.iteration - 1) }, "◀"),
     h("strong", { id: "email-iteration" }, shown.iteration === 0 ? "Iteration 0 (baseline)" : `Iteration ${shown.iteration}`),
+    shown === finalIteration(state.run, state.iterations) && state.run.final_email ? h("span", { class: "badge succeeded" }, "final") : null,
     h("button", { type: "button", class: "quiet", disabled: shown === state.iterations[state.iterations.length - 1],
       onclick: () => select(shown.iteration + 1) }, "▶"),
     before ? h("span", { class: "muted" }, " changes from iteration ", shown.iteration - 1, " marked: ",
