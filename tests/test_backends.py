@@ -8,6 +8,7 @@ import pytest
 from app.backends.embedded import EmbeddedBackend
 from app.backends.registry import SPECS, BackendUnavailable, EmbeddedOptions, ServerlessOptions, check_available
 from app.backends.retry import is_transient
+from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop import steps
 from app.loop.runtime import create_judge
@@ -91,8 +92,9 @@ async def scored_groups(backend, tmp_path, monkeypatch):
     await model.register(backend)
     graph = demo_graph()
     config = RunConfig(rollouts_per_group=3, feedback_weight=0)
+    scenarios = list(graph.scenarios.values())[:2]
     generation = await steps.generate(
-        steps.Policy.of(model), graph, list(graph.scenarios.values())[:2], graph.initial_scores, config,
+        steps.Policy.of(model), graph, scenarios, {s.id: NodeScores() for s in scenarios}, config,
         iteration=1, concurrency=8,
         score=lambda g: steps.score_group(g, create_judge(settings(), backend), None, config, iteration=1),
     )
