@@ -1,11 +1,15 @@
+import json
+import re
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
-from pydantic import BaseModel
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, not_found
 from app.knowledge_graph import repository
-from app.knowledge_graph.schemas import GraphDocument, Node, Scenario
+from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
 
 router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
 
@@ -47,10 +51,137 @@ async def list_graphs(session: ReadSession) -> dict:
     return {"data": await repository.summaries(session)}
 
 
+def _inline_refs(schema, defs: dict | None = None):
+    """A JSON schema with its `$defs` written in place, so it can stand alone in the OpenAPI document."""
+    if defs is None:
+        schema = dict(schema)
+        defs = schema.pop("$defs", {})
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return _inline_refs(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
+        return {key: _inline_refs(value, defs) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_inline_refs(value, defs) for value in schema]
+    return schema
+
+
+# the body is read by the route itself (see create_graph), so FastAPI does not document its 422
+INVALID = {422: {"description": "Validation Error", "content": {"application/json": {
+    "schema": {"$ref": "#/components/schemas/HTTPValidationError"}}}}}
+_ITEMS = {"nodes": Node, "edges": Edge, "scenarios": Scenario}
+_WS = re.compile(r"[ \t\n\r]*")
+_decoder = json.JSONDecoder()
+
+
+def _decode_upload(text: str):
+    """json.loads(text), but each node, edge and scenario of the top-level object is its own short call.
+
+    Run in a worker thread, the thread gives the GIL back between calls, so the event loop keeps
+    serving while a large graph is parsed (json.loads of 20 MB would hold it for most of a second).
+    Raises json.JSONDecodeError as json.loads does.
+    """
+    def skip(index: int) -> int:
+        return _WS.match(text, index).end()
+
+    def expect(index: int, char: str, what: str) -> int:
+        if not text.startswith(char, index):
+            raise json.JSONDecodeError(f"Expecting {what}", text, index)
+        return skip(index + 1)
+
+    index = skip(0)
+    if not text.startswith("{", index):  # not an object: small or wrong, one call is fine
+        value, index = _decoder.raw_decode(text, index)
+        if skip(index) != len(text):
+            raise json.JSONDecodeError("Extra data", text, skip(index))
+        return value
+    document, index = {}, skip(index + 1)
+    closed = text.startswith("}", index)
+    while not closed:
+        if not text.startswith('"', index):
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, index)
+        key, index = _decoder.raw_decode(text, index)
+        index = expect(skip(index), ":", "':' delimiter")
+        if key in _ITEMS and text.startswith("[", index):
+            items, index = [], skip(index + 1)
+            while not text.startswith("]", index):
+                item, index = _decoder.raw_decode(text, index)
+                items.append(item)
+                index = skip(index)
+                if text.startswith("]", index):
+                    break
+                index = expect(index, ",", "',' delimiter")
+                if text.startswith("]", index):  # json.loads refuses a trailing comma too
+                    raise json.JSONDecodeError("Expecting value", text, index)
+            value, index = items, index + 1
+        else:
+            value, index = _decoder.raw_decode(text, index)
+        document[key] = value  # a repeated key: the last one wins, as with json.loads
+        index = skip(index)
+        closed = text.startswith("}", index)
+        if not closed:
+            index = expect(index, ",", "',' delimiter")
+    index = skip(index + 1)
+    if index != len(text):
+        raise json.JSONDecodeError("Extra data", text, index)
+    return document
+
+
+def _errors(exc: ValidationError, *prefix) -> list[dict]:
+    return [{**error, "loc": ("body", *prefix, *error["loc"])} for error in exc.errors(include_url=False)]
+
+
+def validate_upload(body: bytes) -> GraphDocument:
+    """A graph upload parsed and validated piece by piece (see `_decode_upload`): each node, edge
+    and scenario is validated on its own, then the whole document with them in place (its
+    references are checked in Python). Errors are FastAPI's (`loc` from `body`)."""
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    try:
+        document = _decode_upload(body.decode(json.detect_encoding(body), "surrogatepass"))
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}]) from None
+    except (UnicodeDecodeError, RecursionError, ValueError):  # bad encoding, nested too deeply, a 5000-digit integer
+        raise HTTPException(400, "There was an error parsing the body") from None
+    errors: list[dict] = []
+    failed: set[str] = set()
+    if isinstance(document, dict):
+        for key, model in _ITEMS.items():
+            items = document.get(key)
+            if not isinstance(items, list):
+                continue
+            valid = []
+            for position, item in enumerate(items):
+                try:
+                    valid.append(model.model_validate(item))
+                except ValidationError as exc:
+                    errors += _errors(exc, key, position)
+                    failed.add(key)
+            document[key] = valid
+    try:
+        validated = GraphDocument.model_validate(document)
+    except ValidationError as exc:  # with invalid items left out, a list is not also "too short", nor a reference dangling
+        errors += [error for error in _errors(exc) if not failed or (len(error["loc"]) > 1 and error["loc"][1] not in failed)]
+    if errors:
+        raise RequestValidationError(errors)
+    return validated
+
+
 @router.post("", response_model=GraphSummary, status_code=status.HTTP_201_CREATED, summary="Upload a knowledge graph",
-             responses={409: {"model": ErrorOut, "description": "A graph with this id exists"}, **BODY_ERRORS})
-async def create_graph(document: GraphDocument, svc: ServicesDep) -> dict:
-    """Validated whole before anything is written; errors name the culprit."""
+             responses={409: {"model": ErrorOut, "description": "A graph with this id exists"}, **BODY_ERRORS, **INVALID},
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": _inline_refs(GraphDocument.model_json_schema())}}}})
+async def create_graph(request: Request, svc: ServicesDep) -> dict:
+    """Validated whole before anything is written; errors name the culprit.
+
+    Parsing and validation run in a worker thread, a node at a time, so a large upload does not
+    hold up other requests.
+    """
+    media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media_type != "application/json" and not (media_type.startswith("application/") and media_type.endswith("+json")):
+        raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": media_type,
+                                       "msg": "Input should be a valid dictionary or object to extract fields from (send JSON)"}])
+    document = await run_in_threadpool(validate_upload, await request.body())
     async with svc.db.transaction() as session:
         if await repository.exists(session, document.id):
             raise HTTPException(409, f"graph {document.id!r} already exists")

@@ -17,7 +17,9 @@ class RunConfig(BaseModel):
     it, and a line in the README.
     """
 
-    model_config = ConfigDict(extra="ignore")  # the stored config also carries the run's webhook_url
+    # extra="ignore": the stored config also carries the run's webhook_url; allow_inf_nan=False: NaN and
+    # Infinity are no learning rate or weight (and PostgreSQL's JSON cannot store them)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     graph_id: str = Field("demo", max_length=200)
     scenario_ids: list[str] | None = Field(

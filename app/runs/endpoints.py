@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.sse import EventSourceResponse
 
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, not_found
@@ -12,6 +12,8 @@ from app.runs.models import Run
 from app.runs.schemas import IterationDetail, IterationList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut
 
 router = APIRouter(tags=["runs"])
+MAX_ITERATION = 2**31 - 1  # iteration numbers are 32-bit integers in the database
+IterationNumber = Path(ge=0, le=MAX_ITERATION, description="0 is the baseline.")
 CONFLICT = {409: {"model": ErrorOut, "description": "The run's state does not allow it"}}
 
 
@@ -102,7 +104,7 @@ async def list_iterations(run_id: str, session: ReadSession) -> dict:
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",
             responses=NOT_FOUND)
-async def get_iteration(run_id: str, iteration: int, session: ReadSession) -> dict:
+async def get_iteration(run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession) -> dict:
     """The iteration with each trajectory's reward, scores, email and turns."""
     await _run_or_404(session, run_id)
     detail = await repository.iteration_detail(session, run_id, iteration)
@@ -114,7 +116,8 @@ async def get_iteration(run_id: str, iteration: int, session: ReadSession) -> di
 @router.get("/runs/{run_id}/node-scores", response_model=NodeScoresOut, summary="Every node's score", responses=NOT_FOUND)
 async def get_node_scores(
     run_id: str, session: ReadSession, svc: ServicesDep,
-    iteration: Annotated[int | None, Query(ge=0, description="Scores right after this iteration; default: the latest.")] = None,
+    iteration: Annotated[int | None, Query(
+        ge=0, le=MAX_ITERATION, description="Scores right after this iteration; default: the latest.")] = None,
     scenario_id: Annotated[str | None, Query(
         min_length=1, max_length=200, description="One of the run's scenarios: its own scores; default: the geometric mean over the run's scenarios.")] = None,
 ) -> dict:
