@@ -21,7 +21,9 @@ SCENARIO = {"id": "s", "goal": "Book a call.", "seed_nodes": ["a"],
 
 
 def settings(database_url: str, **overrides) -> Settings:
-    return Settings(_env_file=None, database_url=database_url, environment="test", run_worker=False, **overrides)
+    # secret_key: a PostgreSQL app would otherwise keep a development key under ./data
+    return Settings(_env_file=None, database_url=database_url, environment="test", run_worker=False,
+                    secret_key="input-hardening-tests", **overrides)
 
 
 @pytest.fixture(scope="module")
