@@ -126,7 +126,9 @@ def _summary(run: dict, records: list[dict]) -> None:
         return
     email = run["final_email"]
     console.print(Panel(escape(email["body"]), title=f"[bold]{escape(email['subject'])}",
-                        subtitle=escape(f"citations: {', '.join(email['citations'])}")))
+                        subtitle=escape(f"iteration {email.get('iteration')}, judge score "
+                                        f"{'—' if email.get('score') is None else format(email['score'], '.3f')}; "
+                                        f"citations: {', '.join(email['citations'])}")))
 
 
 def _settings_or_exit():

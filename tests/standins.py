@@ -184,3 +184,33 @@ class HangingModel:
 
     def close(self) -> None:
         self.server.stop()
+
+
+class RecordingModel:
+    """A fixed (untrainable) OpenAI-compatible chat model that records every request it receives.
+
+    It answers with the embedded policy's untrained checkpoint, which acts only on what the
+    conversation shows it, as a hosted model would.
+    """
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.policy = Checkpoint.initial()
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(body: dict) -> dict:
+            self.requests.append(body)
+            message, _ = policy_turn(self.policy, body)
+            return {
+                "id": "chatcmpl-recorded", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls", "logprobs": None}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        self.server = LoopbackServer(app)
+        self.server.start()
+        self.base_url = self.server.base_url
+
+    def close(self) -> None:
+        self.server.stop()

@@ -87,14 +87,14 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
         run = wait_for_status(client, run_id)
         iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
     assert run["config"]["scenario_ids"] == [scenario] and run["config"]["rollouts_per_group"] == 4
-    assert page.text_content("#email-subject") == iterations[-1]["email"]["subject"]  # the latest iteration's
-    final_iteration = run["final_email"].get("iteration", 3)  # the run's final email is what the page opens on
+    final_iteration = run["final_email"]["iteration"]  # the run's final (best-scoring) email is what the page opens on
+    assert page.text_content("#email-subject") == iterations[final_iteration]["email"]["subject"]
     assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
     assert page.locator("#iterations tbody tr").count() == 4
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
 
     # a citation opens its node's fact
-    first_citation = iterations[-1]["email"]["citations"][0]
+    first_citation = iterations[final_iteration]["email"]["citations"][0]
     page.click(f"a.cite[data-node='{first_citation}']")
     page.wait_for_selector("#fact h4")
     with server.client() as client:

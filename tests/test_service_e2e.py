@@ -42,7 +42,7 @@ def test_a_run_end_to_end(server):
         assert secret.startswith("whsec_")
         run = wait_for_status(client, run_id)
         assert run["status"] == "succeeded", run
-        assert run["iterations_completed"] == 3 and run["final_email"] == run["latest_email"]
+        assert run["iterations_completed"] == 3 and run["latest_email"]["score"] is not None
         assert run["config"]["scenario_ids"] == SCENARIOS and "webhook_secret" not in run["config"]
 
         iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
@@ -51,6 +51,8 @@ def test_a_run_end_to_end(server):
         assert iterations[0]["node_scores_changed"] == {}
         for it in iterations:
             assert it["email"]["citations"] and set(it["email"]["citations"]) <= NODE_IDS
+        best = max(iterations, key=lambda it: (it["email"]["score"], it["iteration"]))  # the baseline is scored too
+        assert run["final_email"] == best["email"] | {"iteration": best["iteration"]}
         assert [i["training"]["step"] for i in iterations[1:]] == [1, 2, 3]
         detail = client.get(f"/runs/{run_id}/iterations/2").json()
         assert len(detail["trajectories"]) == 6 and {t["scenario_id"] for t in detail["trajectories"]} == set(SCENARIOS)
@@ -61,7 +63,8 @@ def test_a_run_end_to_end(server):
             snapshot = client.get(f"/runs/{run_id}/node-scores", params={"iteration": event["data"]["iteration"]}).json()
             assert snapshot["scores"] == event["data"]["node_scores"]
             assert set(snapshot["scores"]) == NODE_IDS
-        assert client.get(f"/runs/{run_id}/node-scores").json() == {"iteration": 3, "scores": completed[-1]["data"]["node_scores"]}
+        assert client.get(f"/runs/{run_id}/node-scores").json() == {
+            "iteration": 3, "scenario_id": None, "scores": completed[-1]["data"]["node_scores"]}  # the mean over the scenarios
         assert client.get(f"/runs/{run_id}/node-scores", params={"iteration": 4}).status_code == 404
 
         all_events = events(client, run_id)

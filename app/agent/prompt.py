@@ -21,7 +21,10 @@ def proven_nodes(scores: Mapping[str, float], limit: int, exclude: Iterable[str]
     return [n for _, n in ranked[:limit]]
 
 
-def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int) -> list[dict]:
+def initial_messages(
+    graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int, context: Mapping | None = None
+) -> list[dict]:
+    """The system and user messages; `context` is what in-context learning distilled for this scenario."""
     system = (
         "You write one personalised B2B sales email grounded in facts from your company's knowledge graph. "
         "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
@@ -37,4 +40,12 @@ def initial_messages(graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[
     proven = [node_summary(graph, scores, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
     if proven:
         user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
+    exemplar = (context or {}).get("exemplar")
+    if exemplar:
+        shown = {k: exemplar[k] for k in ("subject", "body", "citations")}
+        user += (f"\nThe best email so far for this prospect (reward {exemplar['reward']:.2f}); keep what worked and improve "
+                 f"on it:\n<exemplar>{json.dumps(shown)}</exemplar>")
+    playbook = (context or {}).get("playbook")
+    if playbook:
+        user += f"\nLessons from the judge on earlier attempts, newest first:\n<playbook>{json.dumps(playbook)}</playbook>"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

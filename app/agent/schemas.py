@@ -7,3 +7,17 @@ class Email(BaseModel):
     subject: str
     body: str
     citations: list[str] = Field(default_factory=list)
+
+
+class PublishedEmail(Email):
+    """An email a run published (one per iteration), with the run's judge's score of it."""
+
+    score: float | None = Field(
+        None, ge=0, le=1, description="The run's judge's score of this email alone, in [0, 1]; null if the judge failed."
+    )
+
+
+class FinalEmail(PublishedEmail):
+    """A run's result: its best-scoring published email (the latest of equal scores)."""
+
+    iteration: int = Field(description="The iteration that published it; 0 is the baseline.")

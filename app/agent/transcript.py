@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from app.agent.schemas import Email
 
-_TAG = re.compile(r"<(prospect|start_nodes|proven_nodes)>(.*?)</\1>", re.S)
+_TAG = re.compile(r"<(prospect|start_nodes|proven_nodes|exemplar|playbook)>(.*?)</\1>", re.S)
 _BUDGET = re.compile(r"Turn budget: (\d+)")
 _GOAL = re.compile(r"^Goal: (.*)$", re.M)
 
@@ -38,6 +38,8 @@ class Transcript:
     goal: str = ""  # the scenario's goal, from the user prompt's "Goal: ..." line
     turn_budget: int = 6
     nodes: dict[str, SeenNode] = field(default_factory=dict)
+    exemplar: Email | None = None  # in-context learning: the best email so far for this prospect
+    playbook: list[str] = field(default_factory=list)  # and the judge's lessons
     turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
@@ -94,6 +96,14 @@ def parse_transcript(messages: list[dict]) -> Transcript:
                     for summary in data:
                         if isinstance(summary, dict) and "id" in summary:
                             _see(t, summary, seed=True, **({"proven": True} if tag == "proven_nodes" else {}))
+                elif tag == "exemplar" and isinstance(data, dict):
+                    t.exemplar = Email(subject=str(data.get("subject", "")), body=str(data.get("body", "")),
+                                       citations=[str(c) for c in data.get("citations") or []])
+                    for node_id in t.exemplar.citations:  # what the best email cited: somewhere to start
+                        if node_id not in t.nodes:
+                            _see(t, {"id": node_id}, seed=True)
+                elif tag == "playbook" and isinstance(data, list):
+                    t.playbook = [str(lesson) for lesson in data]
         elif role == "assistant":
             t.turns += 1
             for call in message.get("tool_calls") or []:

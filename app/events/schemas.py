@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from app.agent.schemas import Email
+from app.agent.schemas import FinalEmail, PublishedEmail
 from app.loop.schemas import RewardStats
 
 
@@ -70,7 +70,7 @@ class RunStartedData(EventData):
 class IterationCompletedData(EventData):
     type = EventType.ITERATION_COMPLETED
     iteration: int = Field(description="0 is the baseline email, written before any training.")
-    email: Email | None
+    email: PublishedEmail | None
     rewards: RewardStats | None = Field(description="null for the baseline.")
     node_scores: dict[str, float] = Field(description="Every node's score (see `truncated`).")
     truncated: bool = Field(
@@ -85,7 +85,7 @@ class RunEndedData(EventData):
 class RunSucceededData(RunEndedData):
     type = EventType.RUN_SUCCEEDED
     status: Literal[RunStatus.SUCCEEDED] = RunStatus.SUCCEEDED
-    final_email: Email | None
+    final_email: FinalEmail | None = Field(description="The best-scoring published email, with its iteration.")
 
 
 class RunFailedData(RunEndedData):
@@ -97,7 +97,7 @@ class RunFailedData(RunEndedData):
 class RunCancelledData(RunEndedData):
     type = EventType.RUN_CANCELLED
     status: Literal[RunStatus.CANCELLED] = RunStatus.CANCELLED
-    final_email: Email | None
+    final_email: FinalEmail | None = Field(description="The best-scoring email published before the cancel, with its iteration.")
 
 
 PAYLOADS: dict[EventType, type[EventData]] = {

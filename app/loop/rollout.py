@@ -1,5 +1,7 @@
 """One rollout: the agent explores the knowledge graph with tools and finalizes an email."""
 
+from collections.abc import Mapping
+
 from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -23,10 +25,11 @@ async def rollout(
     greedy: bool = False,
     logprobs: bool = True,
     rollout_index: int = 0,
+    context: Mapping | None = None,
 ) -> EmailTrajectory:
     tools = AgentTools(graph, scenario, scores)
     trajectory = EmailTrajectory(
-        messages_and_choices=initial_messages(graph, scenario, scores, max_turns),
+        messages_and_choices=initial_messages(graph, scenario, scores, max_turns, context),
         tools=TOOLS,
         scenario_id=scenario.id,
         rollout=rollout_index,

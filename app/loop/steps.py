@@ -6,6 +6,7 @@ them keeps state of its own. Each reads the knobs it uses from the run's `RunCon
 
 import asyncio
 import math
+import re
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
@@ -119,11 +120,13 @@ async def generate(
     config: RunConfig,
     *,
     iteration: int,
+    contexts: Mapping[str, Mapping] | None = None,
     concurrency: int,
     score: Callable[[art.TrajectoryGroup], Awaitable[art.TrajectoryGroup | None]],
     max_exception_fraction: float = 0.25,
 ) -> Generation:
-    """K rollouts per scenario, each with its scenario's node scores; each group is scored as soon as it is complete."""
+    """K rollouts per scenario, each with its scenario's node scores (and context, when learning in context);
+    each group is scored as soon as it is complete."""
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     counts = {"exceptions": 0, "dropped_groups": 0}
@@ -134,6 +137,7 @@ async def generate(
             return await rollout(
                 policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
                 seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
+                context=(contexts or {}).get(scenario.id),
             )
 
     async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
@@ -314,15 +318,126 @@ def apply_credit(
 
 @traced
 async def write_email(
-    policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], config: RunConfig
+    policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], config: RunConfig,
+    context: Mapping | None = None,
 ) -> EmailTrajectory:
     """The published email for a scenario: the current policy's most likely rollout."""
     return await rollout(
-        policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns, greedy=True, logprobs=False
+        policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns, greedy=True, logprobs=False,
+        context=context,
     )
+
+
+@traced
+async def judge_email(trajectory: EmailTrajectory, judge: Judge) -> float | None:
+    """The run's judge's score of one rollout's email, judged alone, in [0, 1]; None when the judge keeps failing."""
+    if trajectory.email is None:
+        return None
+    for _ in range(judge.retries + 1):
+        judged = await ruler_score_group(
+            art.TrajectoryGroup([trajectory]), judge.model, judge.params, judge.rubric, swallow_exceptions=True
+        )
+        if judged is not None:
+            return min(1.0, max(0.0, float(judged.trajectories[0].reward)))
+    return None
+
+
+def best_trajectory(groups: list[art.TrajectoryGroup], scenario_id: str) -> EmailTrajectory | None:
+    """The highest-reward rollout of a scenario that wrote an email (the first of equals)."""
+    ranked = sorted((t for g in groups for t in g.trajectories if t.scenario_id == scenario_id and t.email),
+                    key=lambda t: -t.reward)
+    return ranked[0] if ranked else None
 
 
 def best_email(groups: list[art.TrajectoryGroup], scenario_id: str) -> Email | None:
     """The best email an iteration wrote for a scenario: the fallback when the greedy rollout wrote none."""
-    ranked = sorted((t for g in groups for t in g.trajectories if t.scenario_id == scenario_id), key=lambda t: -t.reward)
-    return next((t.email for t in ranked if t.email), None)
+    best = best_trajectory(groups, scenario_id)
+    return best.email if best else None
+
+
+# ---------------------------------------------------------------- in-context learning
+
+PLAYBOOK_SIZE = 4  # lessons per scenario in a prompt: a short list an LLM reads, not a log
+LESSON_CHARS = 240  # each lesson at most this long
+LESSON_GAP = 0.1  # a criterion separates best from worst when their scores differ by a tenth of the scale
+_EXPLANATION = "RULER explanation: "
+_CRITERION = re.compile(r"^\s*([A-Za-z][A-Za-z _/-]*?)\s*[:=]?\s+(-?\d+(?:\.\d+)?)\s*$")
+
+
+def explanation(trajectory: art.Trajectory) -> str:
+    """The judge's explanation of its score, which RULER logs into the trajectory."""
+    return next((line.removeprefix(_EXPLANATION) for line in reversed(trajectory.logs) if line.startswith(_EXPLANATION)), "")
+
+
+def criteria(text: str) -> dict[str, float]:
+    """`criterion score` pairs, when the whole explanation is a list of them ("relevance 0.80, tone 0.5")."""
+    pairs = {}
+    for part in re.split(r"[,;\n]", text):
+        if not part.strip():
+            continue
+        match = _CRITERION.match(part)
+        if not match:
+            return {}
+        pairs[match.group(1).strip()] = float(match.group(2))
+    return pairs
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LESSON_CHARS else text[: LESSON_CHARS - 1].rstrip() + "…"
+
+
+def lessons(group: art.TrajectoryGroup, iteration: int) -> list[str]:
+    """What separated the group's best email from its worst, in the judge's words.
+
+    A judge that scores by criterion ("grounding 1.00, relevance 0.40, …") gives one lesson per
+    criterion on which the best email beat the worst by at least LESSON_GAP, the widest gaps first;
+    any other judge's explanations of the best and the worst email are quoted, clipped.
+    """
+    ranked = sorted((t for t in group.trajectories if t.email is not None), key=lambda t: (-t.reward, t.rollout))
+    if len(ranked) < 2 or ranked[0].reward - ranked[-1].reward < 1e-9:
+        return []
+    best, worst = ranked[0], ranked[-1]
+    best_text, worst_text = explanation(best), explanation(worst)
+    best_parts, worst_parts = criteria(best_text), criteria(worst_text)
+    if best_parts and worst_parts:
+        gaps = sorted(((best_parts[k] - worst_parts[k], k) for k in best_parts.keys() & worst_parts.keys()), key=lambda gk: (-gk[0], gk[1]))
+        return [_clip(f"{k}: {best_parts[k]:.2f} in the best email vs {worst_parts[k]:.2f} in the worst "
+                      f"(iteration {iteration}); raise it.") for gap, k in gaps if gap >= LESSON_GAP]
+    found = []
+    if best_text:
+        found.append(_clip(f"What worked (iteration {iteration}, reward {best.reward:.2f}): {best_text}"))
+    if worst_text:
+        found.append(_clip(f"What fell short (iteration {iteration}, reward {worst.reward:.2f}): {worst_text}"))
+    return found
+
+
+def _lesson_key(lesson: str) -> str:
+    return lesson.split(":", 1)[0].split(" (iteration", 1)[0]
+
+
+@traced
+def distil(
+    previous: Mapping[str, Mapping] | None, groups: list[art.TrajectoryGroup], config: RunConfig, *, iteration: int
+) -> dict[str, dict] | None:
+    """In-context learning: per scenario, the best email so far and a short playbook, for the next prompts.
+
+    The exemplar is replaced when this iteration wrote an email with a higher reward. The playbook
+    keeps at most PLAYBOOK_SIZE lessons, newest first; a new lesson replaces an older one about the
+    same criterion. None when the run does not learn in context.
+    """
+    if not config.in_context:
+        return None
+    context = {sid: {"exemplar": c.get("exemplar"), "playbook": list(c.get("playbook") or [])} for sid, c in (previous or {}).items()}
+    for group in groups:
+        if not group.trajectories:
+            continue
+        scenario_id = group.trajectories[0].scenario_id
+        entry = context.setdefault(scenario_id, {"exemplar": None, "playbook": []})
+        best = best_trajectory([group], scenario_id)
+        if best is not None and (entry["exemplar"] is None or best.reward > entry["exemplar"]["reward"]):
+            entry["exemplar"] = best.email.model_dump() | {"reward": float(best.reward), "iteration": iteration}
+        new = lessons(group, iteration)
+        keys = {_lesson_key(lesson) for lesson in new}
+        entry["playbook"] = (new + [lesson for lesson in entry["playbook"] if _lesson_key(lesson) not in keys])[:PLAYBOOK_SIZE]
+    return dict(sorted(context.items()))

@@ -1,9 +1,11 @@
 """Reads of runs and what they own, and the trajectory store that lets any worker train a run."""
 
 import art
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.events.schemas import RunStatus
+from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.schemas import EmailTrajectory
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
@@ -59,6 +61,27 @@ async def replace_trajectories(session: AsyncSession, run_id: str, iteration: in
             position += 1
 
 
+async def drop_conversations(session: AsyncSession, run_id: str, *, through: int) -> None:
+    """Retention: the messages of iterations up to `through` are dropped; rewards, scores and emails stay."""
+    await session.execute(
+        update(TrajectoryRecord)
+        .where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration <= through)
+        .values(trajectory={})
+    )
+
+
+async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> None:
+    """Trajectories of an iteration that was never recorded, once the run ended (cancelled or failed mid-way).
+
+    A run still running was interrupted (a shutdown): recovery resumes it and needs them.
+    """
+    if not RunStatus((await session.get(Run, run_id)).status).terminal:
+        return
+    latest = await latest_iteration(session, run_id)
+    await session.execute(delete(TrajectoryRecord).where(
+        TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration > (-1 if latest is None else latest)))
+
+
 async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> list[art.TrajectoryGroup]:
     rows = (await session.scalars(
         select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
@@ -73,14 +96,38 @@ async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> lis
 # ---------------------------------------------------------------- runs and iterations
 
 
-async def webhook_secret(session: AsyncSession, run_id: str) -> str:
+async def sealed_webhook_secret(session: AsyncSession, run_id: str) -> str:
+    """As stored: sealed by `Services.secrets` (a `whsec_` value is from before secrets were sealed)."""
     return await session.scalar(select(Run.webhook_secret).where(Run.id == run_id))
+
+
+async def owned_run(session: AsyncSession, run_id: str, tenant: str) -> Run | None:
+    """The run, if it belongs to the tenant: to anyone else it does not exist."""
+    return await session.scalar(select(Run).where(Run.id == run_id, Run.tenant == tenant))
 
 
 async def latest_email(session: AsyncSession, run_id: str) -> dict | None:
     return await session.scalar(
         select(Iteration.email).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1)
     )
+
+
+def _best_first():
+    """Published emails by their judge score, best first; among equal scores the latest (emails from
+    before scores were recorded count as unscored, so the latest of them wins)."""
+    return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
+
+
+async def final_email(session: AsyncSession, run_id: str) -> dict | None:
+    """The run's best-scoring published email, with the iteration that published it."""
+    row = (await session.execute(
+        select(Iteration.email, Iteration.iteration).where(Iteration.run_id == run_id).order_by(*_best_first()).limit(1)
+    )).first()
+    return _final(*row) if row else None
+
+
+def _final(email: dict | None, iteration: int | None) -> dict | None:
+    return None if email is None or iteration is None else email | {"iteration": iteration}
 
 
 def _latest_email_of_run():
@@ -90,23 +137,38 @@ def _latest_email_of_run():
     )
 
 
-def run_view(run: Run, latest: dict | None) -> dict:
+def _best_of_run(column):
+    return (
+        select(column).where(Iteration.run_id == Run.id).order_by(*_best_first()).limit(1).correlate(Run).scalar_subquery()
+    )
+
+
+def _run_query():
+    """A run with its latest email and its best-scoring one (and that one's iteration): one query."""
+    return select(Run, _latest_email_of_run(), _best_of_run(Iteration.email), _best_of_run(Iteration.iteration))
+
+
+def run_view(run: Run, latest: dict | None, best: dict | None = None, best_iteration: int | None = None) -> dict:
     return {
-        "run_id": run.id, "status": run.status, "config": run.config, "iterations_total": run.iterations_total,
+        "run_id": run.id, "status": run.status, "iterations_total": run.iterations_total,
+        "config": run.config | {"webhook_url": run.webhook_url and redacted(run.webhook_url)},
         "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
         "finished_at": run.finished_at, "error": run.error, "latest_email": latest,
-        "final_email": latest if run.status == "succeeded" else None,
+        "final_email": _final(best, best_iteration) if run.status == "succeeded" else None,
     }
 
 
-async def get_run_view(session: AsyncSession, run_id: str) -> dict | None:
-    """The run and its latest email in one query: this is the endpoint clients poll."""
-    row = (await session.execute(select(Run, _latest_email_of_run()).where(Run.id == run_id))).first()
+async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
+    """The run (if `tenant` owns it) and its latest and best emails in one query: the endpoint clients poll."""
+    query = _run_query().where(Run.id == run_id)
+    row = (await session.execute(query if tenant is None else query.where(Run.tenant == tenant))).first()
     return run_view(*row) if row else None
 
 
-async def list_runs(session: AsyncSession, *, limit: int, after: str | None, status: str | None) -> tuple[list[dict], bool]:
-    query = select(Run, _latest_email_of_run())
+async def list_runs(
+    session: AsyncSession, *, tenant: str, limit: int, after: str | None, status: str | None,
+) -> tuple[list[dict], bool]:
+    query = _run_query().where(Run.tenant == tenant)
     if status:
         query = query.where(Run.status == status)
     if after:
@@ -119,6 +181,7 @@ def iteration_view(row: Iteration) -> dict:
     return {
         "iteration": row.iteration, "email": row.email, "rewards": row.rewards, "training": row.training,
         "node_scores_changed": row.node_scores_changed, "metrics": row.metrics, "trace_url": row.trace_url,
+        "context": row.context,
         "started_at": row.started_at, "finished_at": row.finished_at,
     }
 

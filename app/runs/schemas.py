@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from app.agent.schemas import Email
+from app.agent.schemas import Email, FinalEmail, PublishedEmail
 from app.events.schemas import RunError, RunStatus
 from app.loop.schemas import RewardStats, RunConfig
 from app.settings import BackendName
@@ -30,6 +30,7 @@ class EffectiveConfig(RunConfig):
     target_scenario_id: str
     backend: BackendName
     train_options: dict[str, Any]
+    in_context: bool = False  # runs from before in-context learning had none
     webhook_url: str | None = None
 
 
@@ -50,7 +51,9 @@ class RunCreated(BaseModel):
 
     run_id: str
     status: RunStatus
-    webhook_secret: str | None = Field(None, description="Present only when webhook_url was given.")
+    webhook_secret: str | None = Field(
+        None, description="Present only when webhook_url was given, and only in the response that created the run.")
+    webhook_secret_note: str | None = Field(None, description="Why webhook_secret is absent from a repeated response.")
     links: RunLinks
 
 
@@ -76,8 +79,8 @@ class RunOut(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     error: RunError | None
-    latest_email: Email | None
-    final_email: Email | None
+    latest_email: PublishedEmail | None
+    final_email: FinalEmail | None = Field(description="When the run succeeded: its best-scoring published email, with its iteration.")
 
 
 class RunList(BaseModel):
@@ -92,14 +95,30 @@ class TrainingOut(BaseModel):
     metrics: dict[str, float]
 
 
+class Exemplar(Email):
+    """The best email so far for a scenario, from the run's trajectories."""
+
+    reward: float = Field(description="Its reward (judge blended with feedback) when it was written.")
+    iteration: int = Field(description="The iteration that wrote it.")
+
+
+class ScenarioContext(BaseModel):
+    """What in-context learning carries into a scenario's next prompts."""
+
+    exemplar: Exemplar | None = None
+    playbook: list[str] = Field(default_factory=list, description="Lessons from the judge's explanations, newest first.")
+
+
 class IterationOut(BaseModel):
     iteration: int
-    email: Email | None
+    email: PublishedEmail | None
     rewards: RewardStats | None
     training: TrainingOut | None
     node_scores_changed: dict[str, float]
     metrics: dict[str, float]
     trace_url: str | None = Field(None, description="The iteration's Weave trace, when tracing is on.")
+    context: dict[str, ScenarioContext] | None = Field(
+        None, description="With in_context: per scenario, what this iteration distilled into the next iteration's prompts.")
     started_at: datetime
     finished_at: datetime
 

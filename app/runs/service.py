@@ -8,14 +8,17 @@ import json
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from app.auth import OPEN_TENANT
 from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.core import Services
 from app.events.schemas import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret
-from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.events.ssrf import UnsafeWebhookURL, redacted, resolve
+from app.knowledge_graph import repository as graphs
 from app.runs import workflow
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
@@ -36,12 +39,29 @@ def request_hash(body: LearnLoopRequest) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-async def effective_config(svc: Services, body: LearnLoopRequest) -> EffectiveConfig:
-    """Every field with its effective value, or a 422 naming the field that is wrong."""
-    graph = await svc.graphs.get(body.graph_id)
+class TooManyRuns(Exception):
+    """The tenant has as many queued or running runs as it may; the message says how many."""
+
+
+async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -> EffectiveConfig:
+    """Every field with its effective value, or a 422 naming the field (or the cap) that is wrong."""
+    async with svc.db.read() as session:
+        visible = await graphs.visible(session, body.graph_id, tenant)
+    graph = await svc.graphs.get(body.graph_id) if visible else None
     if graph is None:
         raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
     scenario_ids = body.scenario_ids or list(graph.scenarios)
+    caps = svc.settings
+    if len(scenario_ids) > caps.max_scenarios_per_run:
+        raise invalid("scenario_ids", f"{len(scenario_ids)} scenarios is over the cap MAX_SCENARIOS_PER_RUN="
+                                      f"{caps.max_scenarios_per_run}; name fewer with scenario_ids")
+    rollouts = len(scenario_ids) * body.rollouts_per_group
+    if rollouts > caps.max_rollouts_per_iteration:
+        raise invalid("rollouts_per_group", f"{len(scenario_ids)} scenarios × {body.rollouts_per_group} rollouts = {rollouts} "
+                                            f"is over the cap MAX_ROLLOUTS_PER_ITERATION={caps.max_rollouts_per_iteration}")
+    if rollouts * body.max_turns > caps.max_turn_rollouts:
+        raise invalid("max_turns", f"{body.max_turns} turns × {rollouts} rollouts = {rollouts * body.max_turns} is over "
+                                   f"the cap MAX_TURN_ROLLOUTS={caps.max_turn_rollouts}")
     unknown = [s for s in scenario_ids if s not in graph.scenarios]
     if unknown:
         raise invalid("scenario_ids", f"unknown scenario ids for graph {graph.id!r}: {unknown}")
@@ -73,38 +93,50 @@ async def effective_config(svc: Services, body: LearnLoopRequest) -> EffectiveCo
     return EffectiveConfig.model_validate(body.model_dump() | {
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
+        "in_context": (not spec.trainable) if body.in_context is None else body.in_context,
     })
 
 
-async def _replay(svc: Services, key: str, body_hash: str) -> RunCreated | None:
+async def _replay(svc: Services, tenant: str, key: str, body_hash: str) -> RunCreated | None:
+    """The run an earlier request with this key created; its webhook secret was shown then, and only then."""
     async with svc.db.read() as session:
-        record = await session.get(IdempotencyKey, key)
+        record = await session.get(IdempotencyKey, (tenant, key))
         if record is None:
             return None
         if record.request_hash != body_hash:
             raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
         run = await session.get(Run, record.run_id)
-    return RunCreated(run_id=run.id, status=run.status, webhook_secret=run.webhook_secret, links=links(run.id))
+    note = "shown once, in the response that created the run" if run.webhook_url else None
+    return RunCreated(run_id=run.id, status=run.status, webhook_secret=None, webhook_secret_note=note, links=links(run.id))
 
 
-async def create_run(svc: Services, body: LearnLoopRequest, idempotency_key: str | None = None) -> tuple[RunCreated, bool]:
+async def create_run(
+    svc: Services, body: LearnLoopRequest, idempotency_key: str | None = None, tenant: str = OPEN_TENANT,
+) -> tuple[RunCreated, bool]:
     """The new run, queued; or, for a repeated Idempotency-Key with the same body, the first one (True)."""
     body_hash = request_hash(body)
-    if idempotency_key and (existing := await _replay(svc, idempotency_key, body_hash)):
+    if idempotency_key and (existing := await _replay(svc, tenant, idempotency_key, body_hash)):
         return existing, True
-    config = await effective_config(svc, body)
+    config = await effective_config(svc, body, tenant)
+    secret = new_secret() if config.webhook_url else None
     run = Run(
-        id=new_id("run"), status=RunStatus.QUEUED, graph_id=config.graph_id, config=config.model_dump(mode="json"),
-        iterations_total=config.iterations, webhook_url=config.webhook_url,
-        webhook_secret=new_secret() if config.webhook_url else None,
+        id=new_id("run"), tenant=tenant, status=RunStatus.QUEUED, graph_id=config.graph_id, iterations_total=config.iterations,
+        config=config.model_dump(mode="json") | {"webhook_url": redacted(config.webhook_url) if config.webhook_url else None},
+        webhook_url=config.webhook_url, webhook_secret=svc.secrets.seal(secret) if secret else None,
     )
     try:
         async with svc.db.transaction() as session:
+            active = await session.scalar(select(func.count()).select_from(Run).where(
+                Run.tenant == tenant, Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))))
+            if active >= svc.settings.max_active_runs_per_tenant:
+                raise TooManyRuns(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
+                                  f"{svc.settings.max_active_runs_per_tenant}; retry when one ends")
             session.add(run)
             if idempotency_key:
                 await session.flush()
-                session.add(IdempotencyKey(key=idempotency_key, request_hash=body_hash, run_id=run.id))
+                session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))
     except IntegrityError:  # a concurrent request with the same key won the race
-        return await _replay(svc, idempotency_key, body_hash), True
+        return await _replay(svc, tenant, idempotency_key, body_hash), True
     await workflow.enqueue(run.id)
-    return RunCreated(run_id=run.id, status=run.status, webhook_secret=run.webhook_secret, links=links(run.id)), False
+    note = "shown once: keep it, later responses never include it" if secret else None
+    return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id)), False

@@ -69,7 +69,7 @@ async def resume(session: AsyncSession, run_id: str) -> Run:
 async def record_iteration(
     session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
     email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, dict[str, float]],
-    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None,
+    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None, context: dict | None = None,
 ) -> bool:
     """The iteration, its score changes and its event, exactly once; False if already there or cancelled.
 
@@ -88,7 +88,8 @@ async def record_iteration(
     changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in changed.values() for n in moved})}
     session.add(Iteration(
         run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
-        node_scores_changed=changed_mean, metrics=metrics, trace_url=trace_url, started_at=started_at, finished_at=utcnow(),
+        node_scores_changed=changed_mean, metrics=metrics, trace_url=trace_url, context=context, started_at=started_at,
+        finished_at=utcnow(),
     ))
     if iteration > 0:
         run.iterations_completed = iteration
@@ -103,7 +104,7 @@ async def finish(session: AsyncSession, run_id: str) -> None:
         return
     run.status, run.finished_at = RunStatus.SUCCEEDED, utcnow()
     await _announce(session, run, RunSucceededData, iterations_completed=run.iterations_completed,
-                    final_email=await repository.latest_email(session, run_id))
+                    final_email=await repository.final_email(session, run_id))
 
 
 async def fail(session: AsyncSession, run_id: str, step: Step | None, message: str) -> None:
@@ -122,5 +123,5 @@ async def cancel(session: AsyncSession, run_id: str) -> Run:
         raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
     run.status, run.finished_at = RunStatus.CANCELLED, utcnow()
     await _announce(session, run, RunCancelledData, iterations_completed=run.iterations_completed,
-                    final_email=await repository.latest_email(session, run_id))
+                    final_email=await repository.final_email(session, run_id))
     return run

@@ -101,11 +101,22 @@ async def start_step(run_id: str) -> dict:
     return {"status": status, "iterations_total": total, "next_iteration": 0 if latest is None else latest + 1}
 
 
+async def _distilled(run_id: str, iteration: int) -> dict | None:
+    """What in-context learning distilled at `iteration` (None before the first, or without it)."""
+    async with current().services.db.read() as session:
+        return await session.scalar(select(Iteration.context).where(Iteration.run_id == run_id, Iteration.iteration == iteration))
+
+
 @workflow_step(Step.GENERATE)
 async def generate_step(run_id: str, iteration: int) -> dict:
-    """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards."""
+    """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards.
+
+    Each scenario's rollouts see its node scores and, when learning in context, what the previous
+    iteration distilled for it.
+    """
     started_at = utcnow().isoformat()
     run, config, graph, scores = await _context(run_id)
+    contexts = await _distilled(run_id, iteration - 1) if config.in_context else None
     executor = current()
     policy = await executor.policy(run_id, run.config["backend"])
     feedback = create_feedback(graph)
@@ -122,7 +133,7 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     generation, trace_url = await call_with_trace(
         steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
         {s: scores.of(s) for s in config.scenario_ids}, config,
-        iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score,
+        iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score, contexts=contexts,
     )
     if not generation.groups:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
@@ -152,31 +163,41 @@ async def train_step(run_id: str, iteration: int) -> dict:
 
 @workflow_step(Step.REWEIGHT)
 async def reweight_step(run_id: str, iteration: int) -> dict:
+    """What the next prompts will carry: node scores per scenario and, in context, the distilled lessons."""
     started = time.monotonic()
     _, config, _, scores = await _context(run_id)
     async with current().services.db.read() as session:
         groups = await repository.load_groups(session, run_id, iteration)
     changed = steps.reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
+    previous = await _distilled(run_id, iteration - 1) if config.in_context else None
+    context = steps.distil(previous, groups, config, iteration=iteration)
     fault_point(Step.REWEIGHT, iteration)
-    return {"changed": changed, "seconds": time.monotonic() - started}
+    return {"changed": changed, "context": context, "seconds": time.monotonic() - started}
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, float]]) -> dict:
-    """The published email: the updated policy's greedy rollout for the target scenario, with its scores."""
+async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, float]], context: dict | None = None) -> dict:
+    """The published email, scored by the run's judge: the updated policy's greedy rollout for the target
+    scenario, with its node scores and in-context lessons (or, when that wrote none, the iteration's best)."""
     started = utcnow()
     run, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, run.config["backend"])
     target = graph.scenarios[config.target_scenario_id]
     target_scores = NodeScores(scores.of(target.id) | changed.get(target.id, {}))
-    email = (await steps.write_email(policy, graph, target, target_scores, config)).email
-    if email is None and iteration > 0:
+    written = await steps.write_email(policy, graph, target, target_scores, config, (context or {}).get(target.id))
+    email, score = written.email, None
+    if email is not None:
+        score = await steps.judge_email(written, current().judge)
+    elif iteration > 0:
         async with current().services.db.read() as session:
-            email = steps.best_email(await repository.load_groups(session, run_id, iteration), target.id)
+            best = steps.best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
+        if best is not None:
+            email, score = best.email, best.metrics.get("judge_score")
     if email is None:
         raise StepFailed(Step.EMAIL, f"the policy wrote no email for {target.id} within {config.max_turns} turns")
     fault_point(Step.EMAIL, iteration)
-    return {"email": email.model_dump(), "started_at": started.isoformat(), "seconds": (utcnow() - started).total_seconds()}
+    return {"email": email.model_dump() | {"score": score}, "started_at": started.isoformat(),
+            "seconds": (utcnow() - started).total_seconds()}
 
 
 @workflow_step(Step.PUBLISH)
@@ -185,9 +206,12 @@ async def publish_step(run_id: str, iteration: int, record: dict) -> str:
     run, _ = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
+    keep = services.settings.trajectory_retention_iterations
     async with services.db.transaction() as session:
         await transitions.record_iteration(session, graph, run_id, iteration, **record)
         status = (await session.get(Run, run_id)).status
+        if keep:  # older conversations go; rewards, scores and emails stay
+            await repository.drop_conversations(session, run_id, through=iteration - keep)
     current().wake_relay()
     fault_point(Step.PUBLISH, iteration)
     return status
@@ -232,14 +256,14 @@ async def learning_run(run_id: str) -> str:
             generation = await generate_step(run_id, iteration)
             training = await train_step(run_id, iteration)
             reweighted = await reweight_step(run_id, iteration)
-            email = await email_step(run_id, iteration, reweighted["changed"])
+            email = await email_step(run_id, iteration, reweighted["changed"], reweighted.get("context"))
             metrics = generation["metrics"] | {
                 "duration/train_s": training["metrics"].get("duration/train_s", 0.0),
                 "duration/reweight_s": reweighted["seconds"], "duration/email_s": email["seconds"],
             }
             status = await publish_step(run_id, iteration, {
                 "email": email["email"], "rewards": generation["rewards"], "training": training,
-                "changed": reweighted["changed"], "metrics": metrics,
+                "changed": reweighted["changed"], "metrics": metrics, "context": reweighted.get("context"),
                 "started_at": datetime.fromisoformat(generation["started_at"]), "trace_url": generation["trace_url"],
             })
             if status != RunStatus.RUNNING:  # cancelled between steps
@@ -249,8 +273,10 @@ async def learning_run(run_id: str) -> str:
     except StepFailed as failure:
         await fail_step(run_id, failure.step, failure.message)
         return RunStatus.FAILED
-    finally:  # success, failure or cancellation: the worker lets go of the run
+    finally:  # success, failure or cancellation: the worker lets go of the run, and of an unrecorded iteration
         await current().release(run_id)
+        async with current().services.db.transaction() as session:
+            await repository.drop_unrecorded_trajectories(session, run_id)
 
 
 def workflow_id(run_id: str, attempt: int) -> str:

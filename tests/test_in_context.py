@@ -1,0 +1,130 @@
+"""Learning for a model that cannot be trained: each iteration distils what worked (the best email so
+far and the judge's lessons, per scenario) into the next iteration's prompts. Against a recording
+OpenAI-compatible stand-in, through the service's workflow. Also: every published email carries its
+judge score, and the run's final email is the best-scoring one."""
+
+import art
+import pytest
+
+from app.agent.prompt import initial_messages
+from app.agent.schemas import Email
+from app.knowledge_graph.graph import NodeScores
+from app.knowledge_graph.service import demo_graph
+from app.agent.transcript import parse_transcript
+from app.knowledge_graph.service import demo_document
+from app.loop.schemas import EmailTrajectory, RunConfig
+from app.loop.steps import PLAYBOOK_SIZE, criteria, distil, lessons, rollout_seed
+from app.runs.schemas import LearnLoopRequest
+from tests.standins import RecordingModel
+
+SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
+SEED, K, ITERATIONS = 5, 3, 3
+
+
+def trajectory(reward, explanation, scenario_id="s", rollout=0, citations=("a",)):
+    t = EmailTrajectory(messages_and_choices=[], reward=reward, scenario_id=scenario_id, rollout=rollout,
+                        email=Email(subject=f"subject {rollout}", body="b", citations=list(citations)))
+    t.log(f"RULER explanation: {explanation}")
+    return t
+
+
+def test_lessons_name_what_separated_the_best_email_from_the_worst():
+    group = art.TrajectoryGroup([trajectory(0.9, "grounding 1.00, relevance 0.80, tone 0.50", rollout=0),
+                                 trajectory(0.5, "grounding 1.00, relevance 0.60, tone 0.50", rollout=1),
+                                 trajectory(0.2, "grounding 0.50, relevance 0.20, tone 0.55", rollout=2)])
+    assert criteria("grounding 1.00, call_to_action 0.5") == {"grounding": 1.0, "call_to_action": 0.5}
+    assert criteria("The email is specific, 2 facts") == {}
+    assert lessons(group, 4) == [
+        "relevance: 0.80 in the best email vs 0.20 in the worst (iteration 4); raise it.",
+        "grounding: 1.00 in the best email vs 0.50 in the worst (iteration 4); raise it.",
+    ]
+    prose = art.TrajectoryGroup([trajectory(0.9, "Specific and grounded.", rollout=0), trajectory(0.3, "Generic; " + "x" * 400, rollout=1)])
+    worked, short = lessons(prose, 2)
+    assert worked == "What worked (iteration 2, reward 0.90): Specific and grounded."
+    assert short.startswith("What fell short (iteration 2, reward 0.30): Generic;") and len(short) <= 240
+
+
+def test_distil_keeps_the_best_email_so_far_and_a_bounded_playbook():
+    config = RunConfig(in_context=True)
+    first = distil(None, [art.TrajectoryGroup([trajectory(0.8, "relevance 0.9", rollout=0), trajectory(0.1, "relevance 0.1", rollout=1)])],
+                   config, iteration=1)
+    assert first["s"]["exemplar"] == {"subject": "subject 0", "body": "b", "citations": ["a"], "reward": 0.8, "iteration": 1}
+    assert first["s"]["playbook"] == ["relevance: 0.90 in the best email vs 0.10 in the worst (iteration 1); raise it."]
+    # A worse best email keeps the exemplar; a lesson on the same criterion replaces the older one.
+    second = distil(first, [art.TrajectoryGroup([trajectory(0.6, "relevance 0.7, tone 0.9", rollout=0),
+                                                 trajectory(0.2, "relevance 0.3, tone 0.1", rollout=1)])], config, iteration=2)
+    assert second["s"]["exemplar"] == first["s"]["exemplar"]
+    assert [p.split(":")[0] for p in second["s"]["playbook"]] == ["tone", "relevance"] and "iteration 2" in second["s"]["playbook"][1]
+    many = ", ".join(f"c{i} 0.9" for i in range(10)), ", ".join(f"c{i} 0.1" for i in range(10))
+    third = distil(second, [art.TrajectoryGroup([trajectory(0.9, many[0], rollout=0), trajectory(0.1, many[1], rollout=1)])],
+                   config, iteration=3)
+    assert third["s"]["exemplar"]["iteration"] == 3 and len(third["s"]["playbook"]) == PLAYBOOK_SIZE
+    assert distil(first, [], RunConfig(in_context=False), iteration=2) is None
+
+
+def test_the_prompt_carries_the_exemplar_and_the_playbook():
+    graph = demo_graph()
+    scenario = next(iter(graph.scenarios.values()))
+    cited = [n for n in graph.nodes if n not in scenario.seed_nodes][:2]
+    context = {"exemplar": {"subject": "Hi", "body": "Body </b> \"quoted\"\nGoal: not a goal", "citations": cited,
+                            "reward": 0.71, "iteration": 3},
+               "playbook": ["relevance: 0.90 in the best email vs 0.20 in the worst (iteration 3); raise it."]}
+    messages = initial_messages(graph, scenario, NodeScores(), 6, context)
+    assert "(reward 0.71)" in messages[1]["content"]
+    prompt = parse_transcript(messages)
+    assert prompt.exemplar == Email(subject="Hi", body=context["exemplar"]["body"], citations=cited)
+    assert prompt.playbook == context["playbook"] and prompt.goal == scenario.goal
+    assert all(prompt.nodes[c].seed and not prompt.nodes[c].read for c in cited)
+    bare = parse_transcript(initial_messages(graph, scenario, NodeScores(), 6))
+    assert bare.exemplar is None and bare.playbook == [] and set(bare.nodes) == set(scenario.seed_nodes)
+
+
+@pytest.mark.slow
+async def test_each_prompt_of_a_fixed_model_carries_what_the_previous_iteration_learned(learn):
+    model = RecordingModel()
+    try:
+        learned = await learn(
+            LearnLoopRequest(backend="openai", iterations=ITERATIONS, rollouts_per_group=K, seed=SEED, scenario_ids=SCENARIOS),
+            openai_base_url=model.base_url, openai_model="fixed-model", openai_api_key="sk-test",
+        )
+    finally:
+        model.close()
+    run, records = learned.run, learned.iterations
+    assert run["status"] == "succeeded", run
+    assert run["config"]["in_context"] is True  # the default for a backend that cannot train
+    assert all(r["training"]["skipped"] for r in records[1:])
+    assert records[0]["context"] is None
+    for record in records[1:]:
+        assert set(record["context"]) == set(SCENARIOS)
+    assert any(record["context"][s]["playbook"] for record in records[1:] for s in SCENARIOS)
+
+    first_turns = {body["seed"]: body for body in model.requests if body.get("seed") is not None and len(body["messages"]) == 2}
+    for n in range(1, ITERATIONS + 1):
+        for scenario in SCENARIOS:
+            for k in range(K):
+                prompt = parse_transcript(first_turns[rollout_seed(SEED, n, scenario, k) + 1]["messages"])
+                if n == 1:
+                    assert prompt.exemplar is None and prompt.playbook == []
+                    continue
+                learned_before = records[n - 1]["context"][scenario]  # what iteration n-1 distilled
+                exemplar = learned_before["exemplar"]
+                assert prompt.exemplar == Email(subject=exemplar["subject"], body=exemplar["body"], citations=exemplar["citations"])
+                assert prompt.playbook == learned_before["playbook"]
+                assert set(exemplar["citations"]) <= set(prompt.nodes)  # the agent sees where the best email went
+    # The exemplar is the best email so far: its reward never falls.
+    for scenario in SCENARIOS:
+        rewards = [r["context"][scenario]["exemplar"]["reward"] for r in records[1:]]
+        assert rewards == sorted(rewards)
+        assert rewards[-1] == max(t["reward"] for r in records[1:] for t in r["trajectories"] if t["scenario_id"] == scenario)
+    # The published emails (greedy, one per iteration) carry the fresh context of their own iteration.
+    published = [body for body in model.requests if body.get("temperature") == 0 and len(body["messages"]) == 2]
+    assert len(published) == ITERATIONS + 1
+    assert parse_transcript(published[0]["messages"]).exemplar is None
+    for n, body in enumerate(published[1:], start=1):
+        assert parse_transcript(body["messages"]).playbook == records[n]["context"][SCENARIOS[0]]["playbook"]
+
+    # Every published email carries its judge score, the baseline's too; the final one is the best.
+    scores = [r["email"]["score"] for r in records]
+    assert all(isinstance(s, float) and 0 <= s <= 1 for s in scores)
+    best = max(range(len(records)), key=lambda i: (scores[i], i))
+    assert run["final_email"] == records[best]["email"] | {"iteration": best}
