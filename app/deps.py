@@ -29,6 +29,14 @@ async def read_session(svc: ServicesDep) -> AsyncIterator[AsyncSession]:
 ReadSession = Annotated[AsyncSession, Depends(read_session)]
 
 
+async def get_tenant(request: Request) -> str:
+    """The caller's tenant, which `app.auth.ApiKeyAuth` put in the request's state."""
+    return request.state.tenant
+
+
+TenantDep = Annotated[str, Depends(get_tenant)]
+
+
 async def api_key_scheme(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
     """Documents the bearer scheme in OpenAPI; `ApiKeyAuth` enforces it, before the body is read."""
 

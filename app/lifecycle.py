@@ -2,16 +2,20 @@
 
 import asyncio
 import logging
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dbos import DBOS
 
 from app import migrations
+from app.auth import parse_api_keys
 from app.backends.registry import BackendUnavailable, check_available
 from app.core import Services
 from app.db import Database
 from app.events.relay import WebhookRelay
+from app.events.signing import SecretBox
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
@@ -31,10 +35,30 @@ class StartupError(RuntimeError):
 def check(settings: Settings) -> None:
     if settings.environment == "production" and not settings.api_keys:
         raise StartupError("ENVIRONMENT=production requires API_KEYS (comma-separated bearer keys); refusing to start")
+    if settings.environment == "production" and not settings.secret_key:
+        raise StartupError("ENVIRONMENT=production requires SECRET_KEY (it encrypts webhook secrets at rest); refusing to start")
+    try:
+        parse_api_keys(settings.api_keys)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
     try:
         check_available(settings.model_backend, settings)
     except BackendUnavailable as exc:
         raise StartupError(f"MODEL_BACKEND={settings.model_backend}: {exc}") from None
+
+
+def secret_key(settings: Settings) -> str:
+    """SECRET_KEY, or in development a random key kept in a file beside the data (made once)."""
+    if settings.secret_key:
+        return settings.secret_key
+    folder = settings.sqlite_path.parent if settings.is_sqlite else Path("data")
+    path = folder / "secret.key"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+        log.warning("SECRET_KEY is not set: webhook secrets are encrypted with a key kept in %s (development only)", path)
+    return path.read_text().strip()
 
 
 def dbos_database_url(settings: Settings) -> str:
@@ -66,9 +90,15 @@ async def start(settings: Settings, *, worker: bool) -> Process:
     async with db.transaction() as session:
         if not await graphs_repository.exists(session, demo_document().id):
             await graphs_repository.save(session, demo_document())
-    process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db)))
+    process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings))))
     if worker:
-        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secret)
+        box = process.api.secrets
+
+        async def webhook_secret(session, run_id: str) -> str:
+            sealed = await runs_repository.sealed_webhook_secret(session, run_id)
+            return sealed if sealed.startswith("whsec_") else box.open(sealed)
+
+        process.relay = WebhookRelay(db, settings, webhook_secret)
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
     executor.install(process.executor)
 

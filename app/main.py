@@ -4,7 +4,6 @@ import json
 import logging
 import math
 import re
-import secrets
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl
 
@@ -19,6 +18,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import docs, lifecycle, migrations
+from app.auth import ApiKeyAuth, parse_api_keys
 from app.db import is_transient
 from app.deps import UNAUTHORIZED, ServicesDep, api_key_scheme, reject_unknown_query_params
 from app.events.endpoints import document_webhooks
@@ -273,28 +273,8 @@ class StrictInput:
         await self.app(scope, replay, send)
 
 
-class ApiKeyAuth:
-    """With API_KEYS set, every path but health, docs and the docs' assets needs `Authorization: Bearer <key>`.
-
-    Checked before routing, so no body is parsed and nothing is validated for an unknown caller.
-    """
-
-    PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
-    PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/")  # StaticFiles refuses paths that escape its folder
-
-    def __init__(self, app: ASGIApp, settings: Settings):
-        self.app = app
-        self.keys = [key.encode() for key in settings.api_keys]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in self.PUBLIC or scope["path"].startswith(self.PUBLIC_PREFIXES):
-            return await self.app(scope, receive, send)
-        scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
-        if scheme.lower() == b"bearer" and any(secrets.compare_digest(token, key) for key in self.keys):
-            return await self.app(scope, receive, send)
-        response = JSONResponse({"detail": "missing or invalid API key: send 'Authorization: Bearer <key>'"},
-                                status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
+PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
+PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/")  # StaticFiles refuses paths that escape its folder
 
 
 def route_methods(app: FastAPI) -> list[tuple[re.Pattern, frozenset[str]]]:
@@ -385,7 +365,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(StrictInput, settings=settings)  # inside BodyLimit: it reads the body through the limit
     app.add_middleware(BodyLimit, settings=settings)
-    app.add_middleware(ApiKeyAuth, settings=settings)
+    app.add_middleware(ApiKeyAuth, keys=parse_api_keys(settings.api_keys), public=PUBLIC, public_prefixes=PUBLIC_PREFIXES)
     if settings.cors_origins:  # outermost: preflights carry no key, and a 401 must still be readable by the page
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_credentials=False,

@@ -16,7 +16,19 @@ class Settings(BaseSettings):
 
     environment: Literal["development", "production", "test"] = "development"
     database_url: str = "sqlite:///./data/codreamer.sqlite"
-    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Bearer keys: `tenant:key`, `tenant:sha256:<hex>` or a bare key (comma-separated).")
+    secret_key: str | None = Field(
+        None, min_length=16, description="Encrypts webhook secrets at rest; default (development only): a key file beside the data.")
+    max_scenarios_per_run: int = Field(100, ge=1, description="Training scenarios one run may name.")
+    max_rollouts_per_iteration: int = Field(1024, ge=2, description="Scenarios × rollouts_per_group of one run.")
+    max_turn_rollouts: int = Field(8192, ge=2, description="max_turns × rollouts per iteration of one run.")
+    max_graph_nodes: int = Field(200_000, ge=1, description="Nodes of one uploaded graph.")
+    max_graph_edges: int = Field(1_000_000, ge=0, description="Edges of one uploaded graph.")
+    max_graph_scenarios: int = Field(10_000, ge=1, description="Scenarios of one uploaded graph.")
+    max_active_runs_per_tenant: int = Field(20, ge=1, description="Queued or running runs one tenant may have (429 above).")
+    trajectory_retention_iterations: int = Field(
+        0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Browser origins allowed to call the API (comma-separated); empty: CORS off.")
     model_backend: BackendName = "embedded"

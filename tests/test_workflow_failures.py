@@ -4,6 +4,7 @@ import asyncio
 import sqlite3
 
 import pytest
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
@@ -11,6 +12,7 @@ from app.events.schemas import EventType, Step
 from app.local import local_service, run_to_end
 from app.runs import repository, service, transitions, workflow
 from app.runs.executor import current
+from app.runs.models import TrajectoryRecord
 from app.runs.workers import Housekeeper
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
@@ -103,3 +105,38 @@ async def test_passing_database_errors_are_retried_and_others_are_not(process):
         await flaky("run_b", [IntegrityError("INSERT INTO runs VALUES (?)", ("hunter2",), sqlite3.IntegrityError("dup"))])
     assert failed.value.step == Step.REWEIGHT and len(calls) == 4
     assert "hunter2" not in failed.value.message and "INSERT" not in failed.value.message
+
+
+async def test_retention_keeps_rewards_and_emails_and_drops_old_conversations(process, monkeypatch):
+    monkeypatch.setattr(process.api.settings, "trajectory_retention_iterations", 1)
+    finished = await run_to_end(process, REQUEST.model_copy(update={"iterations": 3}))
+    assert finished["status"] == "succeeded"
+    async with process.api.db.read() as session:
+        rows = (await session.execute(select(TrajectoryRecord.iteration, TrajectoryRecord.trajectory, TrajectoryRecord.reward,
+                                             TrajectoryRecord.email).where(TrajectoryRecord.run_id == finished["run_id"]))).all()
+    assert {i for i, *_ in rows} == {1, 2, 3}
+    assert all(trajectory == {} for i, trajectory, *_ in rows if i < 3)
+    assert all(trajectory["messages_and_choices"] for i, trajectory, *_ in rows if i == 3)
+    assert all(reward is not None and email is not None for *_, reward, email in rows)
+
+
+async def test_a_cancelled_run_leaves_no_trajectories_of_an_unrecorded_iteration(process):
+    created, _ = await service.create_run(process.api, REQUEST.model_copy(update={"iterations": 50}))
+    async with process.api.db.read() as session:
+        for _ in range(600):  # until an iteration's trajectories are written but it is not yet recorded
+            generated = await session.scalar(select(func.max(TrajectoryRecord.iteration)).where(TrajectoryRecord.run_id == created.run_id))
+            if generated and generated > (await repository.latest_iteration(session, created.run_id) or 0):
+                break
+            await asyncio.sleep(0.02)
+    async with process.api.db.transaction() as session:
+        await transitions.cancel(session, created.run_id)
+    await workflow.cancel(created.run_id, 1)
+    for _ in range(600):
+        if not current().holds(created.run_id):
+            break
+        await asyncio.sleep(0.05)
+    async with process.api.db.read() as session:
+        latest = await repository.latest_iteration(session, created.run_id)
+        beyond = await session.scalar(select(func.count()).select_from(TrajectoryRecord).where(
+            TrajectoryRecord.run_id == created.run_id, TrajectoryRecord.iteration > latest))
+    assert beyond == 0

@@ -1,9 +1,11 @@
 """Standard Webhooks secrets and signatures (the `standardwebhooks` package does the HMAC)."""
 
 import base64
+import hashlib
 import secrets
 from datetime import datetime
 
+from cryptography.fernet import Fernet
 from standardwebhooks import Webhook
 
 
@@ -19,3 +21,16 @@ def signed_headers(secret: str, event_id: str, at: datetime, body: str) -> dict[
         "webhook-signature": Webhook(secret).sign(event_id, at, body),
         "content-type": "application/json",
     }
+
+
+class SecretBox:
+    """Webhook secrets at rest: encrypted with Fernet (AES and an HMAC) under a key derived from SECRET_KEY."""
+
+    def __init__(self, secret_key: str):
+        self._fernet = Fernet(base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest()))
+
+    def seal(self, secret: str) -> str:
+        return self._fernet.encrypt(secret.encode()).decode()
+
+    def open(self, sealed: str) -> str:
+        return self._fernet.decrypt(sealed.encode()).decode()

@@ -3,7 +3,7 @@
 import asyncio
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -61,3 +61,13 @@ async def resolve(url: str, *, allow_private: bool, timeout: float = 5.0) -> lis
                 "set WEBHOOK_ALLOW_PRIVATE=true for local development"
             )
     return addresses
+
+
+def redacted(url: str) -> str:
+    """The URL as any caller may see it: credentials and query replaced by `***`."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = ("***@" if parts.username or parts.password else "") + host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))

@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, not_found
+from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, TenantDep, not_found
 from app.knowledge_graph import repository
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
 
@@ -46,9 +46,9 @@ class ScenarioList(BaseModel):
 
 
 @router.get("", response_model=GraphList, summary="List knowledge graphs")
-async def list_graphs(session: ReadSession) -> dict:
+async def list_graphs(session: ReadSession, tenant: TenantDep) -> dict:
     """Each graph's id, name and counts of nodes, edges and scenarios."""
-    return {"data": await repository.summaries(session)}
+    return {"data": await repository.summaries(session, tenant)}
 
 
 def _inline_refs(schema, defs: dict | None = None):
@@ -171,7 +171,7 @@ def validate_upload(body: bytes) -> GraphDocument:
              responses={409: {"model": ErrorOut, "description": "A graph with this id exists"}, **BODY_ERRORS, **INVALID},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": _inline_refs(GraphDocument.model_json_schema())}}}})
-async def create_graph(request: Request, svc: ServicesDep) -> dict:
+async def create_graph(request: Request, svc: ServicesDep, tenant: TenantDep) -> dict:
     """Validated whole before anything is written; errors name the culprit.
 
     Parsing and validation run in a worker thread, a node at a time, so a large upload does not
@@ -182,36 +182,43 @@ async def create_graph(request: Request, svc: ServicesDep) -> dict:
         raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": media_type,
                                        "msg": "Input should be a valid dictionary or object to extract fields from (send JSON)"}])
     document = await run_in_threadpool(validate_upload, await request.body())
+    caps = svc.settings
+    for what, count, cap, setting in (("nodes", len(document.nodes), caps.max_graph_nodes, "MAX_GRAPH_NODES"),
+                                      ("edges", len(document.edges), caps.max_graph_edges, "MAX_GRAPH_EDGES"),
+                                      ("scenarios", len(document.scenarios), caps.max_graph_scenarios, "MAX_GRAPH_SCENARIOS")):
+        if count > cap:
+            raise RequestValidationError([{"type": "too_long", "loc": ("body", what), "input": None,
+                                           "msg": f"{count} {what} is over the cap {setting}={cap}"}])
     async with svc.db.transaction() as session:
         if await repository.exists(session, document.id):
-            raise HTTPException(409, f"graph {document.id!r} already exists")
-        await repository.save(session, document)
+            raise HTTPException(409, f"graph id {document.id!r} is taken; choose another")
+        await repository.save(session, document, tenant)
     return {"id": document.id, "name": document.name, "nodes": len(document.nodes),
             "edges": len(document.edges), "scenarios": len(document.scenarios)}
 
 
-async def _require_graph(session, graph_id: str) -> None:
-    if not await repository.exists(session, graph_id):
+async def _require_graph(session, graph_id: str, tenant: str) -> None:
+    if not await repository.visible(session, graph_id, tenant):
         raise not_found(f"graph {graph_id!r}")
 
 
 @router.get("/{graph_id}/nodes", response_model=NodePage, summary="List a graph's nodes", responses=NOT_FOUND)
 async def list_nodes(
-    graph_id: str, session: ReadSession,
+    tenant: TenantDep, graph_id: str, session: ReadSession,
     type: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     after: Annotated[str | None, Query(max_length=200, description="A node id: the page starts after it.")] = None,
 ) -> dict:
     """Cursor-paginated, optionally filtered by node type."""
-    await _require_graph(session, graph_id)
+    await _require_graph(session, graph_id, tenant)
     nodes, has_more = await repository.nodes_page(session, graph_id, type=type, after=after, limit=limit)
     return {"data": nodes, "has_more": has_more}
 
 
 @router.get("/{graph_id}/nodes/{node_id}", response_model=NodeDetail, summary="A node and its neighbours", responses=NOT_FOUND)
-async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
+async def get_node(tenant: TenantDep, graph_id: str, node_id: str, session: ReadSession) -> dict:
     """The node with its neighbours, their relation and its direction."""
-    await _require_graph(session, graph_id)
+    await _require_graph(session, graph_id, tenant)
     found = await repository.node_with_neighbors(session, graph_id, node_id)
     if found is None:
         raise not_found(f"node {node_id!r} in graph {graph_id!r}")
@@ -220,7 +227,7 @@ async def get_node(graph_id: str, node_id: str, session: ReadSession) -> dict:
 
 
 @router.get("/{graph_id}/scenarios", response_model=ScenarioList, summary="A graph's scenarios", responses=NOT_FOUND)
-async def list_scenarios(graph_id: str, session: ReadSession) -> dict:
+async def list_scenarios(tenant: TenantDep, graph_id: str, session: ReadSession) -> dict:
     """The prospects and goals the graph's learning loops train on."""
-    await _require_graph(session, graph_id)
+    await _require_graph(session, graph_id, tenant)
     return {"data": await repository.scenarios(session, graph_id)}

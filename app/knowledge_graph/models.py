@@ -10,6 +10,7 @@ class Graph(Base):
     __tablename__ = "graphs"
 
     id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tenant: Mapped[str | None] = mapped_column(String(100))  # who uploaded it; None: shared with every tenant (the demo)
     name: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -1,6 +1,6 @@
 """Graphs in the database: written once on upload, read by the API and by runs."""
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -11,11 +11,22 @@ _BATCH = 5000
 
 
 async def exists(session: AsyncSession, graph_id: str) -> bool:
+    """Whether the id is taken, by any tenant: graph ids are one namespace."""
     return await session.get(Graph, graph_id) is not None
 
 
-async def save(session: AsyncSession, document: GraphDocument) -> None:
-    session.add(Graph(id=document.id, name=document.name))
+def _visible_to(tenant: str):
+    return or_(Graph.tenant.is_(None), Graph.tenant == tenant)
+
+
+async def visible(session: AsyncSession, graph_id: str, tenant: str) -> bool:
+    """The tenant's own graphs and the shared ones (the demo)."""
+    return await session.scalar(select(Graph.id).where(Graph.id == graph_id, _visible_to(tenant))) is not None
+
+
+async def save(session: AsyncSession, document: GraphDocument, tenant: str | None = None) -> None:
+    """`tenant` None shares the graph with every tenant (the bundled demo)."""
+    session.add(Graph(id=document.id, tenant=tenant, name=document.name))
     await session.flush()
     rows = [
         (GraphNode, [n.model_dump() | {"graph_id": document.id} for n in document.nodes]),
@@ -31,8 +42,8 @@ async def save(session: AsyncSession, document: GraphDocument) -> None:
             await session.execute(insert(model), values[start : start + _BATCH])
 
 
-async def summaries(session: AsyncSession) -> list[dict]:
-    graphs = (await session.scalars(select(Graph).order_by(Graph.created_at, Graph.id))).all()
+async def summaries(session: AsyncSession, tenant: str) -> list[dict]:
+    graphs = (await session.scalars(select(Graph).where(_visible_to(tenant)).order_by(Graph.created_at, Graph.id))).all()
     counts = {}
     for model in (GraphNode, GraphEdge, GraphScenario):
         result = await session.execute(select(model.graph_id, func.count()).group_by(model.graph_id))

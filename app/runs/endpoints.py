@@ -3,7 +3,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.sse import EventSourceResponse
 
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, not_found
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, TenantDep, not_found
 from app.events import service as events
 from app.events import stream
 from app.events.schemas import DeliveryList, EventList, RunStatus
@@ -23,21 +23,23 @@ CONFLICT = {409: {"model": ErrorOut, "description": "The run's state does not al
                409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"}, **BODY_ERRORS},
 )
 async def create_learn_loop(
-    body: LearnLoopRequest, response: Response, svc: ServicesDep,
+    body: LearnLoopRequest, response: Response, svc: ServicesDep, tenant: TenantDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
 ) -> RunCreated:
     """Queues a run that trains on the graph's scenarios and publishes an email per iteration."""
     try:
-        created, replayed = await service.create_run(svc, body, idempotency_key)
+        created, replayed = await service.create_run(svc, body, idempotency_key, tenant)
     except transitions.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
+    except service.TooManyRuns as exc:
+        raise HTTPException(429, str(exc), headers={"Retry-After": "30"}) from None
     if replayed:
         response.status_code = status.HTTP_200_OK
     return created
 
 
-async def _run_or_404(session, run_id: str) -> Run:
-    run = await session.get(Run, run_id)
+async def _run_or_404(session, run_id: str, tenant: str) -> Run:
+    run = await repository.owned_run(session, run_id, tenant)
     if run is None:
         raise not_found(f"run {run_id!r}")
     return run
@@ -45,29 +47,30 @@ async def _run_or_404(session, run_id: str) -> Run:
 
 @router.get("/runs", response_model=RunList, summary="List runs, newest first")
 async def list_runs(
-    session: ReadSession,
+    tenant: TenantDep, session: ReadSession,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     after: Annotated[str | None, Query(max_length=64, description="A run id: the page starts after it.")] = None,
     status: RunStatus | None = None,
 ) -> dict:
     """Cursor-paginated, optionally filtered by status."""
-    runs, has_more = await repository.list_runs(session, limit=limit, after=after, status=status)
+    runs, has_more = await repository.list_runs(session, tenant=tenant, limit=limit, after=after, status=status)
     return {"data": runs, "has_more": has_more}
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=NOT_FOUND)
-async def get_run(run_id: str, session: ReadSession) -> dict:
+async def get_run(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
     """Status, effective config, progress and the latest and final emails."""
-    view = await repository.get_run_view(session, run_id)
+    view = await repository.get_run_view(session, run_id, tenant)
     if view is None:
         raise not_found(f"run {run_id!r}")
     return view
 
 
-async def _transition(svc: ServicesDep, run_id: str, change) -> Run:
+async def _transition(svc: ServicesDep, run_id: str, tenant: str, change) -> Run:
     """Applies a status change in its own transaction, mapping its refusals to 404 and 409."""
     try:
         async with svc.db.transaction() as session:
+            await _run_or_404(session, run_id, tenant)
             return await change(session, run_id)
     except LookupError:
         raise not_found(f"run {run_id!r}") from None
@@ -77,9 +80,9 @@ async def _transition(svc: ServicesDep, run_id: str, change) -> Run:
 
 @router.post("/runs/{run_id}/cancel", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Cancel a run",
              responses={**CONFLICT, **NOT_FOUND})
-async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
+async def cancel_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
     """The run stops at its next step boundary; an iteration in flight is not recorded."""
-    run = await _transition(svc, run_id, transitions.cancel)
+    run = await _transition(svc, run_id, tenant, transitions.cancel)
     await workflow.cancel(run_id, run.attempt)
     async with svc.db.read() as session:
         return await repository.get_run_view(session, run.id)
@@ -87,26 +90,26 @@ async def cancel_run(run_id: str, svc: ServicesDep) -> dict:
 
 @router.post("/runs/{run_id}/resume", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Resume a failed run",
              responses={**CONFLICT, **NOT_FOUND})
-async def resume_run(run_id: str, svc: ServicesDep) -> dict:
+async def resume_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
     """Starts a failed run again from its last recorded iteration (after a backend outage, say)."""
-    run = await _transition(svc, run_id, transitions.resume)
+    run = await _transition(svc, run_id, tenant, transitions.resume)
     await workflow.enqueue(run.id, run.attempt)
     async with svc.db.read() as session:
         return await repository.get_run_view(session, run.id)
 
 
 @router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations", responses=NOT_FOUND)
-async def list_iterations(run_id: str, session: ReadSession) -> dict:
+async def list_iterations(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
     """Every recorded iteration in order, the baseline (iteration 0) first."""
-    await _run_or_404(session, run_id)
+    await _run_or_404(session, run_id, tenant)
     return {"data": await repository.iterations(session, run_id)}
 
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",
             responses=NOT_FOUND)
-async def get_iteration(run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession) -> dict:
+async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession) -> dict:
     """The iteration with each trajectory's reward, scores, email and turns."""
-    await _run_or_404(session, run_id)
+    await _run_or_404(session, run_id, tenant)
     detail = await repository.iteration_detail(session, run_id, iteration)
     if detail is None:
         raise not_found(f"iteration {iteration} of run {run_id!r}")
@@ -115,7 +118,7 @@ async def get_iteration(run_id: str, iteration: Annotated[int, IterationNumber],
 
 @router.get("/runs/{run_id}/node-scores", response_model=NodeScoresOut, summary="Every node's score", responses=NOT_FOUND)
 async def get_node_scores(
-    run_id: str, session: ReadSession, svc: ServicesDep,
+    tenant: TenantDep, run_id: str, session: ReadSession, svc: ServicesDep,
     iteration: Annotated[int | None, Query(
         ge=0, le=MAX_ITERATION, description="Scores right after this iteration; default: the latest.")] = None,
     scenario_id: Annotated[str | None, Query(
@@ -126,7 +129,7 @@ async def get_node_scores(
     Scores are learned per scenario; without `scenario_id` each node's score is its geometric mean
     over the run's scenarios (the mean of log-scores).
     """
-    run = await _run_or_404(session, run_id)
+    run = await _run_or_404(session, run_id, tenant)
     scenario_ids = run.config["scenario_ids"]
     if scenario_id is not None and scenario_id not in scenario_ids:
         raise not_found(f"scenario {scenario_id!r} among the scenarios of run {run_id!r}")
@@ -155,7 +158,7 @@ EVENT_STREAM = {
 @router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order; live with Accept: text/event-stream",
             responses={**EVENT_STREAM, **NOT_FOUND})
 async def list_events(
-    run_id: str, request: Request, svc: ServicesDep,
+    tenant: TenantDep, run_id: str, request: Request, svc: ServicesDep,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size (JSON only).")] = 100,
     last_event_id: Annotated[int | None, Header(
@@ -173,7 +176,7 @@ async def list_events(
     """
     after = after if last_event_id is None else last_event_id
     async with svc.db.read() as session:  # closed before streaming: each poll of the stream opens its own
-        run = await _run_or_404(session, run_id)
+        run = await _run_or_404(session, run_id, tenant)
         if not stream.wants_event_stream(request.headers.get("accept")):
             page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
             return {"data": page, "has_more": has_more}
@@ -185,13 +188,13 @@ async def list_events(
 
 @router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks",
             responses=NOT_FOUND, tags=["webhooks"])
-async def list_webhook_deliveries(run_id: str, session: ReadSession) -> dict:
+async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
     """Each event's delivery to the run's receiver: status, the last answer, and every attempt.
 
     `attempts_log` lists each attempt: when it started, the status code or error, and how long it
     took (at most `WEBHOOK_TIMEOUT_S`, the deadline of the whole request).
     """
-    await _run_or_404(session, run_id)
+    await _run_or_404(session, run_id, tenant)
     deliveries = await events.deliveries(session, run_id)
     attempts = await events.run_attempts(session, run_id)
     return {"data": [

@@ -8,9 +8,10 @@ from app.db import Base, UTCDateTime, utcnow
 
 class Run(Base):
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_status_id", "status", "id"),)
+    __table_args__ = (Index("ix_runs_status_id", "status", "id"), Index("ix_runs_tenant_id", "tenant", "id"))
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # sortable by creation time
+    tenant: Mapped[str] = mapped_column(String(100), server_default="public")  # who created it (app.auth)
     status: Mapped[str] = mapped_column(String(16))
     graph_id: Mapped[str] = mapped_column(ForeignKey("graphs.id"))
     config: Mapped[dict]
@@ -19,7 +20,7 @@ class Run(Base):
     last_seq: Mapped[int] = mapped_column(default=0)
     attempt: Mapped[int] = mapped_column(default=1)  # a resumed run gets a new workflow
     webhook_url: Mapped[str | None] = mapped_column(Text)
-    webhook_secret: Mapped[str | None] = mapped_column(String(100))
+    webhook_secret: Mapped[str | None] = mapped_column(Text)  # sealed by Services.secrets, never stored in the clear
     error: Mapped[dict | None]
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -92,6 +93,7 @@ class NodeScoreChange(Base):
 class IdempotencyKey(Base):
     __tablename__ = "idempotency_keys"
 
+    tenant: Mapped[str] = mapped_column(String(100), primary_key=True, server_default="public")
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     request_hash: Mapped[str] = mapped_column(String(64))
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
