@@ -60,7 +60,8 @@ class Checkpoint:
         action = weights["action"].reshape(len(ACTIONS), STATE_DIM)
         action[ACTIONS.index("get_relevant_context"), 0] = 0.5
         action[ACTIONS.index("propose_email"), 0] = -0.5
-        action[ACTIONS.index("finalize_email"), [0, 2 + 3, 2 + 4]] = (-0.5, 1.5, 2.0)
+        # Finalizing before anything was read writes an email with no fact to cite: all but ruled out.
+        action[ACTIONS.index("finalize_email"), [0, 2 + 0, 2 + 3, 2 + 4]] = (-0.5, -3.0, 1.5, 2.0)
         weights["cite"][0] = 0.5
         weights["cite"][LOG_SCORE] = 1.0  # cites what worked before for this prospect, as it browses and reads it first
         return cls(weights)
