@@ -87,7 +87,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
         run = wait_for_status(client, run_id)
         iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
     assert run["config"]["scenario_ids"] == [scenario] and run["config"]["rollouts_per_group"] == 4
-    final_iteration = run["final_email"]["iteration"]  # the run's final (best-scoring) email is what the page opens on
+    final_iteration = run["final_email"]["iteration"]  # the run's final email is what the page opens on
     assert page.text_content("#email-subject") == iterations[final_iteration]["email"]["subject"]
     assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
     assert page.locator("#iterations tbody tr").count() == 4

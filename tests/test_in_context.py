@@ -123,8 +123,9 @@ async def test_each_prompt_of_a_fixed_model_carries_what_the_previous_iteration_
     for n, body in enumerate(published[1:], start=1):
         assert parse_transcript(body["messages"]).playbook == records[n]["context"][SCENARIOS[0]]["playbook"]
 
-    # Every published email carries its judge score, the baseline's too; the final one is the best.
+    # Every published email carries its judge score, the baseline's too; best_email is the best-scoring one.
     scores = [r["email"]["score"] for r in records]
     assert all(isinstance(s, float) and 0 <= s <= 1 for s in scores)
     best = max(range(len(records)), key=lambda i: (scores[i], i))
-    assert run["final_email"] == records[best]["email"] | {"iteration": best}
+    assert run["best_email"] == records[best]["email"] | {"iteration": best}
+    assert run["final_email"] == records[-1]["email"] | {"iteration": len(records) - 1}  # the contract's: the last

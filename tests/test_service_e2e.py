@@ -52,7 +52,8 @@ def test_a_run_end_to_end(server):
         for it in iterations:
             assert it["email"]["citations"] and set(it["email"]["citations"]) <= NODE_IDS
         best = max(iterations, key=lambda it: (it["email"]["score"], it["iteration"]))  # the baseline is scored too
-        assert run["final_email"] == best["email"] | {"iteration": best["iteration"]}
+        assert run["best_email"] == best["email"] | {"iteration": best["iteration"]}
+        assert run["final_email"] == iterations[-1]["email"] | {"iteration": 3}
         assert [i["training"]["step"] for i in iterations[1:]] == [1, 2, 3]
         detail = client.get(f"/runs/{run_id}/iterations/2").json()
         assert len(detail["trajectories"]) == 6 and {t["scenario_id"] for t in detail["trajectories"]} == set(SCENARIOS)

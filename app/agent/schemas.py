@@ -18,6 +18,6 @@ class PublishedEmail(Email):
 
 
 class FinalEmail(PublishedEmail):
-    """A run's result: its best-scoring published email (the latest of equal scores)."""
+    """A published email with the iteration that published it (a run's final or best email)."""
 
     iteration: int = Field(description="The iteration that published it; 0 is the baseline.")

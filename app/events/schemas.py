@@ -85,7 +85,8 @@ class RunEndedData(EventData):
 class RunSucceededData(RunEndedData):
     type = EventType.RUN_SUCCEEDED
     status: Literal[RunStatus.SUCCEEDED] = RunStatus.SUCCEEDED
-    final_email: FinalEmail | None = Field(description="The best-scoring published email, with its iteration.")
+    final_email: FinalEmail | None = Field(description="The last iteration's email, with its iteration.")
+    best_email: FinalEmail | None = Field(None, description="The best-scoring published email, with its iteration.")
 
 
 class RunFailedData(RunEndedData):
@@ -97,7 +98,8 @@ class RunFailedData(RunEndedData):
 class RunCancelledData(RunEndedData):
     type = EventType.RUN_CANCELLED
     status: Literal[RunStatus.CANCELLED] = RunStatus.CANCELLED
-    final_email: FinalEmail | None = Field(description="The best-scoring email published before the cancel, with its iteration.")
+    final_email: FinalEmail | None = Field(description="The last email published before the cancel, with its iteration.")
+    best_email: FinalEmail | None = Field(None, description="The best-scoring email published before the cancel.")
 
 
 PAYLOADS: dict[EventType, type[EventData]] = {

@@ -118,21 +118,24 @@ def _best_first():
     return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
 
 
-async def final_email(session: AsyncSession, run_id: str) -> dict | None:
-    """The run's best-scoring published email, with the iteration that published it."""
-    row = (await session.execute(
-        select(Iteration.email, Iteration.iteration).where(Iteration.run_id == run_id).order_by(*_best_first()).limit(1)
-    )).first()
-    return _final(*row) if row else None
+async def published(session: AsyncSession, run_id: str) -> dict:
+    """The run's last published email (`final_email`) and its best-scoring one (`best_email`), each with its iteration."""
+    emails = {}
+    for name, order in (("final_email", (Iteration.iteration.desc(),)), ("best_email", _best_first())):
+        row = (await session.execute(
+            select(Iteration.email, Iteration.iteration).where(Iteration.run_id == run_id).order_by(*order).limit(1)
+        )).first()
+        emails[name] = _final(*row) if row else None
+    return emails
 
 
 def _final(email: dict | None, iteration: int | None) -> dict | None:
     return None if email is None or iteration is None else email | {"iteration": iteration}
 
 
-def _latest_email_of_run():
+def _latest_of_run(column):
     return (
-        select(Iteration.email).where(Iteration.run_id == Run.id)
+        select(column).where(Iteration.run_id == Run.id)
         .order_by(Iteration.iteration.desc()).limit(1).correlate(Run).scalar_subquery()
     )
 
@@ -144,17 +147,19 @@ def _best_of_run(column):
 
 
 def _run_query():
-    """A run with its latest email and its best-scoring one (and that one's iteration): one query."""
-    return select(Run, _latest_email_of_run(), _best_of_run(Iteration.email), _best_of_run(Iteration.iteration))
+    """A run with its latest email and its best-scoring one (each with its iteration): one query."""
+    return select(Run, _latest_of_run(Iteration.email), _latest_of_run(Iteration.iteration),
+                  _best_of_run(Iteration.email), _best_of_run(Iteration.iteration))
 
 
-def run_view(run: Run, latest: dict | None, best: dict | None = None, best_iteration: int | None = None) -> dict:
+def run_view(run: Run, latest: dict | None, latest_iteration: int | None, best: dict | None, best_iteration: int | None) -> dict:
     return {
         "run_id": run.id, "status": run.status, "iterations_total": run.iterations_total,
         "config": run.config | {"webhook_url": run.webhook_url and redacted(run.webhook_url)},
         "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
         "finished_at": run.finished_at, "error": run.error, "latest_email": latest,
-        "final_email": _final(best, best_iteration) if run.status == "succeeded" else None,
+        "final_email": _final(latest, latest_iteration) if run.status == "succeeded" else None,
+        "best_email": _final(best, best_iteration),
     }
 
 

@@ -80,7 +80,8 @@ class RunOut(BaseModel):
     finished_at: datetime | None
     error: RunError | None
     latest_email: PublishedEmail | None
-    final_email: FinalEmail | None = Field(description="When the run succeeded: its best-scoring published email, with its iteration.")
+    final_email: FinalEmail | None = Field(description="When the run succeeded: the last iteration's email, with its iteration.")
+    best_email: FinalEmail | None = Field(None, description="The best-scoring published email so far (by the judge), with its iteration.")
 
 
 class RunList(BaseModel):

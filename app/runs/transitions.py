@@ -104,7 +104,7 @@ async def finish(session: AsyncSession, run_id: str) -> None:
         return
     run.status, run.finished_at = RunStatus.SUCCEEDED, utcnow()
     await _announce(session, run, RunSucceededData, iterations_completed=run.iterations_completed,
-                    final_email=await repository.final_email(session, run_id))
+                    **await repository.published(session, run_id))
 
 
 async def fail(session: AsyncSession, run_id: str, step: Step | None, message: str) -> None:
@@ -123,5 +123,5 @@ async def cancel(session: AsyncSession, run_id: str) -> Run:
         raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
     run.status, run.finished_at = RunStatus.CANCELLED, utcnow()
     await _announce(session, run, RunCancelledData, iterations_completed=run.iterations_completed,
-                    final_email=await repository.final_email(session, run_id))
+                    **await repository.published(session, run_id))
     return run
