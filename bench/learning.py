@@ -1,5 +1,10 @@
-"""Learning: reward curves of full learning vs GRPO only vs KG reweighting only vs neither, against
-the best reward the feedback simulator's hidden preferences allow (the ceiling)."""
+"""Learning: reward curves of each way the loop can learn, side by side, through the service's own
+workflow, on the demo graph (judge and simulated feedback, against the best reward its hidden
+preferences allow: the ceiling) and on a generated graph (judge only).
+
+Variants: full (GRPO + KG reweighting), GRPO only, KG only, neither, and in-context (no GRPO: KG
+reweighting plus the distilled exemplar and playbook in the prompts, as a fixed hosted model learns).
+"""
 
 import asyncio
 import itertools
@@ -10,30 +15,64 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-VARIANTS = {"full": (True, True), "grpo_only": (True, False), "kg_only": (False, True), "neither": (False, False)}
+VARIANTS = {
+    "full": {"train_policy": True, "reweight_graph": True, "in_context": False},
+    "grpo_only": {"train_policy": True, "reweight_graph": False, "in_context": False},
+    "kg_only": {"train_policy": False, "reweight_graph": True, "in_context": False},
+    "neither": {"train_policy": False, "reweight_graph": False, "in_context": False},
+    "in_context": {"train_policy": False, "reweight_graph": True, "in_context": True},
+}
+GRAPHS = ("demo", "synthetic")
+SYNTHETIC_SEED = 0  # the generated graph: synthetic_document(0)
+LATE = 5  # the late reward: the mean of the last five iterations (16-20 of 20)
 
 
-def _curve(args: tuple[str, int, int]) -> tuple[str, int, list[float]]:
+def _curve(args: tuple[str, str, int, int]) -> dict:
     """One run through the service's own workflow (`app.local`), as `codreamer run` executes it."""
-    variant, seed, iterations = args
+    graph, variant, seed, iterations = args
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
-    from app.local import iterations as run_iterations, local_service, run_to_end
+    from app.knowledge_graph.service import hidden_preferences
+    from app.knowledge_graph.synthetic import synthetic_document
+    from app.local import add_graph, local_service, run_to_end
+    from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
     from app.settings import Settings
 
     async def run():
-        train, reweight = VARIANTS[variant]
-        request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed,
-                                   train_policy=train, reweight_graph=reweight)
+        document = synthetic_document(SYNTHETIC_SEED) if graph == "synthetic" else None
+        request = LearnLoopRequest(graph_id=document.id if document else "demo", iterations=iterations,
+                                   rollouts_per_group=4, seed=seed, **VARIANTS[variant])
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
             async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
+                if document:
+                    await add_graph(process, document)
                 finished = await run_to_end(process, request)
-                records = await run_iterations(process, finished["run_id"])
-        return [r["rewards"]["mean"] for r in records[1:]]
+                async with process.api.db.read() as session:
+                    records = [await repository.iteration_detail(session, finished["run_id"], i) for i in range(iterations + 1)]
+        return finished, records
 
-    return variant, seed, asyncio.run(run())
+    finished, records = asyncio.run(run())
+    assert finished["status"] == "succeeded", finished
+    interests = hidden_preferences("demo") if graph == "demo" else None
+
+    def interest_share(record) -> float | None:
+        """The share of the iteration's citations that hit the prospect's hidden interests (demo only)."""
+        if interests is None:
+            return None
+        cited = [(t["scenario_id"], c) for t in record["trajectories"] if t["email"] for c in t["email"]["citations"]]
+        return float(np.mean([c in interests[s]["interests"] for s, c in cited])) if cited else 0.0
+
+    first = records[1]["trajectories"]
+    return {
+        "graph": graph, "variant": variant, "seed": seed,
+        "rewards": [r["rewards"]["mean"] for r in records[1:]],
+        "cite_nothing_iteration_1": float(np.mean([not (t["email"] and t["email"]["citations"]) for t in first])),
+        "interest_share": [interest_share(r) for r in records[1:]],
+        "published_scores": [r["email"]["score"] for r in records],
+        "final_email_iteration": finished["final_email"]["iteration"],
+    }
 
 
 def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: int = 4) -> dict[str, float]:
@@ -72,15 +111,40 @@ def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: i
 
 
 def measure(iterations: int = 20, seeds: tuple[int, ...] = (0, 1, 2), workers: int = 2) -> dict:
-    jobs = [(variant, seed, iterations) for variant in VARIANTS for seed in seeds]
+    jobs = [(graph, variant, seed, iterations) for graph in GRAPHS for variant in VARIANTS for seed in seeds]
     with ProcessPoolExecutor(workers) as pool:
+        demo_ceiling = pool.submit(ceiling)  # minutes of composing and grading: alongside the runs
         runs = list(pool.map(_curve, jobs))
-    curves = {v: np.mean([c for variant, _, c in runs if variant == v], axis=0).tolist() for v in VARIANTS}
-    per_scenario = ceiling()
-    top = float(np.mean(list(per_scenario.values())))
-    at = {v: {str(i): curves[v][i - 1] / top for i in (1, 10, iterations)} for v in VARIANTS}
-    return {"iterations": iterations, "seeds": list(seeds), "curves": curves, "ceiling": top,
-            "ceiling_per_scenario": per_scenario, "fraction_of_ceiling": at}
+        per_scenario = demo_ceiling.result()
+
+    def mean_curve(graph, variant, key="rewards"):
+        return np.mean([r[key] for r in runs if r["graph"] == graph and r["variant"] == variant], axis=0).tolist()
+
+    late = list(range(max(0, iterations - LATE), iterations))  # indices into the curves
+    result = {"iterations": iterations, "seeds": list(seeds), "synthetic_graph": f"synthetic-{SYNTHETIC_SEED}",
+              "late_iterations": [i + 1 for i in late], "graphs": {}, "runs": runs}
+    for graph in GRAPHS:
+        curves = {v: mean_curve(graph, v) for v in VARIANTS}
+        entry = {
+            "curves": curves,
+            "late_mean": {v: float(np.mean([c[i] for i in late])) for v, c in curves.items()},
+            "late_mean_per_seed": {v: [float(np.mean([r["rewards"][i] for i in late])) for r in runs
+                                       if r["graph"] == graph and r["variant"] == v] for v in VARIANTS},
+            "cite_nothing_iteration_1": float(np.mean([r["cite_nothing_iteration_1"] for r in runs if r["graph"] == graph])),
+            "published_score_mean": {v: float(np.mean(mean_curve(graph, v, "published_scores"))) for v in VARIANTS},
+        }
+        if graph == "demo":
+            top = float(np.mean(list(per_scenario.values())))
+            entry |= {
+                "ceiling": top, "ceiling_per_scenario": per_scenario,
+                "fraction_of_ceiling": {v: {str(i): c[min(i, iterations) - 1] / top for i in (1, 10, iterations)}
+                                        for v, c in curves.items()},
+                "interest_share": {v: {"iteration_1": mean_curve(graph, v, "interest_share")[0],
+                                       "late": float(np.mean([mean_curve(graph, v, "interest_share")[i] for i in late]))}
+                                   for v in VARIANTS},
+            }
+        result["graphs"][graph] = entry
+    return result
 
 
 def plot(result: dict, path) -> None:
@@ -89,15 +153,21 @@ def plot(result: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    graphs = list(result["graphs"])
+    fig, axes = plt.subplots(1, len(graphs), figsize=(6.2 * len(graphs), 4.4), squeeze=False)
     x = range(1, result["iterations"] + 1)
-    for variant, curve in result["curves"].items():
-        ax.plot(x, curve, label=variant.replace("_", " "), marker="o", markersize=3)
-    ax.axhline(result["ceiling"], color="grey", linestyle="--", label="ceiling (hidden preferences)")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(f"mean reward ({len(result['seeds'])} seeds)")
-    ax.set_title("Learning on the demo graph (K=4, 10 scenarios)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    for ax, graph in zip(axes[0], graphs):
+        entry = result["graphs"][graph]
+        for variant, curve in entry["curves"].items():
+            ax.plot(x, curve, label=variant.replace("_", " "), marker="o", markersize=3)
+        if "ceiling" in entry:
+            ax.axhline(entry["ceiling"], color="grey", linestyle="--", label="ceiling (hidden preferences)")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(f"mean reward ({len(result['seeds'])} seeds)")
+        ax.set_title("demo graph (judge + feedback, 10 scenarios)" if graph == "demo"
+                     else f"{result['synthetic_graph']} (judge only, 4 scenarios)")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Learning, K=4 rollouts per scenario, through the service's workflow")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,11 +1,9 @@
 """The policy measurably improves on the embedded default, and only because it learns."""
 
-import json
-
 import numpy as np
 import pytest
 
-from app.knowledge_graph.schemas import GraphDocument
+from app.knowledge_graph.synthetic import synthetic_document
 from app.runs.schemas import LearnLoopRequest
 
 
@@ -37,28 +35,6 @@ async def test_same_seed_same_run(learn):
     for a, b in zip(first.iterations, second.iterations, strict=True):
         assert (a["rewards"], a["email"], a["node_scores_changed"]) == (b["rewards"], b["email"], b["node_scores_changed"])
         assert [t["reward"] for t in a["trajectories"]] == [t["reward"] for t in b["trajectories"]]
-
-
-def synthetic_document(seed: int) -> GraphDocument:
-    """A graph in no way like the demo: random vocabulary, ids and structure; judge-only rewards."""
-    rng = np.random.default_rng(seed)
-    vocab = [f"w{i}x" for i in range(120)]
-    nodes = []
-    for i in range(40):
-        words = rng.choice(vocab, 12, replace=False)
-        nodes.append({"id": f"n{i}", "type": f"t{i % 5}", "title": " ".join(words[:3]),
-                      "text": f"{' '.join(words[:6])}. {' '.join(words[6:])}.", "tags": list(words[:3])})
-    edges = [{"source": f"n{i}", "target": f"n{j}", "relation": "r"}
-             for i in range(40) for j in rng.choice(40, 3, replace=False) if i != j]
-    edges = list({(e["source"], e["target"]): e for e in edges}.values())
-    scenarios = []
-    for s in range(4):
-        pains = [" ".join(rng.choice(vocab, 2, replace=False)) for _ in range(3)]
-        scenarios.append({"id": f"s{s}", "goal": "book a call", "seed_nodes": [f"n{s}", f"n{s + 10}"],
-                          "prospect": {"name": f"P{s} Q", "role": str(rng.choice(vocab)), "company": f"C{s}",
-                                       "industry": str(rng.choice(vocab)), "pains": pains}})
-    return GraphDocument.model_validate_json(json.dumps(
-        {"id": f"synthetic-{seed}", "name": "synthetic", "nodes": nodes, "edges": edges, "scenarios": scenarios}))
 
 
 @pytest.mark.slow
