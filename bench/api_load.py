@@ -1,9 +1,11 @@
 """API under load: clients poll runs while 20 runs train, at a fixed arrival rate (open loop)."""
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -56,22 +58,52 @@ def _start_runs(server: Server, count: int) -> list[str]:
     with server.client() as client:
         ids = [client.post("/learn-loop", json={"iterations": 200, "scenario_ids": SCENARIOS, "rollouts_per_group": 4}).json()["run_id"]
                for _ in range(count)]
-        wait_for(lambda: sum(client.get(f"/runs/{i}").json()["status"] == "running" for i in ids) == count, timeout=120)
+        try:
+            wait_for(lambda: sum(client.get(f"/runs/{i}").json()["status"] == "running" for i in ids) == count, timeout=180)
+        except AssertionError:
+            raise RuntimeError(f"{count} runs did not all start:\n{server.log.read_text()[-3000:]}") from None
     return ids
 
 
-def _cancel(server: Server, ids: list[str]) -> int:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
+def _cpu(server: Server) -> dict[str, float]:
+    """CPU seconds so far: the `serve` process (API and run orchestration) and its children (the model server)."""
+    pid = server.process.pid
+    return {"serve": _cpu_seconds(pid), "model_server": sum(_cpu_seconds(c) for c in _children(pid))}
+
+
+def _cores(server: Server, during) -> dict[str, float]:
+    """Cores each process kept busy while `during()` ran."""
+    before, started = _cpu(server), time.perf_counter()
+    during()
+    after, elapsed = _cpu(server), time.perf_counter() - started
+    return {k: (after[k] - before[k]) / elapsed for k in before}
+
+
+def _iterations(server: Server, ids: list[str]) -> int:
     with server.client() as client:
-        done = sum(client.get(f"/runs/{i}").json()["iterations_completed"] for i in ids)
+        return sum(client.get(f"/runs/{i}").json()["iterations_completed"] for i in ids)
+
+
+def _cancel(server: Server, ids: list[str]) -> None:
+    with server.client() as client:
         for run_id in ids:
             client.post(f"/runs/{run_id}/cancel")
-    return done
 
 
 def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 20, rate: float = 200, seconds: float = 20) -> dict:
     pg = FreshPostgresDatabase() if database == "postgresql" else None
     url = pg.url if pg else f"sqlite:///{workdir}/data/codreamer.sqlite"
-    env = {"DATABASE_URL": url, "MAX_CONCURRENT_RUNS": str(runs), "EXECUTOR_ID": f"bench-{database}"}
+    env = {"DATABASE_URL": url, "MAX_CONCURRENT_RUNS": str(runs), "WORKER_CONCURRENCY": str(runs), "EXECUTOR_ID": f"bench-{database}"}
     server = Server(workdir, env | ({"RUN_WORKER": "false", "EXECUTOR_ID": "bench-api"} if split_worker else {}))
     worker = None
     try:
@@ -81,8 +113,21 @@ def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 2
             worker = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "app", "worker"], cwd=workdir, env=server.env | env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ids = _start_runs(server, runs)
-        result = asyncio.run(_load(server.url, ids, rate, seconds))
-        result["iterations_during_load"] = _cancel(server, ids)
+        result = {"load_average_before": os.getloadavg()[0]}
+        # Where the CPU goes with the runs alone: the API's process (orchestration) and the model server.
+        result["runs_alone"] = _cores(server, lambda: time.sleep(10))
+        iterations = _iterations(server, ids)
+        loaded = _cores(server, lambda: result.update(asyncio.run(_load(server.url, ids, rate, seconds))))
+        result["iterations_during_load"] = _iterations(server, ids) - iterations
+        _cancel(server, ids)
+        result["cores_serve"], result["cores_model_server"] = loaded["serve"], loaded["model_server"]
+        # And the API alone, on the same data once every run has stopped: what one process can serve.
+        with server.client() as client:
+            wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
+        alone: dict = {}
+        cores = _cores(server, lambda: alone.update(asyncio.run(_load(server.url, ids, rate, seconds / 2))))
+        result["api_alone"] = {k: alone[k] for k in ("throughput_rps", "p50_ms", "p99_ms", "errors")}
+        result["api_alone"]["cpu_ms_per_request"] = 1000 * cores["serve"] * alone["seconds"] / alone["requests"]
     finally:
         if worker:
             worker.terminate()
@@ -90,5 +135,6 @@ def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 2
         server.stop()
         if pg:
             pg.drop()
-    return {"database": database, "layout": "API + worker processes" if split_worker else "one process (serve)",
+    layout = "API + worker processes" if split_worker else "serve (one command; model server in a child process)"
+    return {"database": database, "layout": layout,
             "runs_in_flight": runs, "target_rps": rate} | result

@@ -1,7 +1,14 @@
 """The embedded backend through ART's own entry points, over real HTTP on loopback."""
 
+import asyncio
 import inspect
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import art
 import httpx
@@ -139,3 +146,70 @@ async def test_close_stops_the_server_and_leaves_the_process(backend):
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient() as http:
             await http.get(f"{url}/models")
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie nobody has reaped yet: either way it no longer runs."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def _wait_until(predicate, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_the_model_server_runs_in_its_own_process_and_stops_with_the_backend(backend):
+    model = art.TrainableModel(name="apart", project="p", base_model="embedded", report_metrics=[])
+    await model.register(backend)
+    pid = await backend.server_pid()
+    assert pid != os.getpid() and not _gone(pid)
+    await backend.close()
+    assert _gone(pid)
+
+
+async def test_a_model_server_that_dies_is_restarted_with_every_checkpoint(backend, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = art.TrainableModel(name="phoenix", project="p", base_model="embedded", report_metrics=[])
+    await model.register(backend)
+    groups = await _groups(model, list(demo_graph().scenarios)[:1], k=3)
+    for j, t in enumerate(groups[0].trajectories):
+        t.reward = float(j)
+    assert (await backend.train(model, groups)).step == 1
+    pid = await backend.server_pid()
+    os.kill(pid, signal.SIGKILL)
+    await _wait_until(lambda: _gone(pid))
+    assert await backend.server_pid() != pid  # the request waited in the socket's backlog for the new server
+    async with httpx.AsyncClient(base_url=backend.base_url, headers={"Authorization": f"Bearer {backend.api_key}"}) as http:
+        served = {m["id"] for m in (await http.get("/models")).json()["data"]}
+    assert {"phoenix@0", "phoenix@1"} <= served
+    assert (await backend.train(model, groups)).step == 2
+
+
+ORPHAN = """
+import asyncio, art
+from app.backends.embedded import EmbeddedBackend
+
+async def main():
+    backend = EmbeddedBackend()
+    await art.TrainableModel(name="orphan", project="p", base_model="embedded", report_metrics=[]).register(backend)
+    print(await backend.server_pid(), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_the_model_server_exits_when_its_parent_is_killed(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], cwd=tmp_path, stdout=subprocess.PIPE)
+    try:
+        pid = int(await asyncio.to_thread(parent.stdout.readline))
+        assert not _gone(pid)
+    finally:
+        parent.kill()  # kill -9: no shutdown code of the parent runs
+        parent.wait()
+    await _wait_until(lambda: _gone(pid), timeout=15)
