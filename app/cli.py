@@ -20,6 +20,9 @@ console = Console()
 @app.callback()
 def _commands() -> None:
     """CoDreamer: RL learning loops for sales emails."""
+    from app import logs
+
+    logs.install()  # a cancelled run is one log line, not DBOS's traceback
 
 
 def _load_graph(path: Path | None):
@@ -56,6 +59,7 @@ def run(
 
     from fastapi.exceptions import RequestValidationError
 
+    from app.lifecycle import StartupError
     from app.local import add_graph, iterations as run_iterations, local_service, run_to_end
     from app.runs.schemas import LearnLoopRequest
 
@@ -97,6 +101,8 @@ def run(
                 finished, records = asyncio.run(main(Path(data_dir)))
     except RequestValidationError as exc:
         raise typer.BadParameter("; ".join(e["msg"] for e in exc.errors())) from None
+    except StartupError as exc:  # the run's own database could not be opened
+        _exit_with(f"codreamer cannot start: {exc}")
     _summary(finished, records)
     if finished["status"] != "succeeded":
         raise typer.Exit(1)
@@ -131,29 +137,150 @@ def _summary(run: dict, records: list[dict]) -> None:
                                         f"citations: {', '.join(email['citations'])}")))
 
 
-def _settings_or_exit():
-    from app import lifecycle
+def _exit_with(message: str) -> None:
+    """One red line, exit code 1."""
+    head, sep, rest = message.partition(": ")
+    console.print(f"[red]{escape(head)}{sep}[/red]{escape(rest)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(1)
+
+
+def _config_problem(exc: ValidationError) -> str:
+    """The invalid settings by name, without their values (a DATABASE_URL may hold a password)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']).upper() or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
+
+
+def _database_problem(settings) -> str | None:
+    """Connects to DATABASE_URL once: None, or one line saying why the database cannot be used."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    from app.db import driver_url
+    from app.logs import database_errors, database_problem
+
+    try:
+        if settings.is_sqlite:
+            settings.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            engine, probe = create_engine(driver_url(settings.database_url, sync=True), poolclass=NullPool), "PRAGMA schema_version"
+        else:
+            engine = create_engine(driver_url(settings.database_url, sync=True), poolclass=NullPool,
+                                   connect_args={"connect_timeout": 5})
+            probe = "SELECT 1"
+        try:
+            with engine.connect() as connection:
+                connection.execute(text(probe))
+        finally:
+            engine.dispose()
+    except database_errors() as exc:
+        return database_problem(settings.database_url, exc)
+    return None
+
+
+def _settings_or_exit(*, service: bool = True, database: bool = False):
+    """The settings, or one line saying what is wrong and exit code 1.
+
+    `service`: the checks of `lifecycle.check` (API keys in production, the model backend);
+    `database`: DATABASE_URL answers.
+    """
     from app.settings import get_settings
 
     try:
         settings = get_settings()
-        lifecycle.check(settings)
-    except (ValidationError, lifecycle.StartupError) as exc:
-        console.print(f"[red]codreamer cannot start:[/red] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(1) from None
+    except ValidationError as exc:
+        _exit_with(f"codreamer cannot start: {_config_problem(exc)}")
+    if database and (problem := _database_problem(settings)):
+        _exit_with(f"codreamer cannot start: {problem}")
+    if service:
+        from app import lifecycle
+
+        try:
+            lifecycle.check(settings)
+        except lifecycle.StartupError as exc:
+            _exit_with(f"codreamer cannot start: {exc}")
     return settings
+
+
+def _listen_or_exit(host: str, port: int):
+    """The server's listening socket, bound before anything starts, so a taken port is one line and exit 1."""
+    import errno
+    import socket
+
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        _exit_with(f"codreamer cannot start: cannot resolve host {host!r}: {exc.strerror}")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart may reuse a port in TIME_WAIT
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            _exit_with(f"codreamer cannot start: port {port} on {host} is already in use")
+        _exit_with(f"codreamer cannot start: cannot listen on {host}:{port}: {exc.strerror or exc}")
+    sock.set_inheritable(True)
+    return sock
+
+
+def _one_line_startup_failure(app):
+    """The ASGI app, except that a StartupError in its lifespan is one line in uvicorn's log, not a traceback."""
+
+    async def guarded(scope, receive, send):
+        if scope["type"] != "lifespan":
+            return await app(scope, receive, send)
+
+        async def send_message(message):
+            if message["type"] == "lifespan.startup.failed":
+                last = (message.get("message") or "").strip().splitlines()[-1:]
+                if last and last[0].startswith("app.lifecycle.StartupError: "):
+                    message = message | {"message": "codreamer cannot start: " + last[0].partition(": ")[2]}
+            await send(message)
+
+        await app(scope, receive, send_message)
+
+    return guarded
 
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=65535)] = 8000) -> None:
-    """The API, plus a run worker unless RUN_WORKER=false (the embedded default: one process, SQLite)."""
+    """The API, plus a run worker unless RUN_WORKER=false (the embedded default: one process, SQLite).
+
+    SIGTERM or Ctrl-C stops it cleanly (exit 0): open requests and runs in flight get SHUTDOWN_DRAIN_S
+    to finish, then runs still going are left to recovery under this EXECUTOR_ID.
+    """
     os.environ.setdefault("TQDM_DISABLE", "1")
+    listener = _listen_or_exit(host, port)  # first: a taken port fails at once, before any start-up work
+    settings = _settings_or_exit(database=True)
+    import logging
+    import math
+
     import uvicorn
 
     from app.main import create_app
 
-    settings = _settings_or_exit()
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=settings.access_log)
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn re-raises a caught SIGTERM/SIGINT once it has shut down, which ends the process
+            # with 143 or a KeyboardInterrupt traceback; the shutdown was graceful, so exit 0 instead.
+            getattr(self, "_captured_signals", []).clear()
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # uvicorn announces only the sockets it binds itself
+                logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, port)
+
+    config = uvicorn.Config(
+        _one_line_startup_failure(create_app(settings)), host=host, port=port, log_level="info", access_log=settings.access_log,
+        timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_drain_s)),
+    )
+    try:
+        Server(config).run(sockets=[listener])
+    except SystemExit as exc:  # uvicorn's start-up failure: the lifespan failed and uvicorn logged why
+        raise typer.Exit(1 if exc.code else 0) from None
 
 
 @app.command()
@@ -162,21 +289,25 @@ def worker() -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     import signal
 
+    settings = _settings_or_exit(database=True)
     from app import lifecycle
 
-    settings = _settings_or_exit()
-
     async def main():
-        services = await lifecycle.start(settings, worker=True)
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM):  # from the start: a signal during start-up stops right after it
             loop.add_signal_handler(signum, stopping.set)
-        console.print(f"worker {settings.executor_id} running; Ctrl-C stops it")
+        services = await lifecycle.start(settings, worker=True)
+        console.print(f"worker {settings.executor_id} running; Ctrl-C or SIGTERM stops it")
         await stopping.wait()
+        console.print(f"worker {settings.executor_id} stopping (up to {settings.shutdown_drain_s:g} s for runs in flight)")
         await lifecycle.stop(services)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except lifecycle.StartupError as exc:
+        _exit_with(f"codreamer cannot start: {exc}")
+    console.print(f"worker {settings.executor_id} stopped")
 
 
 db = typer.Typer(help="Database commands.")
@@ -187,9 +318,13 @@ app.add_typer(db, name="db")
 def upgrade() -> None:
     """Apply migrations to DATABASE_URL."""
     from app import migrations
-    from app.settings import get_settings
+    from app.logs import database_errors, database_problem
 
-    migrations.upgrade(get_settings().database_url)
+    settings = _settings_or_exit(service=False)
+    try:
+        migrations.upgrade(settings.database_url)
+    except database_errors() as exc:
+        _exit_with(database_problem(settings.database_url, exc))
     console.print(f"database at revision {migrations.head_revision()}")
 
 
@@ -198,10 +333,12 @@ def check() -> None:
     """Exit 0 when DATABASE_URL is reachable and migrated (a health check for workers)."""
     from app import migrations
     from app.db import Database
-    from app.settings import get_settings
+    from app.logs import database_problem
+
+    settings = _settings_or_exit(service=False)
 
     async def current():
-        database = Database(get_settings())
+        database = Database(settings)
         try:
             return await migrations.current_revision(database.engine)
         finally:
@@ -210,8 +347,7 @@ def check() -> None:
     try:
         revision = asyncio.run(current())
     except Exception as exc:
-        console.print(f"[red]database unreachable:[/red] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        _exit_with(database_problem(settings.database_url, exc))
     if revision != migrations.head_revision():
         console.print(f"[red]database at {revision}, expected {migrations.head_revision()}[/red]")
         raise typer.Exit(1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dbos import DBOS
 
-from app import migrations
+from app import logs, migrations
 from app.auth import parse_api_keys
 from app.backends.registry import BackendUnavailable, check_available
 from app.core import Services
@@ -30,6 +30,9 @@ log = logging.getLogger("codreamer")
 
 class StartupError(RuntimeError):
     """A configuration the service refuses to start with; the message says what to change."""
+
+
+DATABASE_ERRORS = logs.database_errors()
 
 
 def check(settings: Settings) -> None:
@@ -85,11 +88,18 @@ async def start(settings: Settings, *, worker: bool) -> Process:
     if not settings.api_keys:
         log.warning("API_KEYS is empty: the API accepts unauthenticated requests (development only)")
     init_tracing(settings.wandb_api_key, settings.weave_project)
-    await asyncio.to_thread(migrations.upgrade, settings.database_url)
-    db = Database(settings)
-    async with db.transaction() as session:
-        if not await graphs_repository.exists(session, demo_document().id):
-            await graphs_repository.save(session, demo_document())
+    db = None
+    try:
+        await asyncio.to_thread(migrations.upgrade, settings.database_url)
+        db = Database(settings)
+        async with db.transaction() as session:
+            if not await graphs_repository.exists(session, demo_document().id):
+                await graphs_repository.save(session, demo_document())
+    except DATABASE_ERRORS as exc:
+        log.debug("database check failed", exc_info=True)
+        if db is not None:
+            await db.close()
+        raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings))))
     if worker:
         box = process.api.secrets
@@ -101,7 +111,23 @@ async def start(settings: Settings, *, worker: bool) -> Process:
         process.relay = WebhookRelay(db, settings, webhook_secret)
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
     executor.install(process.executor)
+    try:
+        await _launch(settings, process, worker=worker)
+    except BaseException as exc:  # nothing DBOS started may keep the process alive
+        DBOS.destroy(destroy_registry=False)
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="codreamer"))
+        if process.executor is not None:
+            await process.executor.close()
+        executor.install(None)
+        await db.close()
+        if isinstance(exc, DATABASE_ERRORS):
+            raise StartupError(logs.database_problem(settings.database_url, exc)) from None
+        raise
+    return process
 
+
+async def _launch(settings: Settings, process: Process, *, worker: bool) -> None:
+    db = process.api.db
     DBOS(config={
         "name": "codreamer",
         "system_database_url": dbos_database_url(settings),
@@ -119,7 +145,6 @@ async def start(settings: Settings, *, worker: bool) -> Process:
         housekeeper = Housekeeper(db, settings)
         await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
         process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
-    return process
 
 
 async def stop(process: Process) -> None:
@@ -127,10 +152,70 @@ async def stop(process: Process) -> None:
         task.cancel()
     if process.relay is not None:
         await process.relay.close()
+    interrupted = await drain(process.api.settings)
+    # From here on nothing a workflow does is recorded: one still running stays PENDING, for recovery.
     DBOS.destroy(destroy_registry=False)
     # DBOS made its thread pool the loop's default executor and has just shut that pool down.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="codreamer"))
+    if interrupted:
+        await interrupt(interrupted, process.api.settings)
     if process.executor is not None:
         await process.executor.close()
     executor.install(None)
     await process.api.db.close()
+
+
+async def drain(settings: Settings) -> set[asyncio.Task]:
+    """Stops taking new runs and lets the runs in flight finish for up to SHUTDOWN_DRAIN_S; returns those still running.
+
+    Workflows run as tasks on this event loop, so the wait happens here (DBOS's own
+    `workflow_completion_timeout_sec` would block the loop they need).
+    """
+    from dbos import _dbos
+
+    instance = _dbos._dbos_global_instance
+    if instance is None:
+        return set()
+    for event in list(getattr(instance, "background_thread_stop_events", [])):
+        event.set()  # the queue hands out no more work
+    tasks = {task for task in getattr(instance, "_workflow_tasks", ()) if not task.done()}
+    if not tasks:
+        return set()
+    seconds = settings.shutdown_drain_s
+    log.info("shutting down: waiting up to %g s for %d run(s) in flight", seconds, len(tasks))
+    if seconds <= 0:
+        return tasks
+    _, pending = await asyncio.wait(tasks, timeout=seconds)
+    return pending
+
+
+async def interrupt(tasks: set[asyncio.Task], settings: Settings) -> None:
+    """Cancels workflows still running once DBOS is down, so they record nothing, not even a failure.
+
+    DBOS keeps them PENDING for this EXECUTOR_ID: they resume from their last completed step
+    when a worker with that id starts (steps are idempotent), and are never marked failed.
+    """
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_ignore_orphans(loop.get_exception_handler()))
+    with logs.quiet_interruptions():
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=5)
+    log.warning("%d run(s) interrupted by shutdown; they resume when a worker with EXECUTOR_ID=%s starts",
+                len(tasks), settings.executor_id)
+
+
+def _ignore_orphans(previous):
+    """An exception handler that drops the errors of an interrupted run's leftover tasks (a rollout whose model was
+    just closed); anything else goes to the previous handler."""
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        if context.get("message") == "Task exception was never retrieved":
+            log.debug("after an interrupted run: %s", context.get("exception"))
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    return handler

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = Field(5.0, gt=0, description="How often a worker records that it is alive.")
     worker_timeout_s: float = Field(30.0, gt=0, description="A worker silent this long is dead: live ones take over its runs.")
     executor_id: str = Field("codreamer-local", min_length=1, description="Stable id of this worker, for DBOS recovery.")
+    shutdown_drain_s: float = Field(5.0, ge=0, description=(
+        "On SIGTERM/Ctrl-C, seconds to let runs in flight finish; those still running are then interrupted "
+        "and left to recovery (they resume when a worker with the same EXECUTOR_ID starts)."))
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
     access_log: bool = Field(False, description="uvicorn's per-request log lines.")
