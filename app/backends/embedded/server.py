@@ -26,6 +26,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from app import logs
+
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         build_app(models, setup["api_key"]), log_level="warning", lifespan="off", access_log=False,
         timeout_graceful_shutdown=2, backlog=2048,
     )
+    logs.install()  # a request cut off by a shutdown is one quiet line, not a traceback
     # Training imports ART (seconds); do it while serving, not at the first training step.
     threading.Thread(target=lambda: __import__("app.backends.embedded.grpo"), daemon=True).start()
     uvicorn.Server(config).run(sockets=[listener])
