@@ -27,7 +27,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from app import logs
-
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
