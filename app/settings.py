@@ -4,11 +4,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 BackendName = Literal["embedded", "openai", "serverless", "local", "tinker"]
 DEFAULT_RETRY_SCHEDULE = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200]  # ≈ 27 h in all
+RESERVED_JUDGES = ("default", "embedded")  # a run's judge names: JUDGE_MODEL's, the embedded server's
+
+
+class JudgeSpec(BaseModel):
+    """One judge of `JUDGES`: a litellm model string, and where and how to reach it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = None
 
 
 class Settings(BaseSettings):
@@ -35,6 +46,9 @@ class Settings(BaseSettings):
     judge_model: str = "embedded"
     judge_base_url: str | None = None
     judge_api_key: str | None = None
+    judges: dict[str, JudgeSpec] = Field(default_factory=dict, description=(
+        'Judges a run may name (JSON: {"name": {"model": …, "base_url": …, "api_key": …}}); '
+        "`default` (the JUDGE_MODEL judge) and `embedded` are reserved."))
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     openai_model: str | None = None
@@ -108,6 +122,18 @@ class Settings(BaseSettings):
         if not value or any(v < 0 for v in value):
             raise ValueError("WEBHOOK_RETRY_SCHEDULE needs one or more non-negative numbers of seconds")
         return value
+
+    @field_validator("judges")
+    @classmethod
+    def _unreserved_judges(cls, value: dict[str, JudgeSpec]) -> dict[str, JudgeSpec]:
+        for name in value:
+            if name in RESERVED_JUDGES or not name.strip():
+                raise ValueError(f"JUDGES: {name!r} is a reserved or empty name; reserved: {', '.join(RESERVED_JUDGES)}")
+        return value
+
+    def judge_names(self) -> list[str]:
+        """Every judge a run may name: `default`, `embedded`, then the configured ones."""
+        return [*RESERVED_JUDGES, *self.judges]
 
     @field_validator("database_url")
     @classmethod

@@ -17,7 +17,7 @@ KEY = "docs-test-key"
 OPERATION_IDS = {
     "createLearnLoop", "listRuns", "getRun", "cancelRun", "resumeRun", "listIterations", "getIteration",
     "getNodeScores", "listEvents", "listWebhookDeliveries", "listGraphs", "createGraph", "listNodes", "getNode",
-    "listScenarios", "getHealth", "getReadiness",
+    "listScenarios", "getHealth", "getReadiness", "listJudges",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}

@@ -1,13 +1,18 @@
 """A real judge misbehaves: scores out of range, malformed JSON, wrong counts. Runs go on."""
 
+import json
+
 import pytest
 
-from app.backends.embedded import EmbeddedBackend
-from app.knowledge_graph.service import demo_graph
+from app.knowledge_graph.service import demo_document, demo_graph
 from app.loop.runtime import create_judge
+from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
 from tests.standins import UnreliableJudge
+from tests.support import connect, lifespan
+
+JUDGE_KEY = "sk-judge-never-shown"
 
 
 @pytest.fixture
@@ -40,3 +45,50 @@ async def test_runs_survive_an_unreliable_judge(unreliable_judge, learn):
     assert sum(r["metrics"]["dropped_groups"] for r in learned.iterations[1:]) > 0
     assert all(r["metrics"]["judge/latency_s"] > 0 for r in learned.iterations[1:])
     assert {"out_of_range", "malformed", "wrong_count", "good"} <= set(unreliable_judge.calls)
+
+
+def flaky_judges(judge: UnreliableJudge) -> dict:
+    return {"flaky": {"model": "openai/flaky-judge", "base_url": judge.base_url, "api_key": JUDGE_KEY}}
+
+
+def test_reserved_judge_names_are_refused():
+    with pytest.raises(ValueError, match="reserved"):
+        Settings(_env_file=None, judges={"default": {"model": "openai/x"}})
+
+
+async def test_a_run_names_one_of_the_configured_judges(unreliable_judge, learn):
+    learned = await learn(
+        LearnLoopRequest(iterations=1, scenario_ids=[demo_document().scenarios[0].id], rollouts_per_group=2, max_turns=2,
+                         judge="flaky"),
+        judges=flaky_judges(unreliable_judge), judge_retries=3, rollout_concurrency=1,
+    )
+    assert learned.run["config"]["judge"] == "flaky"
+    assert unreliable_judge.calls, "the run's judge, not JUDGE_MODEL's, scored it"
+    assert JUDGE_KEY not in json.dumps(learned.run, default=str) + json.dumps(learned.iterations, default=str)
+
+
+async def test_judges_are_listed_unknown_ones_refused_and_keys_never_shown(unreliable_judge, tmp_path):
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test", run_worker=False,
+                        judges=flaky_judges(unreliable_judge))
+    app = create_app(settings)
+    body = {"iterations": 1, "rollouts_per_group": 2, "max_turns": 2}
+    async with lifespan(app), connect(app) as client:
+        judges = await client.get("/judges")
+        assert judges.status_code == 200
+        assert judges.json()["data"] == [{"name": "default", "model": "embedded"}, {"name": "embedded", "model": "embedded"},
+                                         {"name": "flaky", "model": "openai/flaky-judge"}]
+        unknown = await client.post("/learn-loop", json=body | {"judge": "nope"})
+        assert unknown.status_code == 422, unknown.text
+        detail = unknown.json()["detail"][0]
+        assert detail["loc"] == ["body", "judge"] and "flaky" in detail["msg"]
+        created = await client.post("/learn-loop", json=body | {"judge": "flaky"})
+        assert created.status_code == 202, created.text
+        run_id = created.json()["run_id"]
+        run = await client.get(f"/runs/{run_id}")
+        assert run.json()["config"]["judge"] == "flaky"
+        default = await client.post("/learn-loop", json=body)
+        assert (await client.get(f"/runs/{default.json()['run_id']}")).json()["config"]["judge"] == "default"
+        events = await client.get(f"/runs/{run_id}/events")
+        assert events.status_code == 200
+        for response in (judges, unknown, created, run, events):
+            assert JUDGE_KEY not in response.text and unreliable_judge.base_url not in response.text

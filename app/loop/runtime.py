@@ -8,13 +8,23 @@ from app.loop.steps import Judge
 from app.settings import Settings
 
 
-def create_judge(settings: Settings, embedded: EmbeddedBackend) -> Judge:
-    """`JUDGE_MODEL=embedded` uses the embedded server's judge; anything else is a litellm model string."""
-    if settings.judge_model == "embedded":
+def create_judge(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> Judge:
+    """The judge a run names: `default` is JUDGE_MODEL's, `embedded` the embedded server's, any other one of JUDGES.
+
+    A model of `embedded` uses the embedded server's judge; anything else is a litellm model string.
+    """
+    if name == "default":
+        model, base_url, api_key = settings.judge_model, settings.judge_base_url, settings.judge_api_key
+    elif name == "embedded":
+        model, base_url, api_key = "embedded", None, None
+    else:
+        spec = settings.judges[name]
+        model, base_url, api_key = spec.model, spec.base_url, spec.api_key
+    if model == "embedded":
         params = {"api_base": embedded.base_url, "api_key": embedded.api_key}
         return Judge(f"openai/{embedded.judge_model_name}", params, settings.judge_retries)
-    params = {k: v for k, v in {"api_base": settings.judge_base_url, "api_key": settings.judge_api_key}.items() if v}
-    return Judge(settings.judge_model, params, settings.judge_retries)
+    params = {k: v for k, v in {"api_base": base_url, "api_key": api_key}.items() if v}
+    return Judge(model, params, settings.judge_retries)
 
 
 def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:

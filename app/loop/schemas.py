@@ -42,6 +42,10 @@ class RunConfig(BaseModel):
     )
     train_policy: bool = Field(True, description="For experiments: false skips the GRPO update (the policy stays fixed).")
     reweight_graph: bool = Field(True, description="For experiments: false skips KG reweighting (node scores stay 1.0).")
+    judge: str | None = Field(
+        None, max_length=200, description="One of the judges the operator configured (see GET /judges or the README); "
+        "default: the JUDGE_MODEL judge.",
+    )
     in_context: bool | None = Field(
         None, description="In-context learning: each iteration distils the best email so far and a playbook of the judge's "
         "lessons per scenario into the next iteration's prompts. Default: on for backends that cannot train (openai), off otherwise.",

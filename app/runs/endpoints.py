@@ -9,7 +9,16 @@ from app.events import stream
 from app.events.schemas import DeliveryList, EventList, RunStatus
 from app.runs import repository, service, transitions, workflow
 from app.runs.models import Run
-from app.runs.schemas import IterationDetail, IterationList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut
+from app.runs.schemas import (
+    IterationDetail,
+    IterationList,
+    JudgeList,
+    LearnLoopRequest,
+    NodeScoresOut,
+    RunCreated,
+    RunList,
+    RunOut,
+)
 
 router = APIRouter(tags=["runs"])
 MAX_ITERATION = 2**31 - 1  # iteration numbers are 32-bit integers in the database
@@ -36,6 +45,14 @@ async def create_learn_loop(
     if replayed:
         response.status_code = status.HTTP_200_OK
     return created
+
+
+@router.get("/judges", response_model=JudgeList, summary="Judges a run may name")
+async def list_judges(svc: ServicesDep, tenant: TenantDep) -> dict:
+    """Each judge's name and litellm model string; `default` (the JUDGE_MODEL judge) is a run's when it names none."""
+    settings = svc.settings
+    models = {"default": settings.judge_model, "embedded": "embedded"} | {n: j.model for n, j in settings.judges.items()}
+    return {"data": [{"name": name, "model": model} for name, model in models.items()]}
 
 
 async def _run_or_404(session, run_id: str, tenant: str) -> Run:

@@ -24,8 +24,16 @@ class Executor:
         self.wake_relay = wake_relay
         self.embedded = EmbeddedBackend(store=DatabaseCheckpoints(services.db))
         self.judge: Judge = create_judge(self.settings, self.embedded)
+        self._judges: dict[str, Judge] = {"default": self.judge}
         self._backends: dict[str, art.Backend | None] = {"embedded": self.embedded}
         self._policies: dict[str, Policy] = {}
+
+    def judge_named(self, name: str | None) -> Judge:
+        """The judge a run names (None: the default), built once per worker."""
+        name = name or "default"
+        if name not in self._judges:
+            self._judges[name] = create_judge(self.settings, self.embedded, name)
+        return self._judges[name]
 
     def backend(self, name: str) -> art.Backend | None:
         if name not in self._backends:

@@ -31,7 +31,17 @@ class EffectiveConfig(RunConfig):
     backend: BackendName
     train_options: dict[str, Any]
     in_context: bool = False  # runs from before in-context learning had none
+    judge: str = "default"  # runs from before judges per run had the JUDGE_MODEL judge
     webhook_url: str | None = None
+
+
+class JudgeOut(BaseModel):
+    name: str = Field(description="What a run's `judge` names.")
+    model: str = Field(description="Its litellm model string (`embedded`: the embedded server's judge).")
+
+
+class JudgeList(BaseModel):
+    data: list[JudgeOut]
 
 
 class RunLinks(BaseModel):

@@ -84,6 +84,9 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
         raise RequestValidationError(
             [{**e, "loc": ("body", "train_options", *e["loc"]), "msg": f"{e['msg']} (backend {backend!r})"} for e in exc.errors(include_url=False)]
         ) from None
+    judge = body.judge or "default"
+    if judge not in svc.settings.judge_names():
+        raise invalid("judge", f"unknown judge {judge!r}; configured: {', '.join(svc.settings.judge_names())} (see GET /judges)")
     webhook_url = str(body.webhook_url) if body.webhook_url else None
     if webhook_url:
         try:
@@ -93,7 +96,7 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
     return EffectiveConfig.model_validate(body.model_dump() | {
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
-        "in_context": (not spec.trainable) if body.in_context is None else body.in_context,
+        "in_context": (not spec.trainable) if body.in_context is None else body.in_context, "judge": judge,
     })
 
 

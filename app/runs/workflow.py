@@ -120,10 +120,11 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     executor = current()
     policy = await executor.policy(run_id, run.config["backend"])
     feedback = create_feedback(graph)
+    judge = executor.judge_named(config.judge)
 
     async def score(group):
         try:
-            scored = await steps.score_group(group, executor.judge, feedback, config, iteration=iteration)
+            scored = await steps.score_group(group, judge, feedback, config, iteration=iteration)
             fault_point(Step.SCORE, iteration)
         except Exception as exc:
             log.error("run %s: scoring failed", run_id, exc_info=exc)
@@ -187,7 +188,7 @@ async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, f
     written = await steps.write_email(policy, graph, target, target_scores, config, (context or {}).get(target.id))
     email, score = written.email, None
     if email is not None:
-        score = await steps.judge_email(written, current().judge)
+        score = await steps.judge_email(written, current().judge_named(config.judge))
     elif iteration > 0:
         async with current().services.db.read() as session:
             best = steps.best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
