@@ -18,11 +18,12 @@ serve: install
 run: install
 	$(BIN)/codreamer run --iterations 10
 
-test: install
-	$(BIN)/python -m pytest
+test: install  # in two workers, then the tests that must run alone
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -m serial
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not serial"
 
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"

@@ -35,7 +35,8 @@ class Server:
     def __init__(self, workdir: Path, env: dict[str, str], api_key: str | None = None):
         self.workdir, self.api_key = workdir, api_key
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "OPENAI", "JUDGE", "WEAVE", "API_KEYS"))}
-        self.env |= {"TQDM_DISABLE": "1", "MAX_CONCURRENT_RUNS": "4"} | env
+        # one SECRET_KEY for every process of a test (an API and its workers must share it)
+        self.env |= {"TQDM_DISABLE": "1", "MAX_CONCURRENT_RUNS": "4", "SECRET_KEY": "test-secret-key-of-the-servers"} | env
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None

@@ -53,6 +53,7 @@ def restart_postgres() -> None:
     subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True, timeout=120)
 
 
+@pytest.mark.serial  # restarts the shared PostgreSQL server: nothing else may run beside it
 def test_postgresql_restart_under_a_running_run(tmp_path):
     require_postgres()
     if not os.path.isdir("/etc/postgresql"):
