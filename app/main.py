@@ -46,7 +46,9 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.settings.max_graph_bytes if scope["path"].rstrip("/") == "/graphs" else self.settings.max_body_bytes
+        path = scope["path"].rstrip("/")
+        upload = path == "/graphs" or (scope.get("method") == "PUT" and path.startswith("/graphs/") and path.count("/") == 2)
+        limit = self.settings.max_graph_bytes if upload else self.settings.max_body_bytes
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             return await self._refuse(send, limit)

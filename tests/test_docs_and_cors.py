@@ -18,6 +18,7 @@ OPERATION_IDS = {
     "createLearnLoop", "listRuns", "getRun", "cancelRun", "resumeRun", "listIterations", "getIteration",
     "getNodeScores", "listEvents", "listWebhookDeliveries", "listGraphs", "createGraph", "listNodes", "getNode",
     "listScenarios", "getHealth", "getReadiness", "listJudges",
+    "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}

@@ -1,8 +1,9 @@
 """Graphs in the database: written once on upload, read by the API and by runs."""
 
-from sqlalchemy import func, insert, or_, select
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import utcnow
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
@@ -28,6 +29,10 @@ async def save(session: AsyncSession, document: GraphDocument, tenant: str | Non
     """`tenant` None shares the graph with every tenant (the bundled demo)."""
     session.add(Graph(id=document.id, tenant=tenant, name=document.name))
     await session.flush()
+    await _insert_contents(session, document)
+
+
+async def _insert_contents(session: AsyncSession, document: GraphDocument) -> None:
     rows = [
         (GraphNode, [n.model_dump() | {"graph_id": document.id} for n in document.nodes]),
         (GraphEdge, [e.model_dump() | {"graph_id": document.id, "position": i} for i, e in enumerate(document.edges)]),
@@ -106,3 +111,36 @@ async def load(session: AsyncSession, graph_id: str) -> KnowledgeGraph | None:
         scenarios=await scenarios(session, graph_id),
     )
     return KnowledgeGraph(document)
+
+
+async def owned(session: AsyncSession, graph_id: str, tenant: str) -> Graph | None:
+    """The graph if this tenant uploaded it: shared graphs (the demo, tenant None) are nobody's to change."""
+    return await session.scalar(select(Graph).where(Graph.id == graph_id, Graph.tenant == tenant))
+
+
+async def document(session: AsyncSession, graph_id: str) -> GraphDocument | None:
+    """The whole stored document: nodes (by id), edges and scenarios (in upload order)."""
+    graph = await load(session, graph_id)
+    return None if graph is None else graph.document
+
+
+async def replace(session: AsyncSession, document: GraphDocument) -> None:
+    """The graph's name, nodes, edges and scenarios swapped for the document's, in the caller's
+    transaction. The graph row stays (finished runs refer to it); its `created_at` is renewed, which
+    tells every process's GraphCache that its copy is stale."""
+    for model in (GraphNode, GraphEdge, GraphScenario):
+        await session.execute(delete(model).where(model.graph_id == document.id))
+    await session.execute(update(Graph).where(Graph.id == document.id).values(name=document.name, created_at=utcnow()))
+    await _insert_contents(session, document)
+
+
+async def remove(session: AsyncSession, graph_id: str) -> None:
+    """The graph and (by ON DELETE CASCADE, and explicitly for databases without it) its rows."""
+    for model in (GraphNode, GraphEdge, GraphScenario):
+        await session.execute(delete(model).where(model.graph_id == graph_id))
+    await session.execute(delete(Graph).where(Graph.id == graph_id))
+
+
+async def version(session: AsyncSession, graph_id: str):
+    """When the graph was stored or last replaced; None if it does not exist."""
+    return await session.scalar(select(Graph.created_at).where(Graph.id == graph_id))

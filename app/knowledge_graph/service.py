@@ -35,22 +35,36 @@ def hidden_preferences(graph_id: str) -> dict[str, dict] | None:
 
 
 class GraphCache:
-    """Graphs are immutable once stored, so each process keeps the recently used ones."""
+    """Each process keeps the recently used graphs.
+
+    A graph changes only by `PUT /graphs/{id}` or `DELETE /graphs/{id}`, both refused while a run on
+    it is queued or running; the process that served the request drops its copy (`invalidate`).
+    Every process notices a replacement by the graph's `created_at`, which a replacement renews.
+    """
 
     def __init__(self, db: Database, size: int = 16):
         self.db = db
         self.size = size
-        self._graphs: OrderedDict[str, KnowledgeGraph] = OrderedDict()
+        self._graphs: OrderedDict[str, tuple[object, KnowledgeGraph]] = OrderedDict()
 
     async def get(self, graph_id: str) -> KnowledgeGraph | None:
-        graph = self._graphs.get(graph_id)
-        if graph is None:
-            async with self.db.read() as session:
-                graph = await repository.load(session, graph_id)
-            if graph is None:
+        # a replacement renews the graph's created_at: reading it (a primary-key lookup)
+        # tells any process whether its copy is stale
+        async with self.db.read() as session:
+            version = await repository.version(session, graph_id)
+            if version is None:
+                self._graphs.pop(graph_id, None)
                 return None
-            self._graphs[graph_id] = graph
-            while len(self._graphs) > self.size:
-                self._graphs.popitem(last=False)
+            cached = self._graphs.get(graph_id)
+            if cached is None or cached[0] != version:
+                graph = await repository.load(session, graph_id)
+                if graph is None:
+                    return None
+                cached = self._graphs[graph_id] = (version, graph)
+                while len(self._graphs) > self.size:
+                    self._graphs.popitem(last=False)
         self._graphs.move_to_end(graph_id)
-        return graph
+        return cached[1]
+
+    def invalidate(self, graph_id: str) -> None:
+        self._graphs.pop(graph_id, None)

@@ -1,6 +1,9 @@
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, TenantDep, not_found
@@ -222,3 +225,47 @@ async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadS
                            "duration_ms": a.duration_ms} for a in attempts.get(delivery.event_id, [])]}
         for delivery in deliveries
     ]}
+
+
+@router.delete("/runs/{run_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a finished run",
+               responses={**CONFLICT, **NOT_FOUND})
+async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Response:
+    """Removes a finished run and everything it owns (iterations, trajectories, scores, events,
+    webhook deliveries, checkpoints) in one transaction. A queued or running run → 409: cancel it first."""
+    async with svc.db.transaction() as session:
+        run = await _run_or_404(session, run_id, tenant)
+        if not RunStatus(run.status).terminal:
+            raise HTTPException(409, f"run {run_id!r} is {run.status}; cancel it first")
+        await repository.delete_run(session, run, f"{svc.settings.art_model_name}-{run_id}")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+EXPORT = {200: {"content": {"application/x-ndjson": {
+    "schema": {"type": "string", "description": "JSON Lines: the run first, then each iteration with its trajectories."}}}}}
+
+
+@router.get("/runs/{run_id}/export", summary="A run as JSON Lines, for offline analysis", response_class=StreamingResponse,
+            responses={**EXPORT, **NOT_FOUND})
+async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> StreamingResponse:
+    """One JSON object per line: first `{"type": "run", ...}` (the run with its config), then
+    `{"type": "iteration", ...}` for each iteration in order, with its rewards, node score changes
+    and trajectories (scenario, reward, judge and feedback scores, email, turns)."""
+    async with svc.db.read() as session:
+        view = await repository.get_run_view(session, run_id, tenant)
+        if view is None:
+            raise not_found(f"run {run_id!r}")
+        numbers = await repository.iteration_numbers(session, run_id)
+
+    def line(kind: str, data: dict) -> bytes:
+        return (json.dumps({"type": kind} | jsonable_encoder(data), separators=(",", ":")) + "\n").encode()
+
+    async def lines():
+        yield line("run", view)
+        for number in numbers:  # one iteration at a time: a long run is not held in memory
+            async with svc.db.read() as session:
+                detail = await repository.iteration_detail(session, run_id, number)
+            if detail is not None:
+                yield line("iteration", detail)
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})

@@ -40,7 +40,8 @@ def _by_scenario(rows) -> ScenarioScores:
 
 
 def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, float]:
-    return graph.initial_scores | moved
+    """Every node of the graph as it is now: a node a replacement removed is left out."""
+    return graph.initial_scores | {node: score for node, score in moved.items() if node in graph.nodes}
 
 
 # ---------------------------------------------------------------- trajectories
@@ -213,3 +214,16 @@ async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -
 
 async def latest_iteration(session: AsyncSession, run_id: str) -> int | None:
     return await session.scalar(select(Iteration.iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1))
+
+
+async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
+    """The run and all it owns: iterations, trajectories, scores, events, deliveries and idempotency
+    keys go by ON DELETE CASCADE; the embedded policy's checkpoints (no foreign key) explicitly."""
+    from app.backends.embedded.models import PolicyCheckpoint
+
+    await session.execute(delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name))
+    await session.execute(delete(Run).where(Run.id == run.id))
+
+
+async def iteration_numbers(session: AsyncSession, run_id: str) -> list[int]:
+    return list((await session.scalars(select(Iteration.iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration))).all())

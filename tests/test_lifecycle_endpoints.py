@@ -1,0 +1,164 @@
+"""Replacing, deleting and reading whole graphs; deleting and exporting runs (in process)."""
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from app.knowledge_graph.service import demo_document
+from app.main import create_app
+from app.settings import Settings
+from tests.support import Receiver, connect, lifespan
+
+SCENARIO = demo_document().scenarios[0].id
+BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [SCENARIO], "max_turns": 2}
+RUN_TABLES = ("iterations", "trajectories", "node_scores", "node_score_changes", "idempotency_keys",
+              "events", "webhook_deliveries", "webhook_attempts")
+
+
+@pytest.fixture(scope="module")
+async def env(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lifecycle") / "db.sqlite"
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{path}", environment="test",
+                        webhook_allow_private=True, webhook_retry_schedule=[0.2, 0.2])
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        yield client, path, settings
+
+
+async def finished(client, run_id: str, timeout: float = 120) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        run = (await client.get(f"/runs/{run_id}")).json()
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not finish: {run}")
+
+
+def small_graph(graph_id: str, name: str = "Small") -> dict:
+    demo = demo_document().model_dump()
+    return demo | {"id": graph_id, "name": name}
+
+
+async def test_get_graph_returns_the_whole_document(env):
+    client, _, _ = env
+    demo = (await client.get("/graphs/demo")).json()
+    assert demo == json.loads(demo_document().model_dump_json()) | {"nodes": demo["nodes"]}
+    assert sorted(n["id"] for n in demo["nodes"]) == sorted(n.id for n in demo_document().nodes)
+    assert demo["edges"] and demo["scenarios"]
+    assert (await client.get("/graphs/nope")).status_code == 404
+
+
+async def test_replace_and_delete_a_graph(env):
+    client, _, _ = env
+    assert (await client.post("/graphs", json=small_graph("mine"))).status_code == 201
+    document = small_graph("mine", "Renamed")
+    document["nodes"][0]["title"] = "A new title"
+    replaced = await client.put("/graphs/mine", json=document)
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.json()["name"] == "Renamed"
+    got = (await client.get("/graphs/mine")).json()
+    assert got["name"] == "Renamed"
+    assert {n["id"]: n["title"] for n in got["nodes"]}[document["nodes"][0]["id"]] == "A new title"
+    # same validation as an upload; the id must be the path's
+    broken = small_graph("mine") | {"edges": [{"source": "ghost", "target": "ghost", "relation": "x"}]}
+    assert (await client.put("/graphs/mine", json=broken)).status_code == 422
+    assert (await client.put("/graphs/mine", json=small_graph("other"))).status_code == 422
+    assert (await client.put("/graphs/nope", json=small_graph("nope"))).status_code == 404
+    # the demo is shared: nobody replaces or deletes it
+    assert (await client.put("/graphs/demo", json=demo_document().model_dump())).status_code == 409
+    assert (await client.delete("/graphs/demo")).status_code == 409
+    assert (await client.get("/graphs/demo")).status_code == 200
+    assert (await client.delete("/graphs/mine")).status_code == 204
+    assert (await client.get("/graphs/mine")).status_code == 404
+    assert (await client.delete("/graphs/mine")).status_code == 404
+    assert "mine" not in [g["id"] for g in (await client.get("/graphs")).json()["data"]]
+
+
+async def test_a_graph_in_use_is_refused_and_a_finished_run_survives_a_replacement(env):
+    client, _, _ = env
+    assert (await client.post("/graphs", json=small_graph("busy"))).status_code == 201
+    created = await client.post("/learn-loop", json=BODY | {"graph_id": "busy"})
+    assert created.status_code == 202
+    run_id = created.json()["run_id"]
+    # queued or running: no replacement, no deletion, and the run itself cannot be deleted
+    assert (await client.put("/graphs/busy", json=small_graph("busy", "Changed"))).status_code == 409
+    assert (await client.delete("/graphs/busy")).status_code == 409
+    assert (await client.delete(f"/runs/{run_id}")).status_code == 409
+    assert (await finished(client, run_id))["status"] == "succeeded"
+    # finished: the graph may be replaced (here without its first node); the run's views still work
+    document = small_graph("busy", "Changed")
+    gone = document["nodes"][0]["id"]
+    document["edges"] = [e for e in document["edges"] if gone not in (e["source"], e["target"])]
+    document["nodes"] = document["nodes"][1:]
+    for scenario in document["scenarios"]:
+        scenario["seed_nodes"] = [n for n in scenario["seed_nodes"] if n != gone] or [document["nodes"][0]["id"]]
+    assert (await client.put("/graphs/busy", json=document)).status_code == 200
+    scores = (await client.get(f"/runs/{run_id}/node-scores")).json()["scores"]
+    assert gone not in scores and set(scores) == {n["id"] for n in document["nodes"]}
+    assert (await client.get(f"/runs/{run_id}/iterations/1")).status_code == 200
+    # a finished run still refers to the graph: deleting it is refused until the run is deleted
+    assert (await client.delete("/graphs/busy")).status_code == 409
+    assert (await client.delete(f"/runs/{run_id}")).status_code == 204
+    assert (await client.delete("/graphs/busy")).status_code == 204
+
+
+async def test_export_is_json_lines_with_the_run_first(env):
+    client, _, _ = env
+    run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+    await finished(client, run_id)
+    response = await client.get(f"/runs/{run_id}/export")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert lines[0]["type"] == "run" and lines[0]["run_id"] == run_id and lines[0]["config"]["iterations"] == 1
+    assert [line["iteration"] for line in lines[1:]] == [0, 1]
+    assert all(line["type"] == "iteration" for line in lines[1:])
+    assert lines[2]["trajectories"] and lines[2]["rewards"]["count"] == 2
+    assert (await client.get("/runs/run_nope/export")).status_code == 404
+
+
+async def test_delete_run_removes_everything_it_owns(env):
+    client, path, settings = env
+    receiver = Receiver()
+    try:
+        created = await client.post("/learn-loop", json=BODY | {"webhook_url": receiver.url}, headers={"Idempotency-Key": "k1"})
+        run_id = created.json()["run_id"]
+        await finished(client, run_id)
+        for _ in range(200):
+            deliveries = (await client.get(f"/runs/{run_id}/webhook-deliveries")).json()["data"]
+            if deliveries and all(d["status"] == "delivered" for d in deliveries):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        receiver.close()
+    other = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+    await finished(client, other)
+
+    def counts(run: str, event_ids: list[str]) -> dict:
+        with sqlite3.connect(path) as db:
+            found = {table: db.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run,)).fetchone()[0]
+                     for table in RUN_TABLES if table != "webhook_attempts"}
+            marks = ",".join("?" * len(event_ids))
+            found["webhook_attempts"] = db.execute(
+                f"SELECT count(*) FROM webhook_attempts WHERE event_id IN ({marks})", event_ids).fetchone()[0]
+            found["runs"] = db.execute("SELECT count(*) FROM runs WHERE id = ?", (run,)).fetchone()[0]
+            found["policy_checkpoints"] = db.execute(
+                "SELECT count(*) FROM policy_checkpoints WHERE model_name = ?", (f"{settings.art_model_name}-{run}",)
+            ).fetchone()[0]
+        return found
+
+    def event_ids(run: str) -> list[str]:
+        with sqlite3.connect(path) as db:
+            return [row[0] for row in db.execute("SELECT id FROM events WHERE run_id = ?", (run,))]
+
+    ids, other_ids = event_ids(run_id), event_ids(other)
+    before = counts(run_id, ids)
+    assert all(before[t] for t in ("runs", "iterations", "trajectories", "events", "webhook_deliveries",
+                                   "webhook_attempts", "idempotency_keys", "policy_checkpoints")), before
+    other_before = counts(other, other_ids)
+    assert (await client.delete(f"/runs/{run_id}")).status_code == 204
+    assert set(counts(run_id, ids).values()) == {0}, counts(run_id, ids)
+    assert counts(other, other_ids) == other_before  # another run is untouched
+    assert (await client.get(f"/runs/{run_id}")).status_code == 404
+    assert (await client.delete(f"/runs/{run_id}")).status_code == 404
