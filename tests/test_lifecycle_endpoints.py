@@ -77,7 +77,7 @@ async def test_replace_and_delete_a_graph(env):
 
 
 async def test_a_graph_in_use_is_refused_and_a_finished_run_survives_a_replacement(env):
-    client, _, _ = env
+    client, path, _ = env
     assert (await client.post("/graphs", json=small_graph("busy"))).status_code == 201
     created = await client.post("/learn-loop", json=BODY | {"graph_id": "busy"})
     assert created.status_code == 202
@@ -98,6 +98,13 @@ async def test_a_graph_in_use_is_refused_and_a_finished_run_survives_a_replaceme
     scores = (await client.get(f"/runs/{run_id}/node-scores")).json()["scores"]
     assert gone not in scores and set(scores) == {n["id"] for n in document["nodes"]}
     assert (await client.get(f"/runs/{run_id}/iterations/1")).status_code == 200
+    # a run keeps the graph it started with: a failed run on a since-replaced graph is not resumed
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET status = 'failed' WHERE id = ?", (run_id,))
+    refused = await client.post(f"/runs/{run_id}/resume")
+    assert refused.status_code == 409 and "replaced" in refused.json()["detail"]
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET status = 'succeeded' WHERE id = ?", (run_id,))
     # a finished run still refers to the graph: deleting it is refused until the run is deleted
     assert (await client.delete("/graphs/busy")).status_code == 409
     assert (await client.delete(f"/runs/{run_id}")).status_code == 204

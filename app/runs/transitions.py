@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
@@ -11,6 +12,7 @@ from app.events.schemas import (
     RunSucceededData, Step,
 )
 from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.models import Graph
 from app.runs import repository
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
 
@@ -61,6 +63,9 @@ async def resume(session: AsyncSession, run_id: str) -> Run:
     run = await locked_run(session, run_id)
     if run.status != RunStatus.FAILED:
         raise Conflict(f"run {run_id} is {run.status}; only failed runs can be resumed")
+    stored = await session.scalar(select(Graph.created_at).where(Graph.id == run.graph_id))
+    if stored is not None and stored > run.created_at:  # a run keeps the graph it started with
+        raise Conflict(f"graph {run.graph_id!r} was replaced after run {run_id} started; start a new run")
     run.status, run.error, run.finished_at = RunStatus.QUEUED, None, None
     run.attempt += 1
     return run
