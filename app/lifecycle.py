@@ -102,13 +102,7 @@ async def start(settings: Settings, *, worker: bool) -> Process:
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings))))
     if worker:
-        box = process.api.secrets
-
-        async def webhook_secret(session, run_id: str) -> str:
-            sealed = await runs_repository.sealed_webhook_secret(session, run_id)
-            return sealed if sealed.startswith("whsec_") else box.open(sealed)
-
-        process.relay = WebhookRelay(db, settings, webhook_secret)
+        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
     executor.install(process.executor)
     try:

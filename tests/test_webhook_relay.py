@@ -21,7 +21,7 @@ from app.events import relay as relay_module
 from app.events import service as event_log
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.relay import WebhookRelay
-from app.events.signing import new_secret
+from app.events.signing import SecretBox, new_secret
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
@@ -238,7 +238,7 @@ async def test_a_claim_covers_its_attempt_so_two_relays_never_send_one_delivery_
     settings, run_id = await outbox(database_url, drip.url, 4, webhook_timeout_s=1.0, webhook_retry_schedule=[0.1],
                                     webhook_concurrency=1, webhook_concurrency_per_run=1)
     databases = [Database(settings), Database(settings)]
-    relays = [WebhookRelay(db, settings, runs_repository.webhook_secret) for db in databases]
+    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
     tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
     try:
         async def all_failed():
@@ -277,10 +277,10 @@ async def test_a_stopping_worker_records_the_attempt_it_interrupts_and_frees_the
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", drip.url, 1, webhook_timeout_s=5.0)
     db = Database(settings)
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secret)
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
     try:
         assert await relay.fill_slots() == 1
-        assert await WebhookRelay(db, settings, runs_repository.webhook_secret).fill_slots() == 0  # leased
+        assert await WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))).fill_slots() == 0  # leased
         for _ in range(100):  # the attempt is in flight
             if drip.requests:
                 break
@@ -312,7 +312,7 @@ async def test_claims_go_round_robin_across_runs(database_url, per_run):
         await session.flush()
         session.add(WebhookDelivery(event_id="evt_other", run_id="run_other", type="run.started", url="http://127.0.0.1:9/b",
                                     status="pending", attempts=0, next_attempt_at=later, created_at=later))
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secret)
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
     try:
         claimed = await relay._claim_due(4)
         assert Counter(run for _, run, _ in claimed) == Counter({run_a: per_run, "run_other": 1})

@@ -79,10 +79,8 @@ async def test_a_run_whose_workflow_ended_unrecorded_is_reconciled(process, monk
     created, _ = await service.create_run(process.api, REQUEST)
     with pytest.raises(Exception):
         await workflow.wait(created.run_id)
-    async with process.api.db.read() as session:
-        assert (await repository.get_run_view(session, created.run_id))["status"] == "running"
-    ended = await Housekeeper(process.api.db, process.api.settings).reconcile()
-    assert created.run_id in ended
+    # The worker's housekeeping reconciles every few seconds; a pass now does it at once (idempotent).
+    await Housekeeper(process.api.db, process.api.settings).reconcile()
     async with process.api.db.read() as session:
         view = await repository.get_run_view(session, created.run_id)
     assert view["status"] == "failed" and "ERROR" in view["error"]["message"]

@@ -1,10 +1,13 @@
 """Reads of runs and what they own, and the trajectory store that lets any worker train a run."""
 
+from collections.abc import Awaitable, Callable
+
 import art
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.schemas import RunStatus
+from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.schemas import EmailTrajectory
@@ -100,6 +103,16 @@ async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> lis
 async def sealed_webhook_secret(session: AsyncSession, run_id: str) -> str:
     """As stored: sealed by `Services.secrets` (a `whsec_` value is from before secrets were sealed)."""
     return await session.scalar(select(Run.webhook_secret).where(Run.id == run_id))
+
+
+def webhook_secrets(box: SecretBox) -> Callable[[AsyncSession, str], Awaitable[str]]:
+    """The relay's lookup of a run's signing secret, opened from its sealed form."""
+
+    async def webhook_secret(session: AsyncSession, run_id: str) -> str:
+        sealed = await sealed_webhook_secret(session, run_id)
+        return sealed if sealed.startswith("whsec_") else box.open(sealed)
+
+    return webhook_secret
 
 
 async def owned_run(session: AsyncSession, run_id: str, tenant: str) -> Run | None:
