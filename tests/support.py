@@ -261,3 +261,24 @@ async def lifespan(app):
 
 def connect(app) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+def assert_exactly_once(client: httpx.Client, run_id: str, iterations: int) -> None:
+    """The run succeeded with iterations 0..n, each recorded, trained and announced exactly once."""
+    run = client.get(f"/runs/{run_id}").json()
+    assert run["status"] == "succeeded", run
+    recorded = client.get(f"/runs/{run_id}/iterations").json()["data"]
+    assert [i["iteration"] for i in recorded] == list(range(iterations + 1))
+    assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, iterations + 1))
+    completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
+    assert completed == list(range(iterations + 1))
+
+
+async def finished(client: httpx.AsyncClient, run_id: str, timeout: float = 120) -> dict:
+    """The run once it is succeeded, failed or cancelled (in-process clients)."""
+    for _ in range(int(timeout / 0.1)):
+        run = (await client.get(f"/runs/{run_id}")).json()
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not finish: {run}")

@@ -9,7 +9,8 @@ import pytest
 
 from app.knowledge_graph.service import demo_document
 from tests.support import (
-    FreshPostgresDatabase, Server, TcpProxy, WorkerProcess, events, require_postgres, wait_for, wait_for_status,
+    FreshPostgresDatabase, Server, TcpProxy, WorkerProcess, assert_exactly_once, require_postgres, wait_for,
+    wait_for_status,
 )
 
 pytestmark = pytest.mark.slow
@@ -24,16 +25,6 @@ def database():
     database.drop()
 
 
-def assert_exactly_once(client, run_id: str) -> None:
-    run = client.get(f"/runs/{run_id}").json()
-    assert run["status"] == "succeeded", run
-    recorded = client.get(f"/runs/{run_id}/iterations").json()["data"]
-    assert [i["iteration"] for i in recorded] == list(range(RUN["iterations"] + 1))
-    assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, RUN["iterations"] + 1))
-    completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
-    assert completed == list(range(RUN["iterations"] + 1))
-
-
 def finish_or_resume(client, run_id: str) -> None:
     """A run ends `succeeded`, or `failed` and resumable, never stuck; a resumed one then succeeds."""
     run = wait_for_status(client, run_id, timeout=240)
@@ -41,7 +32,7 @@ def finish_or_resume(client, run_id: str) -> None:
         assert "SELECT" not in run["error"]["message"] and "INSERT" not in run["error"]["message"]
         assert client.post(f"/runs/{run_id}/resume").status_code == 202
         wait_for_status(client, run_id, timeout=240)
-    assert_exactly_once(client, run_id)
+    assert_exactly_once(client, run_id, RUN["iterations"])
 
 
 def test_terminated_connections_while_runs_start_and_execute(tmp_path, database):
@@ -112,7 +103,7 @@ def test_a_dead_worker_never_restarted_hands_its_runs_to_the_live_one(tmp_path, 
             doomed.kill()
             for run_id in run_ids:
                 assert wait_for_status(client, run_id, timeout=300)["status"] == "succeeded"
-                assert_exactly_once(client, run_id)
+                assert_exactly_once(client, run_id, RUN["iterations"])
         assert "recovered" in survivor.log.read_text()
     finally:
         for process in (survivor, api):

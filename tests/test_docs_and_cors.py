@@ -1,6 +1,5 @@
 """Offline docs, stable operation ids, CORS and 405s, in process against `create_app`."""
 
-import asyncio
 import re
 
 import httpx

@@ -8,6 +8,7 @@ import pytest
 
 from app.knowledge_graph.service import demo_document
 from tests.standins import HangingModel
+from tests import support
 from tests.support import FreshPostgresDatabase, Server, events, free_port, require_postgres, wait_for, wait_for_status
 
 pytestmark = pytest.mark.slow
@@ -16,13 +17,7 @@ RUN = {"iterations": 3, "scenario_ids": SCENARIOS, "rollouts_per_group": 3}
 
 
 def assert_exactly_once(client, run_id: str, iterations: int) -> None:
-    run = client.get(f"/runs/{run_id}").json()
-    assert run["status"] == "succeeded", run
-    recorded = client.get(f"/runs/{run_id}/iterations").json()["data"]
-    assert [i["iteration"] for i in recorded] == list(range(iterations + 1))
-    assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, iterations + 1))
-    completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
-    assert completed == list(range(iterations + 1))
+    support.assert_exactly_once(client, run_id, iterations)
     for n in range(1, iterations + 1):
         trajectories = client.get(f"/runs/{run_id}/iterations/{n}").json()["trajectories"]
         assert len(trajectories) == len(RUN["scenario_ids"]) * RUN["rollouts_per_group"]

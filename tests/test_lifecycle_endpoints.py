@@ -9,7 +9,7 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
-from tests.support import Receiver, connect, lifespan
+from tests.support import Receiver, connect, finished, lifespan
 
 SCENARIO = demo_document().scenarios[0].id
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [SCENARIO], "max_turns": 2}
@@ -27,13 +27,6 @@ async def env(tmp_path_factory):
         yield client, path, settings
 
 
-async def finished(client, run_id: str, timeout: float = 120) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        run = (await client.get(f"/runs/{run_id}")).json()
-        if run["status"] in ("succeeded", "failed", "cancelled"):
-            return run
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not finish: {run}")
 
 
 def small_graph(graph_id: str, name: str = "Small") -> dict:

@@ -17,7 +17,7 @@ import pytest
 
 from app import logs
 from app.knowledge_graph.service import demo_document
-from tests.support import Server, events, free_port, wait_for, wait_for_status
+from tests.support import Server, assert_exactly_once, free_port, wait_for, wait_for_status
 
 SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
 
@@ -153,13 +153,8 @@ def test_sigterm_mid_run_exits_0_and_the_run_resumes_after_a_restart(tmp_path):
     restarted = Server(tmp_path, env).start()
     try:
         with restarted.client() as client:
-            run = wait_for_status(client, run_id, timeout=120)
-            assert run["status"] == "succeeded", run
-            recorded = client.get(f"/runs/{run_id}/iterations").json()["data"]
-            assert [i["iteration"] for i in recorded] == list(range(iterations + 1))
-            assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, iterations + 1))
-            completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
-            assert completed == list(range(iterations + 1))
+            wait_for_status(client, run_id, timeout=120)
+            assert_exactly_once(client, run_id, iterations)
         assert sigterm(restarted) == 0
     finally:
         restarted.stop()

@@ -16,7 +16,7 @@ from app.loop.schemas import RunConfig
 from app.main import create_app
 from app.runs.transitions import FULL_SCORES_MAX_NODES, TRUNCATED_TOP, webhook_scores
 from app.settings import Settings
-from tests.support import Receiver, connect, lifespan
+from tests.support import Receiver, connect, finished, lifespan
 
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_turns": 4}
 
@@ -30,13 +30,6 @@ async def api(tmp_path_factory):
         yield client
 
 
-async def finished(api, run_id: str, timeout: float = 60) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        run = (await api.get(f"/runs/{run_id}")).json()
-        if run["status"] in ("succeeded", "failed", "cancelled"):
-            return run
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not finish: {run}")
 
 
 async def test_a_run_with_a_webhook_end_to_end(api):
