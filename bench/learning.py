@@ -152,6 +152,7 @@ def plot(result: dict, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     graphs = list(result["graphs"])
     fig, axes = plt.subplots(1, len(graphs), figsize=(6.2 * len(graphs), 4.4), squeeze=False)
@@ -166,8 +167,10 @@ def plot(result: dict, path) -> None:
         ax.set_ylabel(f"mean reward ({len(result['seeds'])} seeds)")
         ax.set_title("demo graph (judge + feedback, 10 scenarios)" if graph == "demo"
                      else f"{result['synthetic_graph']} (judge only, 4 scenarios)")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
     fig.suptitle("Learning, K=4 rollouts per scenario, through the service's workflow")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=120)
