@@ -125,6 +125,17 @@ def test_lengths_fit_the_rubric_and_the_reader_perceives_the_decisions(emails):
         assert perceived_cta(body) == cta, (cta, _ask(body))
 
 
+def test_the_composer_recognises_the_angle_of_its_own_emails(emails):
+    """How the embedded policy reads an exemplar: the tone, length band and ask it wrote come back."""
+    for scenario, _, cited, tone, length, cta, subject, body in emails:
+        angle = composer.angle_of(body, scenario.prospect.model_dump(), scenario.goal)
+        assert angle["tone"] == tone and angle["cta"] == cta, (tone, cta, angle)
+        low, high = composer._BANDS[length]  # an email short of material for its band reads as shorter
+        assert angle.get("length") == length or not low <= words(body) <= high, (length, words(body), angle)
+    prospect = GRAPH.scenarios[next(iter(GRAPH.scenarios))].prospect.model_dump()
+    assert composer.angle_of("Hello team,\n\nWe sell software.\n\nCan we talk?\n\nBob", prospect) == {}
+
+
 @pytest.mark.parametrize("role,industry,a", [
     ("Head of Compliance", "Oil & Gas", "a"),
     ("VP Engineering", "banking", "a"),

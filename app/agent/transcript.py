@@ -26,6 +26,7 @@ class SeenNode:
     seed: bool = False  # listed in the prompt: a start node, or one that worked before (proven)
     proven: bool = False
     browsed: bool = False
+    exemplar: bool = False  # cited by the best email so far for this prospect (in-context learning)
 
     @property
     def read(self) -> bool:
@@ -100,8 +101,7 @@ def parse_transcript(messages: list[dict]) -> Transcript:
                     t.exemplar = Email(subject=str(data.get("subject", "")), body=str(data.get("body", "")),
                                        citations=[str(c) for c in data.get("citations") or []])
                     for node_id in t.exemplar.citations:  # what the best email cited: somewhere to start
-                        if node_id not in t.nodes:
-                            _see(t, {"id": node_id}, seed=True)
+                        _see(t, {"id": node_id}, seed=True, exemplar=True)
                 elif tag == "playbook" and isinstance(data, list):
                     t.playbook = [str(lesson) for lesson in data]
         elif role == "assistant":

@@ -335,6 +335,39 @@ def _fillers(tone: str, company: str, industry: str, pains: list[str], lead: str
     return lines
 
 
+def _greeting(tone: str, name: str) -> str:
+    first = name.split(" ")[0]
+    return {"formal": f"Dear {name},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
+
+
+def _pains(prospect: dict) -> list[str]:
+    pains = [str(p).strip().rstrip(".") for p in prospect.get("pains") or [] if str(p).strip()]
+    return pains or ["growing operational complexity"]
+
+
+def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
+    """The tone, length and call to action of an email this composer wrote, as far as it recognises them.
+
+    How the policy reads an exemplar: its own greeting, word band and ask are recognised exactly;
+    anything it did not write (a human's or an LLM's email) yields fewer keys, or none.
+    """
+    name = str(prospect.get("name") or "there").strip()
+    company = str(prospect.get("company") or "your company").strip()
+    paragraphs = [p.strip() for p in body.strip().split("\n\n")]
+    angle = {}
+    tones = [t for t in TONES if paragraphs[0] == _greeting(t, name)]
+    if len(tones) == 1:
+        angle["tone"] = tones[0]
+    n = words(body)
+    angle |= {"length": length for length, (low, high) in _BANDS.items() if low <= n <= high}
+    if len(paragraphs) >= 2:
+        goal_parsed = _parse_goal(goal, prospect)
+        ctas = {cta for cta in CTAS for pain in _pains(prospect) if paragraphs[-2] == _ask(cta, goal_parsed, pain, company)}
+        if len(ctas) == 1:
+            angle["cta"] = ctas.pop()
+    return angle
+
+
 def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "") -> tuple[str, str]:
     """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask."""
     name = str(prospect.get("name") or "there").strip()
@@ -342,8 +375,7 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
     company = str(prospect.get("company") or "your company").strip()
     role = str(prospect.get("role") or "leader").strip()
     industry = str(prospect.get("industry") or "your industry").strip()
-    pains = [str(p).strip().rstrip(".") for p in prospect.get("pains") or [] if str(p).strip()]
-    pains = pains or ["growing operational complexity"]
+    pains = _pains(prospect)
     pain_terms = [(p, terms(p)) for p in pains]
 
     context_nodes = [n for n in cited if is_context(n.type)]
@@ -361,7 +393,7 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
         {"formal": f"{first}, regarding {lead}", "friendly": f"{first}, on {lead}", "direct": f"{first}: {lead}"}[tone],
     ]
     subject = next((s for s in subjects if len(s.split()) <= 10), subjects[-1])
-    greeting = {"formal": f"Dear {name},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
+    greeting = _greeting(tone, name)
     a_role = f"{article(role)} {role}"
     opener = {
         "formal": f"As {company}'s {role}, you likely have this on your desk: {lead}.",

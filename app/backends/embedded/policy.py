@@ -16,25 +16,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backends.embedded.composer import CTAS, LENGTHS, TONES, compose
+from app.backends.embedded.composer import CTAS, LENGTHS, TONES, angle_of, compose
 from app.agent.text import terms
 from app.agent.transcript import SeenNode, Transcript
 
 ACTIONS = ("get_connected_nodes", "get_relevant_context", "propose_email", "finalize_email")
 TYPE_BUCKETS, ID_BUCKETS, SCENARIO_BUCKETS = 8, 32, 32
-NODE_DIM = 8 + TYPE_BUCKETS + ID_BUCKETS
+NODE_BASE = 9  # the node features before the type and id buckets
+NODE_DIM = NODE_BASE + TYPE_BUCKETS + ID_BUCKETS
 STATE_DIM = 10
 SCENARIO_DIM = 1 + SCENARIO_BUCKETS
 LOG_SCORE = 1  # index of log(KG score) in node features
+IN_EXEMPLAR = 8  # index of "the best email so far cited it" in node features
+ANGLES = {"tone": TONES, "length": LENGTHS, "cta": CTAS}
 BLOCKS = {
     "action": len(ACTIONS) * STATE_DIM,
     "browse": NODE_DIM,
     "read": NODE_DIM,
     "cite": NODE_DIM,
-    "tone": len(TONES) * SCENARIO_DIM,
-    "length": len(LENGTHS) * SCENARIO_DIM,
-    "cta": len(CTAS) * SCENARIO_DIM,
+    # per option, the scenario's features; then one shared weight on "the best email so far chose it"
+    **{block: len(options) * SCENARIO_DIM + 1 for block, options in ANGLES.items()},
 }
+# How strongly an untrained agent keeps what the best email so far did, as its prompt asks: as much as
+# it prefers a node at the KG score cap (5) over an unscored one, in every node and angle decision.
+EXEMPLAR_PRIOR = math.log(5.0)
 
 
 def _bucket(text: str, buckets: int) -> int:
@@ -64,6 +69,10 @@ class Checkpoint:
         action[ACTIONS.index("finalize_email"), [0, 2 + 0, 2 + 3, 2 + 4]] = (-0.5, -3.0, 1.5, 2.0)
         weights["cite"][0] = 0.5
         weights["cite"][LOG_SCORE] = 1.0  # cites what worked before for this prospect, as it browses and reads it first
+        for block in ("browse", "read", "cite"):
+            weights[block][IN_EXEMPLAR] = EXEMPLAR_PRIOR
+        for block in ANGLES:
+            weights[block][-1] = EXEMPLAR_PRIOR
         return cls(weights)
 
     def to_bytes(self) -> bytes:
@@ -110,9 +119,10 @@ class ProspectView:
 def node_features(node: SeenNode, view: ProspectView) -> np.ndarray:
     pains, role, industry = view.relevance(node)
     x = np.zeros(NODE_DIM)
-    x[:8] = (1.0, math.log(max(node.score, 1e-3)), pains, role, industry, node.read, node.seed, node.browsed)
-    x[8 + _bucket(node.type, TYPE_BUCKETS)] = 1.0
-    x[8 + TYPE_BUCKETS + _bucket(node.id, ID_BUCKETS)] = 1.0
+    x[:NODE_BASE] = (1.0, math.log(max(node.score, 1e-3)), pains, role, industry, node.read, node.seed, node.browsed,
+                     node.exemplar)
+    x[NODE_BASE + _bucket(node.type, TYPE_BUCKETS)] = 1.0
+    x[NODE_BASE + TYPE_BUCKETS + _bucket(node.id, ID_BUCKETS)] = 1.0
     return x
 
 
@@ -187,10 +197,12 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         features = np.stack([np.zeros(NODE_DIM), node_features(node, view)])
         if pick("cite", features, [f"cite={node.id}:0", f"cite={node.id}:1"]):
             cited.append(node)
+    kept = angle_of(t.exemplar.body, t.prospect, t.goal) if t.exemplar else {}
     angle = {}
-    for block, options in (("tone", TONES), ("length", LENGTHS), ("cta", CTAS)):
-        every = list(range(len(options)))
-        angle[block] = options[pick(block, _options(view.features, len(options), every), [f"{block}={o}" for o in options])]
+    for block, options in ANGLES.items():
+        features = np.column_stack([_options(view.features, len(options), list(range(len(options)))),
+                                    [float(o == kept.get(block)) for o in options]])
+        angle[block] = options[pick(block, features, [f"{block}={o}" for o in options])]
     subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal)
     return {"name": name, "arguments": {"subject": subject, "body": body, "citations": [n.id for n in cited]}}, decisions
 
