@@ -115,7 +115,8 @@ def test_crash_mid_run_resumes_exactly_once(tmp_path):
     server = Server(tmp_path, env).start()
     try:
         with server.client() as client:
-            run_id = client.post("/learn-loop", json={"iterations": 6, "rollouts_per_group": 4}).json()["run_id"]
+            run = {"iterations": 4, "rollouts_per_group": 3, "scenario_ids": SCENARIOS}
+            run_id = client.post("/learn-loop", json=run).json()["run_id"]
             wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 2, timeout=120)
         server.kill()
         server = Server(tmp_path, env).start()
@@ -123,9 +124,9 @@ def test_crash_mid_run_resumes_exactly_once(tmp_path):
             run = wait_for_status(client, run_id, timeout=240)
             assert run["status"] == "succeeded", run
             iterations = client.get(f"/runs/{run_id}/iterations").json()["data"]
-            assert [i["iteration"] for i in iterations] == list(range(7))
-            assert [i["training"]["step"] for i in iterations[1:]] == [1, 2, 3, 4, 5, 6]
+            assert [i["iteration"] for i in iterations] == list(range(5))
+            assert [i["training"]["step"] for i in iterations[1:]] == [1, 2, 3, 4]
             completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
-            assert completed == list(range(7))
+            assert completed == list(range(5))
     finally:
         server.stop()
