@@ -7,11 +7,6 @@ import art
 import pytest
 
 from app.agent.prompt import initial_messages
-from app.agent.tools import AgentTools
-from app.agent.transcript import SeenNode
-from app.backends.embedded.composer import angle_of, compose, is_context
-from app.backends.embedded.policy import Checkpoint
-from app.backends.embedded.server import policy_turn
 from app.agent.schemas import Email
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
@@ -82,38 +77,6 @@ def test_the_prompt_carries_the_exemplar_and_the_playbook():
     assert all(prompt.nodes[c].seed and prompt.nodes[c].exemplar and not prompt.nodes[c].read for c in cited)
     bare = parse_transcript(initial_messages(graph, scenario, NodeScores(), 6))
     assert bare.exemplar is None and bare.playbook == [] and set(bare.nodes) == set(scenario.seed_nodes)
-
-
-def _greedy_email(graph, scenario, context=None) -> Email:
-    """An untrained embedded agent's most likely email for this prompt, through the real tools."""
-    messages = initial_messages(graph, scenario, NodeScores(), 6, context)
-    tools = AgentTools(graph, scenario, NodeScores())
-    while tools.final_email is None:
-        message, _ = policy_turn(Checkpoint.initial(), {"messages": messages, "temperature": 0})
-        call = message["tool_calls"][0]
-        messages += [message, {"role": "tool", "tool_call_id": call["id"],
-                               "content": tools.call(call["function"]["name"], call["function"]["arguments"])}]
-    return tools.final_email
-
-
-def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
-    """The embedded policy reads the exemplar as an LLM would: it reads and cites what the best email
-    cited, and writes in its tone, length and kind of ask (its prior, EXEMPLAR_PRIOR)."""
-    graph = demo_graph()
-    scenario = next(iter(graph.scenarios.values()))
-    prospect = scenario.prospect.model_dump()
-    without = _greedy_email(graph, scenario)
-    cited = [n for n in graph.nodes.values() if n.id not in scenario.seed_nodes and n.id not in without.citations
-             and not is_context(n.type)][:2]
-    seen = [SeenNode(n.id, n.type, n.title, 1.0, n.text, tuple(n.tags)) for n in cited]
-    angle = {"tone": "direct", "length": "long", "cta": "question"}
-    subject, body = compose(prospect, seen, **angle, goal=scenario.goal)
-    assert angle_of(without.body, prospect, scenario.goal) != angle  # not what it writes anyway
-    context = {"exemplar": {"subject": subject, "body": body, "citations": [n.id for n in cited], "reward": 0.9,
-                            "iteration": 1}, "playbook": []}
-    kept = _greedy_email(graph, scenario, context)
-    assert {n.id for n in cited} <= set(kept.citations)
-    assert angle_of(kept.body, prospect, scenario.goal) == angle
 
 
 @pytest.mark.slow

@@ -193,9 +193,12 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal)
         return {"name": name, "arguments": {"subject": subject, "body": body}}, decisions
     cited = []
-    for node in t.read_nodes:
+    for position, node in enumerate(t.read_nodes, start=1):
         features = np.stack([np.zeros(NODE_DIM), node_features(node, view)])
-        if pick("cite", features, [f"cite={node.id}:0", f"cite={node.id}:1"]):
+        labels = [f"cite={node.id}:0", f"cite={node.id}:1"]
+        if not cited and position == len(t.read_nodes):  # an email written after reading facts cites one of them
+            features, labels = features[1:], labels[1:]
+        if labels[pick("cite", features, labels)].endswith(":1"):
             cited.append(node)
     kept = angle_of(t.exemplar.body, t.prospect, t.goal) if t.exemplar else {}
     angle = {}

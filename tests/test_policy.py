@@ -1,0 +1,61 @@
+"""The untrained embedded policy's priors: it cites what it read, and keeps what the best email so far did."""
+
+from app.agent.prompt import initial_messages
+from app.agent.schemas import Email
+from app.agent.tools import AgentTools
+from app.agent.transcript import SeenNode, parse_transcript
+from app.backends.embedded.composer import angle_of, compose, is_context
+from app.backends.embedded.policy import Checkpoint
+from app.backends.embedded.server import policy_turn
+from app.knowledge_graph.graph import NodeScores
+from app.knowledge_graph.service import demo_graph
+
+
+def _email(graph, scenario, context=None, seed=None) -> tuple[Email, list[dict]]:
+    """An untrained embedded agent's email for this prompt through the real tools (its most likely
+    one without a seed), and the conversation."""
+    messages = initial_messages(graph, scenario, NodeScores(), 6, context)
+    tools = AgentTools(graph, scenario, NodeScores())
+    turn = 0
+    while tools.final_email is None:
+        turn += 1  # a seed per turn, as app.loop.rollout sends
+        sampling = {"temperature": 0} if seed is None else {"temperature": 1, "seed": 64 * seed + turn}
+        message, _ = policy_turn(Checkpoint.initial(), {"messages": messages, **sampling})
+        call = message["tool_calls"][0]
+        messages += [message, {"role": "tool", "tool_call_id": call["id"],
+                               "content": tools.call(call["function"]["name"], call["function"]["arguments"])}]
+    return tools.final_email, messages
+
+
+def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
+    """The embedded policy reads the exemplar as an LLM would: it reads and cites what the best email
+    cited, and writes in its tone, length and kind of ask (its prior, EXEMPLAR_PRIOR)."""
+    graph = demo_graph()
+    scenario = next(iter(graph.scenarios.values()))
+    prospect = scenario.prospect.model_dump()
+    without, _ = _email(graph, scenario)
+    cited = [n for n in graph.nodes.values() if n.id not in scenario.seed_nodes and n.id not in without.citations
+             and not is_context(n.type)][:2]
+    seen = [SeenNode(n.id, n.type, n.title, 1.0, n.text, tuple(n.tags)) for n in cited]
+    angle = {"tone": "direct", "length": "long", "cta": "question"}
+    subject, body = compose(prospect, seen, **angle, goal=scenario.goal)
+    assert angle_of(without.body, prospect, scenario.goal) != angle  # not what it writes anyway
+    context = {"exemplar": {"subject": subject, "body": body, "citations": [n.id for n in cited], "reward": 0.9,
+                            "iteration": 1}, "playbook": []}
+    kept, _ = _email(graph, scenario, context)
+    assert {n.id for n in cited} <= set(kept.citations)
+    assert angle_of(kept.body, prospect, scenario.goal) == angle
+
+
+def test_an_untrained_agent_that_read_a_fact_cites_one():
+    """Only an email finalized before any read can cite nothing: 20 sampled rollouts per demo scenario."""
+    graph = demo_graph()
+    finalized_unread = 0
+    for scenario in graph.scenarios.values():
+        for seed in range(20):
+            email, messages = _email(graph, scenario, seed=seed)
+            read = parse_transcript(messages).read_nodes
+            assert email.citations or not read, (scenario.id, seed)
+            assert set(email.citations) <= {n.id for n in read}
+            finalized_unread += not read
+    assert finalized_unread < 20  # the prior all but rules out finalizing before reading (under 10%)
