@@ -22,10 +22,12 @@ async def test_demo_rewards_rise_with_learning_and_not_without(learn):
     assert learned.run["status"] == "succeeded"
     assert [r["iteration"] for r in learned.iterations] == list(range(7))
     assert learned.iterations[6]["training"]["step"] == 6
-    assert mean_reward(learned, [4, 5, 6]) >= 1.15 * learned.rewards(1)
+    late, late_frozen = mean_reward(learned, [4, 5, 6]), mean_reward(frozen, [4, 5, 6])
+    assert late >= 1.1 * learned.rewards(1), (learned.rewards(1), late)
     # Same seed, same first iteration: the rise comes from learning, not from luck.
     assert frozen.rewards(1) == pytest.approx(learned.rewards(1))
-    assert mean_reward(frozen, [4, 5, 6]) < 1.05 * frozen.rewards(1)
+    assert late_frozen < 1.05 * frozen.rewards(1), (frozen.rewards(1), late_frozen)
+    assert late >= late_frozen + 0.05, (late, late_frozen)
     assert frozen.run["config"]["train_policy"] is False and frozen.run["config"]["reweight_graph"] is False
     assert all(r["training"]["skipped"] for r in frozen.iterations[1:])
     assert all(r["node_scores_changed"] == {} for r in frozen.iterations)
