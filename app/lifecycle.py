@@ -144,6 +144,8 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
 async def stop(process: Process) -> None:
     for task in process.background:
         task.cancel()
+    # wait for them to unwind, so no session of theirs is still open when the engine is disposed
+    await asyncio.gather(*process.background, return_exceptions=True)
     if process.relay is not None:
         await process.relay.close()
     interrupted = await drain(process.api.settings)
