@@ -65,7 +65,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     page.wait_for_selector("#graph option[value=demo]", state="attached")
     page.wait_for_selector("#scenario option", state="attached")
     scenario = page.eval_on_selector("#scenario", "el => el.options[0].value")
-    page.fill("#iterations", "3")
+    page.fill("#iterations", "6")
     assert page.input_value("#rollouts") == "4"
     page.click("#start-form button[type=submit]")
 
@@ -77,10 +77,10 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
         seen_emails.update(page.locator("#email-subject, #email-iteration").all_text_contents())
         page.wait_for_timeout(50)
     sync_api.expect(page.locator("#status")).to_have_text("succeeded")
-    sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(3)
-    assert {1, 2} & seen_points, f"the curve did not grow live, point counts seen: {sorted(seen_points)}"
+    sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(6)
+    assert {1, 2, 3, 4, 5} & seen_points, f"the curve did not grow live, point counts seen: {sorted(seen_points)}"
     assert len({text for text in seen_emails if text.startswith("Iteration")}) >= 2, f"the email did not update: {seen_emails}"
-    assert "3 / 3" in page.text_content("#progress")
+    assert "6 / 6" in page.text_content("#progress")
     assert streams and all(h["accept"] == "text/event-stream" and h["authorization"] == f"Bearer {KEY}" for h in streams)
 
     with server.client() as client:
@@ -90,7 +90,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     final_iteration = run["final_email"]["iteration"]  # the run's final email is what the page opens on
     assert page.text_content("#email-subject") == iterations[final_iteration]["email"]["subject"]
     assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
-    assert page.locator("#iterations tbody tr").count() == 4
+    assert page.locator("#iterations tbody tr").count() == 7
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
 
     # a citation opens its node's fact
@@ -115,7 +115,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     assert page.eval_on_selector("#email-body", without_insertions) == iterations[0]["email"]["body"]
     page.click("header nav a:text('Runs')")
     page.wait_for_selector(f"#runs a[href='#/runs/{run_id}']")
-    assert "3 / 3" in page.locator("#runs tr", has=page.locator(f"a[href='#/runs/{run_id}']")).text_content()
+    assert "6 / 6" in page.locator("#runs tr", has=page.locator(f"a[href='#/runs/{run_id}']")).text_content()
 
 
 def test_a_finished_run_shows_its_webhook_deliveries(server, page):
