@@ -185,7 +185,14 @@ class WebhookRelay:
             except asyncio.CancelledError:
                 interrupted, error = True, "interrupted: the worker stopped during the attempt"
             duration_ms = (time.monotonic() - clock) * 1000
-            await self._record(event_id, lease, status_code, error, started, duration_ms, retry_now=interrupted)
+            # The request went out: its record must not be lost to a stop that lands while it is written.
+            record = asyncio.ensure_future(
+                self._record(event_id, lease, status_code, error, started, duration_ms, retry_now=interrupted))
+            try:
+                await asyncio.shield(record)
+            except asyncio.CancelledError:
+                interrupted = True
+                await record
         except asyncio.CancelledError:
             interrupted = True
         except Exception:
