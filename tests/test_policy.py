@@ -3,9 +3,9 @@
 from app.agent.prompt import initial_messages
 from app.agent.schemas import Email
 from app.agent.tools import AgentTools
-from app.agent.transcript import SeenNode, parse_transcript
+from app.agent.transcript import SeenNode, Transcript, parse_transcript
 from app.backends.embedded.composer import angle_of, compose, is_context
-from app.backends.embedded.policy import Checkpoint
+from app.backends.embedded.policy import Checkpoint, plan_turn, sampler
 from app.backends.embedded.server import policy_turn
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
@@ -59,3 +59,27 @@ def test_an_untrained_agent_that_read_a_fact_cites_one():
             assert set(email.citations) <= {n.id for n in read}
             finalized_unread += not read
     assert finalized_unread < 20  # the prior all but rules out finalizing before reading (under 10%)
+
+
+def test_an_email_that_would_cite_nothing_cites_the_read_node_the_policy_prefers_most():
+    """Not the last one read: with KG scores, the one that worked best before for this prospect."""
+    scenario = next(iter(demo_graph().scenarios.values()))
+    weights = Checkpoint.initial().weights
+    greedy = sampler(weights, None)
+    offered = []
+
+    def skip_each_then_greedy(block, features, labels):
+        if labels[-1].endswith(":1"):
+            return 0  # decline every node, one at a time
+        if block == "cite":
+            offered.append(labels)
+        return greedy(block, features, labels)
+
+    for scores in ((3.0, 0.5, 1.0), (0.5, 1.0, 3.0), (1.0, 3.0, 0.5)):
+        nodes = [SeenNode(f"n{i}", "feature", f"Node {i}", score, f"Fact {i}.") for i, score in enumerate(scores)]
+        t = Transcript(prospect=scenario.prospect.model_dump(), goal=scenario.goal, turns=5, turn_budget=6,
+                       nodes={n.id: n for n in nodes})
+        call, decisions = plan_turn(t, skip_each_then_greedy)
+        assert call["name"] == "finalize_email"
+        assert offered[-1] == ["cite_one=n0", "cite_one=n1", "cite_one=n2"]
+        assert call["arguments"]["citations"] == [f"n{scores.index(3.0)}"]

@@ -193,13 +193,13 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal)
         return {"name": name, "arguments": {"subject": subject, "body": body}}, decisions
     cited = []
-    for position, node in enumerate(t.read_nodes, start=1):
+    for node in t.read_nodes:
         features = np.stack([np.zeros(NODE_DIM), node_features(node, view)])
-        labels = [f"cite={node.id}:0", f"cite={node.id}:1"]
-        if not cited and position == len(t.read_nodes):  # an email written after reading facts cites one of them
-            features, labels = features[1:], labels[1:]
-        if labels[pick("cite", features, labels)].endswith(":1"):
+        if pick("cite", features, [f"cite={node.id}:0", f"cite={node.id}:1"]) == 1:
             cited.append(node)
+    if not cited and t.read_nodes:  # an email written after reading facts cites the one it prefers most
+        features = np.stack([node_features(n, view) for n in t.read_nodes])
+        cited.append(t.read_nodes[pick("cite", features, [f"cite_one={n.id}" for n in t.read_nodes])])
     kept = angle_of(t.exemplar.body, t.prospect, t.goal) if t.exemplar else {}
     angle = {}
     for block, options in ANGLES.items():
