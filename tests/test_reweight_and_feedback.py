@@ -24,18 +24,28 @@ def group(*members, scenario_id="s"):
 STEP = 5 ** (1 / 4)  # the most a score moves in one iteration: a factor 5^(1/4) either way
 
 
-def test_credit_is_signed_and_relative_to_the_group_of_citing_emails():
-    # Citing emails' mean reward is 0.5: a and d are 0.3 away (past the full step, so capped),
-    # b and c 0.1 away, which at rate log(5)/4 per 0.2 of advantage is half a step.
+def test_credit_is_signed_relative_to_the_group_of_citing_emails_and_in_units_of_its_spread():
+    # Citing emails' mean reward is 0.5 and their standard deviation sqrt(0.05): a and d are 1.34
+    # deviations away (past the full step, so capped), b and c 1/sqrt(5) = 0.45 of one, so 0.45 of a step.
     groups = [group((0.8, ["a"]), (0.6, ["b"]), (0.4, ["c"]), (0.2, ["d"]))]
     changed = reweight({"s": {}}, groups, RunConfig())
-    assert changed["s"] == pytest.approx({"a": STEP, "b": STEP ** 0.5, "c": STEP ** -0.5, "d": 1 / STEP})
+    z = 5 ** -0.5
+    assert changed["s"] == pytest.approx({"a": STEP, "b": STEP ** z, "c": STEP ** -z, "d": 1 / STEP})
+
+
+def test_credit_does_not_depend_on_how_far_apart_the_judge_spreads_its_scores():
+    wide = [group((0.8, ["a"]), (0.6, ["b"]), (0.4, ["c"]), (0.2, ["d"]))]
+    narrow = [group((0.53, ["a"]), (0.51, ["b"]), (0.49, ["c"]), (0.47, ["d"]))]  # a tenth of the spread
+    assert node_credit(narrow, 1.0) == pytest.approx(node_credit(wide, 1.0))
+    # Citing emails that all scored the same tell no node apart: no credit.
+    assert node_credit([group((0.5, ["a"]), (0.5, ["b"]))], 1.0) == {}
 
 
 def test_a_node_earns_the_mean_advantage_of_the_emails_citing_it():
     groups = [group((0.9, ["a", "b"]), (0.5, ["a"]), (0.3, ["c"]), (0.3, ["c"]))]  # mean 0.5
+    spread = ((0.4 ** 2 + 0 + 0.2 ** 2 + 0.2 ** 2) / 4) ** 0.5
     credit = node_credit(groups, top_fraction=1.0)
-    assert credit == pytest.approx({"a": (0.4 + 0.0) / 2, "b": 0.4, "c": -0.2})
+    assert credit == pytest.approx({"a": (0.4 + 0.0) / 2 / spread, "b": 0.4 / spread, "c": -0.2 / spread})
 
 
 def test_only_emails_that_cite_something_are_compared():
@@ -43,14 +53,14 @@ def test_only_emails_that_cite_something_are_compared():
     with_silent = [art.TrajectoryGroup(group(*citing).trajectories + [
         trajectory(0.0, [], rollout=2), trajectory(0.0, [], rollout=3, email=False)])]
     assert reweight({"s": {}}, with_silent, RunConfig()) == reweight({"s": {}}, [group(*citing)], RunConfig())
-    assert node_credit(with_silent, 1.0) == pytest.approx({"a": 0.2, "b": -0.2})  # baseline 0.6, not 0.3
+    assert node_credit(with_silent, 1.0) == pytest.approx({"a": 1.0, "b": -1.0})  # baseline 0.6 and spread 0.2, not 0.3 and 0.33
     # One citing email has nothing to be compared with: no credit at all.
     assert reweight({"s": {}}, [group((0.9, ["a"]), (0.1, []))], RunConfig()) == {}
 
 
 def test_top_fraction_credits_only_the_best_and_worst_citing_emails():
-    groups = [group((0.9, ["a"]), (0.6, ["b"]), (0.5, ["c"]), (0.2, ["d"]))]  # mean 0.55
-    assert node_credit(groups, top_fraction=0.25) == pytest.approx({"a": 0.35, "d": -0.35})
+    groups = [group((0.9, ["a"]), (0.6, ["b"]), (0.5, ["c"]), (0.2, ["d"]))]  # mean 0.55, spread 0.25
+    assert node_credit(groups, top_fraction=0.25) == pytest.approx({"a": 1.4, "d": -1.4})
     assert set(node_credit(groups, top_fraction=0.5)) == {"a", "b", "c", "d"}
 
 

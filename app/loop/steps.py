@@ -7,6 +7,7 @@ them keeps state of its own. Each reads the knobs it uses from the run's `RunCon
 import asyncio
 import math
 import re
+import statistics
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,9 +34,11 @@ MIN_NODE_SCORE, MAX_NODE_SCORE = 1 / 5, 5.0
 # At most a factor 5^(1/4) ≈ 1.5 per iteration: it takes four iterations of consistent credit to
 # go from neutral to a bound, so one lucky group cannot pin a node there.
 LOG_STEP_CAP = math.log(MAX_NODE_SCORE) / 4
-# Rewards live in [0, 1]; an advantage of 0.2 (a fifth of the range: a clearly better email than its
-# group's average) earns the full step, smaller ones proportionally less.
-REWEIGHT_RATE = LOG_STEP_CAP / 0.2
+# Advantages are in units of the group's spread, as GRPO's are: an email one standard deviation better
+# than its group's average earns the full step, closer ones proportionally less.
+REWEIGHT_RATE = LOG_STEP_CAP
+# Citing emails whose rewards differ by less than this have nothing to tell apart.
+MIN_REWARD_SPREAD = 1e-6
 
 SALES_EMAIL_RUBRIC = """
 - Grounding: every citation names a knowledge-graph node the agent actually read in this trajectory; uncited claims and unread citations are penalised.
@@ -280,10 +283,12 @@ def node_credit(groups: list[art.TrajectoryGroup], top_fraction: float) -> dict[
     Within each group (one scenario's rollouts), only emails that cite something are compared:
     an email that cites nothing says nothing about any node, and counting it would lower the
     baseline until every citation earned credit. An email's advantage is its reward minus the
-    mean reward of the group's citing emails. The credited emails are the `top_fraction` best and
+    mean reward of the group's citing emails, divided by their standard deviation: standardised
+    as GRPO standardises its advantages, so how far apart a judge spreads its scores does not
+    set how fast the graph learns. The credited emails are the `top_fraction` best and
     the `top_fraction` worst of them (at the default 0.5, every citing email): the clearest
     evidence for and against what they cited. A group with fewer than two citing emails has no
-    comparison and gives no credit.
+    comparison and gives no credit, nor does one whose citing emails all scored the same.
     """
     advantages: dict[str, list[float]] = {}
     for group in groups:
@@ -291,12 +296,15 @@ def node_credit(groups: list[art.TrajectoryGroup], top_fraction: float) -> dict[
         if len(citing) < 2:
             continue
         baseline = sum(t.reward for t in citing) / len(citing)
+        spread = statistics.pstdev([t.reward for t in citing])
+        if spread < MIN_REWARD_SPREAD:
+            continue
         ranked = sorted(citing, key=lambda t: (-t.reward, t.rollout))
         share = math.ceil(top_fraction * len(citing))
         credited = sorted(set(range(share)) | set(range(len(ranked) - share, len(ranked))))
         for trajectory in (ranked[i] for i in credited):
             for node_id in trajectory.email.citations:
-                advantages.setdefault(node_id, []).append(trajectory.reward - baseline)
+                advantages.setdefault(node_id, []).append((trajectory.reward - baseline) / spread)
     return {node_id: sum(values) / len(values) for node_id, values in advantages.items()}
 
 
