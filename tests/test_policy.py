@@ -11,11 +11,12 @@ from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 
 
-def _email(graph, scenario, context=None, seed=None) -> tuple[Email, list[dict]]:
+def _email(graph, scenario, context=None, seed=None, scores=None) -> tuple[Email, list[dict]]:
     """An untrained embedded agent's email for this prompt through the real tools (its most likely
     one without a seed), and the conversation."""
-    messages = initial_messages(graph, scenario, NodeScores(), 6, context)
-    tools = AgentTools(graph, scenario, NodeScores())
+    scores = scores or NodeScores()
+    messages = initial_messages(graph, scenario, scores, 6, context)
+    tools = AgentTools(graph, scenario, scores)
     turn = 0
     while tools.final_email is None:
         turn += 1  # a seed per turn, as app.loop.rollout sends
@@ -83,3 +84,16 @@ def test_an_email_that_would_cite_nothing_cites_the_read_node_the_policy_prefers
         assert call["name"] == "finalize_email"
         assert offered[-1] == ["cite_one=n0", "cite_one=n1", "cite_one=n2"]
         assert call["arguments"]["citations"] == [f"n{scores.index(3.0)}"]
+
+
+def test_an_untrained_agent_reads_and_cites_the_nodes_its_prompt_says_worked_before():
+    """Listed in <proven_nodes> at a score barely above neutral, so the listing, not the score, makes the
+    difference (its prior, PROVEN_PRIOR): 40 sampled rollouts."""
+    graph = demo_graph()
+    scenario = next(iter(graph.scenarios.values()))
+    proven = [n.id for n in graph.nodes.values() if n.id not in scenario.seed_nodes and not is_context(n.type)][-2:]
+    scores = NodeScores({node_id: 1.05 for node_id in proven})
+    emails = [_email(graph, scenario, seed=seed, scores=scores)[0] for seed in range(40)]
+    citing_proven = sum(bool(set(e.citations) & set(proven)) for e in emails) / len(emails)
+    print(f"emails citing a proven node: {citing_proven:.0%}")
+    assert citing_proven >= 0.75  # 50% without the prior
