@@ -345,14 +345,18 @@ def _pains(prospect: dict) -> list[str]:
     return pains or ["growing operational complexity"]
 
 
+def _name_and_company(prospect: dict) -> tuple[str, str]:
+    """How the email names the prospect and their company, with a fallback for either missing."""
+    return str(prospect.get("name") or "there").strip(), str(prospect.get("company") or "your company").strip()
+
+
 def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
     """The tone, length and call to action of an email this composer wrote, as far as it recognises them.
 
     How the policy reads an exemplar: its own greeting, word band and ask are recognised exactly;
     anything it did not write (a human's or an LLM's email) yields fewer keys, or none.
     """
-    name = str(prospect.get("name") or "there").strip()
-    company = str(prospect.get("company") or "your company").strip()
+    name, company = _name_and_company(prospect)
     paragraphs = [p.strip() for p in body.strip().split("\n\n")]
     angle = {}
     tones = [t for t in TONES if paragraphs[0] == _greeting(t, name)]
@@ -370,9 +374,8 @@ def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
 
 def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "") -> tuple[str, str]:
     """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask."""
-    name = str(prospect.get("name") or "there").strip()
+    name, company = _name_and_company(prospect)
     first = name.split(" ")[0]
-    company = str(prospect.get("company") or "your company").strip()
     role = str(prospect.get("role") or "leader").strip()
     industry = str(prospect.get("industry") or "your industry").strip()
     pains = _pains(prospect)
