@@ -86,14 +86,19 @@ def test_an_email_that_would_cite_nothing_cites_the_read_node_the_policy_prefers
         assert call["arguments"]["citations"] == [f"n{scores.index(3.0)}"]
 
 
-def test_an_untrained_agent_reads_and_cites_the_nodes_its_prompt_says_worked_before():
-    """Listed in <proven_nodes> at a score barely above neutral, so the listing, not the score, makes the
-    difference (its prior, PROVEN_PRIOR): 40 sampled rollouts."""
+def test_an_untrained_agent_weighs_the_nodes_its_prompt_says_worked_before_by_their_evidence():
+    """<proven_nodes> advertises a node's score a second time: at the cap it is read and cited far more
+    than its score alone would make it, on thin evidence (just above 1.0) hardly more. 100 sampled rollouts."""
     graph = demo_graph()
     scenario = next(iter(graph.scenarios.values()))
     proven = [n.id for n in graph.nodes.values() if n.id not in scenario.seed_nodes and not is_context(n.type)][-2:]
-    scores = NodeScores({node_id: 1.05 for node_id in proven})
-    emails = [_email(graph, scenario, seed=seed, scores=scores)[0] for seed in range(40)]
-    citing_proven = sum(bool(set(e.citations) & set(proven)) for e in emails) / len(emails)
-    print(f"emails citing a proven node: {citing_proven:.0%}")
-    assert citing_proven >= 0.75  # 50% without the prior
+
+    def citing_proven(score: float) -> float:
+        scores = NodeScores({node_id: score for node_id in proven})
+        emails = [_email(graph, scenario, seed=seed, scores=scores)[0] for seed in range(100)]
+        return sum(bool(set(e.citations) & set(proven)) for e in emails) / len(emails)
+
+    thin, strong = citing_proven(1.05), citing_proven(5.0)
+    print(f"emails citing a proven node: {thin:.0%} at 1.05, {strong:.0%} at 5.0")
+    assert thin <= 0.55
+    assert strong >= 0.87  # 83% when its score alone counts

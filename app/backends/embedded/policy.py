@@ -28,7 +28,7 @@ STATE_DIM = 10
 SCENARIO_DIM = 1 + SCENARIO_BUCKETS
 LOG_SCORE = 1  # index of log(KG score) in node features
 IN_EXEMPLAR = 8  # index of "the best email so far cited it" in node features
-PROVEN = 9  # index of "the prompt lists it as having worked before for this prospect"
+PROVEN = 9  # index of log(KG score) for a node the prompt lists as having worked before, else 0
 ANGLES = {"tone": TONES, "length": LENGTHS, "cta": CTAS}
 BLOCKS = {
     "action": len(ACTIONS) * STATE_DIM,
@@ -41,10 +41,6 @@ BLOCKS = {
 # How strongly an untrained agent keeps what the best email so far did, as its prompt asks: as much as
 # it prefers a node at the KG score cap (5) over an unscored one, in every node and angle decision.
 EXEMPLAR_PRIOR = math.log(5.0)
-# The prompt lists the nodes that worked before for this prospect so the agent reads them without
-# browsing to them; an untrained agent takes that advice as it takes the exemplar's, when it picks a
-# node to read and decides whether to cite it.
-PROVEN_PRIOR = EXEMPLAR_PRIOR
 
 
 def _bucket(text: str, buckets: int) -> int:
@@ -78,7 +74,10 @@ class Checkpoint:
             weights[block][IN_EXEMPLAR] = EXEMPLAR_PRIOR
         for block in ANGLES:
             weights[block][-1] = EXEMPLAR_PRIOR
-        weights["read"][PROVEN] = weights["cite"][PROVEN] = PROVEN_PRIOR
+        # The prompt advertises the nodes that worked before (score above 1) a second time, best first,
+        # so an untrained agent that follows its prompt weighs that evidence twice when it reads and
+        # cites: a node listed on thin evidence gains little, one at the cap as much as the exemplar's.
+        weights["read"][PROVEN] = weights["cite"][PROVEN] = 1.0
         return cls(weights)
 
     def to_bytes(self) -> bytes:
@@ -126,7 +125,7 @@ def node_features(node: SeenNode, view: ProspectView) -> np.ndarray:
     pains, role, industry = view.relevance(node)
     x = np.zeros(NODE_DIM)
     x[:NODE_BASE] = (1.0, math.log(max(node.score, 1e-3)), pains, role, industry, node.read, node.seed, node.browsed,
-                     node.exemplar, node.proven)
+                     node.exemplar, math.log(node.score) if node.proven else 0.0)
     x[NODE_BASE + _bucket(node.type, TYPE_BUCKETS)] = 1.0
     x[NODE_BASE + TYPE_BUCKETS + _bucket(node.id, ID_BUCKETS)] = 1.0
     return x
