@@ -1,5 +1,7 @@
 """The untrained embedded policy's priors: it cites what it read, and keeps what the best email so far did."""
 
+import pytest
+
 from app.agent.prompt import initial_messages
 from app.agent.schemas import Email
 from app.agent.tools import AgentTools
@@ -102,3 +104,11 @@ def test_an_untrained_agent_weighs_the_nodes_its_prompt_says_worked_before_by_th
     print(f"emails citing a proven node: {thin:.0%} at 1.05, {strong:.0%} at 5.0")
     assert thin <= 0.55
     assert strong >= 0.87  # 83% when its score alone counts
+
+
+def test_a_checkpoint_from_a_policy_with_other_features_is_refused_with_a_reason():
+    checkpoint = Checkpoint.initial()
+    assert Checkpoint.from_bytes(checkpoint.to_bytes()).weights.keys() == checkpoint.weights.keys()
+    checkpoint.weights["read"] = checkpoint.weights["read"][:-1]  # as written before a node feature was added
+    with pytest.raises(ValueError, match="start a new one"):
+        Checkpoint.from_bytes(checkpoint.to_bytes())

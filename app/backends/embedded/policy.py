@@ -95,6 +95,10 @@ class Checkpoint:
                 if key != "updates":
                     kind, block = key.split(".", 1)
                     parts[kind][block] = npz[key]
+            layout = {block: weights.size for block, weights in parts["w"].items()}
+            if layout != BLOCKS:
+                raise ValueError("the checkpoint was written by a version of the embedded policy with other features; "
+                                 "a run started before that upgrade cannot go on: start a new one")
             return cls(parts["w"], parts["m"], parts["v"], int(npz["updates"]))
 
 
