@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(10.0, gt=0, description="Deadline of one webhook attempt, the whole request and answer.")
     webhook_concurrency: int = Field(32, ge=1, description="Webhook attempts in flight at once in one worker.")
     webhook_concurrency_per_run: int = Field(
-        2, ge=1, description="Of those, at most this many for one run, so a slow receiver cannot hold up other runs' webhooks.")
+        2, ge=1, description="Attempts of one run's webhooks in flight at once, across all workers, so a slow receiver "
+                             "cannot hold up other runs' webhooks.")
     max_concurrent_runs: int = Field(4, ge=1, description="Runs executing at once, across all workers.")
     run_worker: bool = Field(True, description="`codreamer serve` also executes runs; false makes it API-only.")
     worker_concurrency: int = Field(2, ge=1, description="Runs executing at once on one worker, so work spreads.")

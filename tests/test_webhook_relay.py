@@ -239,7 +239,7 @@ async def test_a_claim_covers_its_attempt_so_two_relays_never_send_one_delivery_
     monkeypatch.setattr(relay_module, "LEASE_MARGIN_S", 1.5)
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(database_url, drip.url, 4, webhook_timeout_s=1.0, webhook_retry_schedule=[0.1],
-                                    webhook_concurrency=1, webhook_concurrency_per_run=1)
+                                    webhook_concurrency=1, webhook_concurrency_per_run=2)
     databases = [Database(settings), Database(settings)]
     relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
     tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
@@ -270,6 +270,37 @@ async def test_a_claim_covers_its_attempt_so_two_relays_never_send_one_delivery_
         assert_no_overlap(log)
     for attempt in attempts:
         assert attempt["error"].startswith("timed out") and 950 <= attempt["duration_ms"] <= 1500 + lag.worst * 1000, dict(attempt)
+
+
+async def test_a_runs_attempts_in_flight_are_capped_across_workers(database_url):
+    """Two workers with free slots, one slow receiver, one attempt per run at a time: the workers
+    take turns (each counts the other's claims), so the run's attempts never overlap."""
+    drip = DripReceiver(interval=0.2)
+    settings, run_id = await outbox(database_url, drip.url, 3, webhook_timeout_s=0.5, webhook_retry_schedule=[0.1],
+                                    webhook_concurrency=4, webhook_concurrency_per_run=1)
+    databases = [Database(settings), Database(settings)]
+    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
+    tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
+    try:
+        async def all_failed():
+            async with databases[0].read() as session:
+                rows = (await session.scalars(select_deliveries(run_id))).all()
+            return rows if all(row.status == "failed" for row in rows) else None
+
+        deliveries = await until(all_failed, 30)
+        async with databases[0].read() as session:
+            attempts = (await session.scalars(select(WebhookAttempt).order_by(WebhookAttempt.created_at))).all()
+    finally:
+        for task in tasks:
+            task.cancel()
+        for relay in relays:
+            await relay.close()
+        for db in databases:
+            await db.close()
+        drip.close()
+    assert [d.attempts for d in deliveries] == [2] * 3 and len(attempts) == 6
+    assert all(d.claimed_until is None for d in deliveries)  # every attempt let go of its delivery
+    assert_no_overlap([{"at": a.created_at.isoformat(), "duration_ms": a.duration_ms} for a in attempts])
 
 
 def select_deliveries(run_id: str):

@@ -40,6 +40,9 @@ class WebhookDelivery(Base):
     last_status_code: Mapped[int | None]
     last_error: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Until when a worker's attempt holds it (its lease), cleared when the attempt is recorded: every
+    # worker counts a run's attempts in flight, its own and the others'.
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

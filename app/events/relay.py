@@ -5,11 +5,13 @@ Every worker runs one. Three rules keep delivery fair and exact:
 - **A whole-request deadline.** An attempt (address check, connect, send, the whole answer)
   gets `WEBHOOK_TIMEOUT_S` in all; a receiver that drips its answer is cut there and the
   attempt is recorded as a timeout.
-- **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, at most
-  `WEBHOOK_CONCURRENCY_PER_RUN` of them for one run. It claims only as many due deliveries as
-  it has free slots, round-robin across runs (each run's oldest due delivery first, then each
-  run's second, ...), and starts each attempt as soon as it is claimed: nothing waits behind a
-  slow receiver, and a slow receiver holds at most its run's slots, each for at most the deadline.
+- **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, and a run has at most
+  `WEBHOOK_CONCURRENCY_PER_RUN` attempts in flight across all workers (each claim records until
+  when it holds its delivery, and workers take turns claiming, under one lock). A worker claims
+  only as many due deliveries as it has free slots, round-robin across runs (each run's oldest
+  due delivery first, then each run's second, ...), and starts each attempt as soon as it is
+  claimed: nothing waits behind a slow receiver, and a slow receiver holds at most its run's
+  slots, each for at most the deadline.
 - **A lease that covers the attempt.** A claim is a conditional update that moves the
   delivery's `next_attempt_at` to now + deadline + `LEASE_MARGIN_S` (reading before, recording
   after), so no worker claims it again while its attempt is in flight; a claim expires if its
@@ -31,7 +33,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
@@ -46,6 +48,8 @@ LEASE_MARGIN_S = 30.0
 """How much longer than the deadline a claim lasts: reading the delivery before, recording after."""
 RECORD_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
 """Waits between tries to record an attempt when the database fails (well within the margin)."""
+
+CLAIM_LOCK = 0x636C61696D  # PostgreSQL advisory lock key: one worker claims at a time ("claim")
 
 SecretLookup = Callable[[AsyncSession, str], Awaitable[str]]
 """The signing secret of a run's receiver (the runs domain owns it)."""
@@ -124,9 +128,16 @@ class WebhookRelay:
         """Round-robin across runs: every run's oldest due delivery, then every run's second, ..."""
         if free <= 0:
             return []
-        full = [run_id for run_id, n in self._in_flight.items() if n >= self.slots_per_run]
         async with self.db.transaction() as session:
+            if self.db.engine.dialect.name == "postgresql":  # SQLite's write transactions take turns already
+                await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CLAIM_LOCK})
             now = utcnow()
+            in_flight = Counter(dict((await session.execute(
+                select(WebhookDelivery.run_id, func.count())
+                .where(WebhookDelivery.status == "pending", WebhookDelivery.claimed_until > now)
+                .group_by(WebhookDelivery.run_id)
+            )).all()))  # every worker's attempts in flight, this one's included
+            full = [run_id for run_id, n in in_flight.items() if n >= self.slots_per_run]
             rank = func.row_number().over(
                 partition_by=WebhookDelivery.run_id, order_by=(WebhookDelivery.next_attempt_at, WebhookDelivery.event_id),
             ).label("rank")
@@ -137,9 +148,9 @@ class WebhookRelay:
             due = due.subquery()
             rows = (await session.execute(
                 select(due.c.event_id, due.c.run_id).where(due.c.rank <= self.slots_per_run)
-                .order_by(due.c.rank, due.c.next_attempt_at, due.c.event_id).limit(free + self.in_flight)
+                .order_by(due.c.rank, due.c.next_attempt_at, due.c.event_id).limit(free + in_flight.total())
             )).all()
-            taken, chosen = Counter(self._in_flight), []
+            taken, chosen = in_flight, []
             for event_id, run_id in rows:
                 if len(chosen) == free:
                     break
@@ -154,7 +165,7 @@ class WebhookRelay:
                     update(WebhookDelivery)
                     .where(WebhookDelivery.event_id == event_id, WebhookDelivery.status == "pending",
                            WebhookDelivery.next_attempt_at <= now)
-                    .values(next_attempt_at=lease)
+                    .values(next_attempt_at=lease, claimed_until=lease)
                 )
                 if result.rowcount:
                     claimed.append((event_id, run_id, lease))
@@ -238,6 +249,8 @@ class WebhookRelay:
                error: str | None, started: datetime, duration_ms: float, retry_now: bool) -> None:
         now = utcnow()
         held = delivery.status == "pending" and delivery.next_attempt_at == lease
+        if held:
+            delivery.claimed_until = None  # this attempt lets go of it
         delivery.attempts += 1
         session.add(WebhookAttempt(
             event_id=delivery.event_id, attempt=delivery.attempts, status_code=status_code, error=error,
