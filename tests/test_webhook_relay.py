@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -229,6 +230,30 @@ async def outbox(database_url: str, url: str, n: int, **overrides) -> tuple[Sett
     return settings, run_id
 
 
+@asynccontextmanager
+async def two_workers(settings: Settings):
+    """Two relays, each with its own connections to one database, running until the block ends."""
+    databases = [Database(settings), Database(settings)]
+    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
+    tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
+    try:
+        yield databases[0]
+    finally:
+        for task in tasks:
+            task.cancel()
+        for relay in relays:
+            await relay.close()
+        for db in databases:
+            await db.close()
+
+
+async def all_failed(db: Database, run_id: str):
+    """The run's deliveries once every one has failed, else None."""
+    async with db.read() as session:
+        rows = (await session.scalars(select_deliveries(run_id))).all()
+    return rows if all(row.status == "failed" for row in rows) else None
+
+
 async def test_a_claim_covers_its_attempt_so_two_relays_never_send_one_delivery_at_once(database_url, monkeypatch):
     """Two workers on one database, one slot each, and a lease only 1.5 s longer than the 1 s deadline.
 
@@ -240,27 +265,13 @@ async def test_a_claim_covers_its_attempt_so_two_relays_never_send_one_delivery_
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(database_url, drip.url, 4, webhook_timeout_s=1.0, webhook_retry_schedule=[0.1],
                                     webhook_concurrency=1, webhook_concurrency_per_run=2)
-    databases = [Database(settings), Database(settings)]
-    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
-    tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
     try:
-        async def all_failed():
-            async with databases[0].read() as session:
-                rows = (await session.scalars(select_deliveries(run_id))).all()
-            return rows if all(row.status == "failed" for row in rows) else None
-
-        async with LoopLag() as lag:
-            deliveries = await until(all_failed, 15)
-        async with databases[0].read() as session:
-            attempts = (await session.execute(
-                WebhookAttempt.__table__.select().order_by(WebhookAttempt.event_id, WebhookAttempt.attempt))).mappings().all()
+        async with two_workers(settings) as db, LoopLag() as lag:
+            deliveries = await until(lambda: all_failed(db, run_id), 15)
+            async with db.read() as session:
+                attempts = (await session.execute(
+                    WebhookAttempt.__table__.select().order_by(WebhookAttempt.event_id, WebhookAttempt.attempt))).mappings().all()
     finally:
-        for task in tasks:
-            task.cancel()
-        for relay in relays:
-            await relay.close()
-        for db in databases:
-            await db.close()
         drip.close()
 
     assert [d.attempts for d in deliveries] == [2] * 4
@@ -278,25 +289,12 @@ async def test_a_runs_attempts_in_flight_are_capped_across_workers(database_url)
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(database_url, drip.url, 3, webhook_timeout_s=0.5, webhook_retry_schedule=[0.1],
                                     webhook_concurrency=4, webhook_concurrency_per_run=1)
-    databases = [Database(settings), Database(settings)]
-    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
-    tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
     try:
-        async def all_failed():
-            async with databases[0].read() as session:
-                rows = (await session.scalars(select_deliveries(run_id))).all()
-            return rows if all(row.status == "failed" for row in rows) else None
-
-        deliveries = await until(all_failed, 30)
-        async with databases[0].read() as session:
-            attempts = (await session.scalars(select(WebhookAttempt).order_by(WebhookAttempt.created_at))).all()
+        async with two_workers(settings) as db:
+            deliveries = await until(lambda: all_failed(db, run_id), 30)
+            async with db.read() as session:
+                attempts = (await session.scalars(select(WebhookAttempt).order_by(WebhookAttempt.created_at))).all()
     finally:
-        for task in tasks:
-            task.cancel()
-        for relay in relays:
-            await relay.close()
-        for db in databases:
-            await db.close()
         drip.close()
     assert [d.attempts for d in deliveries] == [2] * 3 and len(attempts) == 6
     assert all(d.claimed_until is None for d in deliveries)  # every attempt let go of its delivery

@@ -79,7 +79,7 @@ class WebhookRelay:
         self.slots_per_run = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
         self.lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
         self._wake = asyncio.Event()
-        self._in_flight: Counter[str] = Counter()  # run id → attempts in flight in this worker
+        self._sending = 0  # this worker's attempts in flight; the database counts every worker's per run
         self._tasks: set[asyncio.Task] = set()
         self._client = httpx.AsyncClient(
             follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False,
@@ -91,7 +91,7 @@ class WebhookRelay:
 
     @property
     def in_flight(self) -> int:
-        return sum(self._in_flight.values())
+        return self._sending
 
     async def run_forever(self) -> None:
         while True:
@@ -109,7 +109,7 @@ class WebhookRelay:
         """Claims due deliveries into the free slots and starts their attempts; returns how many."""
         claimed = await self._claim_due(self.slots - self.in_flight)
         for event_id, run_id, lease in claimed:
-            self._in_flight[run_id] += 1
+            self._sending += 1
             task = asyncio.create_task(self._deliver(event_id, run_id, lease))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -209,9 +209,7 @@ class WebhookRelay:
         except Exception:
             log.exception("webhook attempt of event %s failed; it is retried when its claim expires", event_id)
         finally:
-            self._in_flight[run_id] -= 1
-            if self._in_flight[run_id] <= 0:
-                del self._in_flight[run_id]
+            self._sending -= 1
             self._wake.set()  # a slot is free
         if interrupted:
             raise asyncio.CancelledError

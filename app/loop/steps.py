@@ -295,8 +295,8 @@ def node_credit(groups: list[art.TrajectoryGroup], top_fraction: float) -> dict[
         citing = [t for t in group.trajectories if t.email is not None and t.email.citations]
         if len(citing) < 2:
             continue
-        baseline = sum(t.reward for t in citing) / len(citing)
-        spread = statistics.pstdev([t.reward for t in citing])
+        rewards = [t.reward for t in citing]
+        baseline, spread = sum(rewards) / len(rewards), statistics.pstdev(rewards)
         if spread < MIN_REWARD_SPREAD:
             continue
         ranked = sorted(citing, key=lambda t: (-t.reward, t.rollout))
