@@ -1,10 +1,13 @@
-"""What every request needs: settings, the database, the graph cache and the secret box, built once at start-up."""
+"""What every request and every run needs, built once at start-up; the lifespan puts it on `app.state`."""
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
 
 from app.db import Database
 from app.events.signing import SecretBox
-from app.knowledge_graph.service import GraphCache
+from app.knowledge_graph.service import GraphCache, RunsOnGraph
 from app.settings import Settings
 
 
@@ -14,3 +17,11 @@ class Services:
     db: Database
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
+    runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
+
+
+async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]

@@ -3,8 +3,9 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 
-from sqlalchemy import JSON, DateTime, MetaData, event
+from sqlalchemy import JSON, DateTime, MetaData, String, event
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -40,6 +41,23 @@ class UTCDateTime(TypeDecorator):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class StrEnumText(TypeDecorator):
+    """A StrEnum stored as its value in a plain text column (no database enum type to migrate)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum], length: int = 16):
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else self.enum(value)
 
 
 def utcnow() -> datetime:

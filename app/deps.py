@@ -1,4 +1,4 @@
-"""FastAPI dependencies: services, sessions and API-key authentication."""
+"""FastAPI dependencies every domain may use: the database, settings, sessions, the tenant, API-key docs."""
 
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -9,20 +9,30 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core import Services
+from app.db import Database
+from app.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="One of the API_KEYS, when that setting is non-empty.")
 
 
-async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request
-    return request.app.state.services
+# Async dependencies: a sync one would cost a thread-pool hop per request. The lifespan puts the
+# process's services (app.core.Services) on app.state; these read only the part a route needs.
+async def get_database(request: Request) -> Database:
+    return request.app.state.services.db
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
 
 
-async def read_session(svc: ServicesDep) -> AsyncIterator[AsyncSession]:
-    async with svc.db.read() as session:
+async def get_request_settings(request: Request) -> Settings:
+    return request.app.state.services.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_request_settings)]
+
+
+async def read_session(db: DatabaseDep) -> AsyncIterator[AsyncSession]:
+    async with db.read() as session:
         yield session
 
 

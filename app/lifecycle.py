@@ -100,7 +100,8 @@ async def start(settings: Settings, *, worker: bool) -> Process:
         if db is not None:
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
-    process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings))))
+    process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
+                                   runs_on_graph=runs_repository.runs_on_graph))
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)

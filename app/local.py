@@ -14,7 +14,7 @@ from pathlib import Path
 from app import lifecycle
 from app.events import service as events
 from app.events.models import Event
-from app.events.schemas import TERMINAL_EVENTS
+from app.runs.events import TERMINAL_EVENTS
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import GraphDocument
 from app.runs import repository, service, workflow

@@ -20,10 +20,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import docs, lifecycle, migrations
 from app.auth import ApiKeyAuth, parse_api_keys
 from app.db import is_transient
-from app.deps import UNAUTHORIZED, ServicesDep, api_key_scheme, reject_unknown_query_params
+from app.deps import UNAUTHORIZED, DatabaseDep, api_key_scheme, reject_unknown_query_params
 from app.events.endpoints import document_webhooks
 from app.knowledge_graph.endpoints import router as graphs_router
 from app.runs.endpoints import router as runs_router
+from app.runs.events import WEBHOOK_MODELS
 from app.ui.endpoints import router as ui_router
 from app.settings import Settings, get_settings
 
@@ -314,7 +315,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     secured = {"dependencies": [Depends(api_key_scheme), Depends(reject_unknown_query_params)], "responses": UNAUTHORIZED}
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
-    document_webhooks(app.webhooks)
+    document_webhooks(app.webhooks, WEBHOOK_MODELS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)
 
@@ -325,10 +326,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/readyz", tags=["health"], summary="Readiness: database reachable and migrated",
              responses={503: {"description": "Not ready"}})
-    async def get_readiness(svc: ServicesDep) -> JSONResponse:
+    async def get_readiness(db: DatabaseDep) -> JSONResponse:
         """200 when the database is reachable and at the migration the code expects, else 503."""
         try:
-            current = await migrations.current_revision(svc.db.engine)
+            current = await migrations.current_revision(db.engine)
         except Exception as exc:  # any database failure means "not ready", never a 500
             return JSONResponse({"status": "unavailable", "detail": f"database unreachable: {type(exc).__name__}"}, 503)
         if current != migrations.head_revision():

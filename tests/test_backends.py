@@ -11,7 +11,7 @@ from app.backends.retry import is_transient
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop import steps
-from app.loop.runtime import create_judge
+from app.runs.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.settings import Settings
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from app.knowledge_graph.service import demo_document, demo_graph
-from app.loop.runtime import create_judge
+from app.runs.executor import create_judge
 from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings

@@ -3,7 +3,7 @@ import pytest
 
 from app.knowledge_graph.service import demo_graph
 from app.loop.feedback import FeedbackSimulator, perceived_cta, perceived_length, perceived_tone, reply_probabilities
-from app.loop.runtime import create_feedback
+from app.loop.feedback import create_feedback
 from app.agent.schemas import Email
 from app.loop.schemas import EmailTrajectory, RunConfig
 from app.loop.steps import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight

@@ -11,7 +11,8 @@ from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import GraphDocument
 from app.knowledge_graph.service import demo_graph
 from app.loop import steps
-from app.loop.runtime import create_feedback, create_judge
+from app.loop.feedback import create_feedback
+from app.runs.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.main import create_app
 from app.runs.transitions import FULL_SCORES_MAX_NODES, TRUNCATED_TOP, webhook_scores

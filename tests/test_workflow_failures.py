@@ -8,7 +8,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
-from app.events.schemas import EventType, Step
+from app.runs.status import Step
+from app.runs.events import EventType
 from app.local import local_service, run_to_end
 from app.runs import repository, service, transitions, workflow
 from app.runs.executor import current

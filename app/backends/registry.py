@@ -12,7 +12,10 @@ from typing import Literal
 import art
 from pydantic import BaseModel, ConfigDict, Field
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.backends.embedded.backend import DEFAULT_LEARNING_RATE, CheckpointStore, EmbeddedBackend
+from app.backends.embedded.repository import delete_model_checkpoints
 from app.settings import Settings
 
 ImportanceSampling = Literal["token", "sequence", "average", "geometric_average"]
@@ -136,16 +139,51 @@ def create_backend(name: str, settings: Settings, store: CheckpointStore | None 
     raise ValueError(f"unknown backend {name!r}")
 
 
+def model_name(settings: Settings, run_id: str) -> str:
+    """A run's model name, the key of its checkpoints and of ART's folder for it."""
+    return f"{settings.art_model_name}-{run_id}"
+
+
 def create_model(name: str, settings: Settings, run_id: str) -> art.Model:
     """The run's model: trainable for every backend but `openai`, which serves a fixed model."""
-    model_name = f"{settings.art_model_name}-{run_id}"
+    model_name_ = model_name(settings, run_id)
     if name == "openai":
         return art.Model(
-            name=model_name, project=settings.art_project, inference_model_name=settings.openai_model,
+            name=model_name_, project=settings.art_project, inference_model_name=settings.openai_model,
             inference_base_url=settings.openai_base_url or "https://api.openai.com/v1",
             inference_api_key=settings.openai_api_key or "not-needed", report_metrics=[], base_path=settings.art_path,
         )
     base_model = "embedded" if name == "embedded" else settings.art_base_model
     return art.TrainableModel(
-        name=model_name, project=settings.art_project, base_model=base_model, report_metrics=[], base_path=settings.art_path
+        name=model_name_, project=settings.art_project, base_model=base_model, report_metrics=[], base_path=settings.art_path
     )
+
+
+async def delete_stored_checkpoints(session: AsyncSession, model_name: str) -> None:
+    """The checkpoints a backend keeps in our database (the embedded one's), in the caller's transaction."""
+    await delete_model_checkpoints(session, model_name)
+
+
+@dataclass(frozen=True)
+class JudgeEndpoint:
+    """Where a RULER judge is reached: a litellm model string and its connection parameters."""
+
+    model: str
+    params: dict
+
+
+def judge_endpoint(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> JudgeEndpoint:
+    """The judge a run names: `default` is JUDGE_MODEL's, `embedded` the embedded server's, any other one of JUDGES.
+
+    A model of `embedded` uses the embedded server's judge; anything else is a litellm model string.
+    """
+    if name == "default":
+        model, base_url, api_key = settings.judge_model, settings.judge_base_url, settings.judge_api_key
+    elif name == "embedded":
+        model, base_url, api_key = "embedded", None, None
+    else:
+        spec = settings.judges[name]
+        model, base_url, api_key = spec.model, spec.base_url, spec.api_key
+    if model == "embedded":
+        return JudgeEndpoint(f"openai/{embedded.judge_model_name}", {"api_base": embedded.base_url, "api_key": embedded.api_key})
+    return JudgeEndpoint(model, {k: v for k, v in {"api_base": base_url, "api_key": api_key}.items() if v})

@@ -1,8 +1,8 @@
 """The webhooks a run's receiver gets, for the OpenAPI document's `webhooks` section."""
 
-from fastapi import APIRouter
+from collections.abc import Mapping
 
-from app.events.schemas import WEBHOOK_MODELS, EventType
+from fastapi import APIRouter
 
 DESCRIPTION = (
     "POSTed to the run's `webhook_url`, signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, "
@@ -17,15 +17,16 @@ def _receiver(model: type) -> object:
     return receive
 
 
-def document_webhooks(webhooks: APIRouter) -> None:
-    for event_type, model in WEBHOOK_MODELS.items():
+def document_webhooks(webhooks: APIRouter, models: Mapping[str, type]) -> None:
+    """One entry per event type, named by the type (`run.started`), with its webhook body."""
+    for event_type, model in models.items():
         webhooks.add_api_route(
-            event_type.value, _receiver(model), methods=["POST"], summary=f"{event_type.value} event",
+            event_type, _receiver(model), methods=["POST"], summary=f"{event_type} event",
             description=DESCRIPTION, operation_id=_operation_id(event_type), status_code=200,
         )
 
 
-def _operation_id(event_type: EventType) -> str:
+def _operation_id(event_type: str) -> str:
     """`run.started` → `runStartedWebhook`."""
-    first, *rest = event_type.value.replace(".", "_").split("_")
+    first, *rest = event_type.replace(".", "_").split("_")
     return first + "".join(part.title() for part in rest) + "Webhook"

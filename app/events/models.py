@@ -5,7 +5,8 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, UTCDateTime, utcnow
+from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.events.schemas import DeliveryStatus
 
 
 class Event(Base):
@@ -35,7 +36,7 @@ class WebhookDelivery(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     type: Mapped[str] = mapped_column(String(40))
     url: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), default="pending")
+    status: Mapped[DeliveryStatus] = mapped_column(StrEnumText(DeliveryStatus), default=DeliveryStatus.PENDING)
     attempts: Mapped[int] = mapped_column(default=0)
     last_status_code: Mapped[int | None]
     last_error: Mapped[str | None] = mapped_column(Text)

@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database, utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
+from app.events.schemas import DeliveryStatus
 from app.events.signing import signed_headers
 from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.settings import Settings
@@ -134,7 +135,7 @@ class WebhookRelay:
             now = utcnow()
             in_flight = Counter(dict((await session.execute(
                 select(WebhookDelivery.run_id, func.count())
-                .where(WebhookDelivery.status == "pending", WebhookDelivery.claimed_until > now)
+                .where(WebhookDelivery.status == DeliveryStatus.PENDING, WebhookDelivery.claimed_until > now)
                 .group_by(WebhookDelivery.run_id)
             )).all()))  # every worker's attempts in flight, this one's included
             full = [run_id for run_id, n in in_flight.items() if n >= self.slots_per_run]
@@ -142,7 +143,7 @@ class WebhookRelay:
                 partition_by=WebhookDelivery.run_id, order_by=(WebhookDelivery.next_attempt_at, WebhookDelivery.event_id),
             ).label("rank")
             due = (select(WebhookDelivery.event_id, WebhookDelivery.run_id, WebhookDelivery.next_attempt_at, rank)
-                   .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now))
+                   .where(WebhookDelivery.status == DeliveryStatus.PENDING, WebhookDelivery.next_attempt_at <= now))
             if full:
                 due = due.where(WebhookDelivery.run_id.not_in(full))
             due = due.subquery()
@@ -163,7 +164,7 @@ class WebhookRelay:
             for event_id, run_id in sorted(chosen):  # one lock order for every worker
                 result = await session.execute(
                     update(WebhookDelivery)
-                    .where(WebhookDelivery.event_id == event_id, WebhookDelivery.status == "pending",
+                    .where(WebhookDelivery.event_id == event_id, WebhookDelivery.status == DeliveryStatus.PENDING,
                            WebhookDelivery.next_attempt_at <= now)
                     .values(next_attempt_at=lease, claimed_until=lease)
                 )
@@ -246,7 +247,7 @@ class WebhookRelay:
     def _apply(self, session: AsyncSession, delivery: WebhookDelivery, lease: datetime, status_code: int | None,
                error: str | None, started: datetime, duration_ms: float, retry_now: bool) -> None:
         now = utcnow()
-        held = delivery.status == "pending" and delivery.next_attempt_at == lease
+        held = delivery.status == DeliveryStatus.PENDING and delivery.next_attempt_at == lease
         if held:
             delivery.claimed_until = None  # this attempt lets go of it
         delivery.attempts += 1
@@ -255,7 +256,7 @@ class WebhookRelay:
             duration_ms=round(duration_ms, 1), created_at=started,
         ))
         if error is None:
-            delivery.status, delivery.next_attempt_at = "delivered", None
+            delivery.status, delivery.next_attempt_at = DeliveryStatus.DELIVERED, None
             delivery.last_status_code, delivery.last_error = status_code, None
             return
         if not held:
@@ -265,6 +266,6 @@ class WebhookRelay:
         if retry_now:  # interrupted by a stopping worker: due again at once, for any worker
             delivery.next_attempt_at = now
         elif delivery.attempts > len(schedule):
-            delivery.status, delivery.next_attempt_at = "failed", None
+            delivery.status, delivery.next_attempt_at = DeliveryStatus.FAILED, None
         else:
             delivery.next_attempt_at = now + timedelta(seconds=schedule[delivery.attempts - 1])

@@ -1,131 +1,45 @@
-"""The catalogue of run events: one typed payload per event type.
+"""The event log's generic shapes: an event's payload base, the catalogue that decodes stored events,
+and the webhook delivery log. The run events themselves are the runs domain's (`app.runs.events`)."""
 
-The same payload is an event's `data` in `GET /runs/{id}/events`, in the live stream, and in
-the webhook POSTed for it; the OpenAPI document lists each (the webhooks in its `webhooks`
-section), so a client generator sees every shape.
-"""
-
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal, Union
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
-from app.agent.schemas import FinalEmail, PublishedEmail
-from app.loop.schemas import RewardStats
-
-
-class RunStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-class Step(StrEnum):
-    """Where a run failed: a step of the durable workflow."""
-
-    START = "start"
-    EMAIL = "email"
-    GENERATE = "generate"
-    SCORE = "score"
-    TRAIN = "train"
-    REWEIGHT = "reweight"
-    PUBLISH = "publish"
-    FINISH = "finish"
-
-
-class RunError(BaseModel):
-    message: str
-    step: Step | None = None
-
-
-class EventType(StrEnum):
-    RUN_STARTED = "run.started"
-    ITERATION_COMPLETED = "iteration.completed"
-    RUN_SUCCEEDED = "run.succeeded"
-    RUN_FAILED = "run.failed"
-    RUN_CANCELLED = "run.cancelled"
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class EventData(BaseModel):
+    """An event's `data`: the same in the events list, the live stream and the webhook."""
+
     model_config = ConfigDict(extra="forbid")
-    type: ClassVar[EventType]
+    type: ClassVar[str]
 
     run_id: str
     seq: int = Field(description="The event's position in its run, from 1; also the SSE id.")
 
 
-class RunStartedData(EventData):
-    type = EventType.RUN_STARTED
-    status: Literal[RunStatus.RUNNING] = RunStatus.RUNNING
-    attempt: int = Field(description="1, then one more for each resume of a failed run.")
+@dataclass(frozen=True)
+class Catalogue:
+    """Every event type a domain emits, so the transport can decode and end streams without knowing them."""
+
+    payloads: Mapping[str, type[EventData]]
+    terminal: frozenset[str]
+
+    def data_json(self, type_: str, data: dict) -> str:
+        """The event's `data` as `GET /runs/{id}/events` shows it: through its typed payload, defaults included."""
+        try:
+            return self.payloads[type_].model_validate(data).model_dump_json()
+        except (ValueError, KeyError):  # a row the catalogue does not know (ValidationError is a ValueError): as stored
+            return json.dumps(data)
 
 
-class IterationCompletedData(EventData):
-    type = EventType.ITERATION_COMPLETED
-    iteration: int = Field(description="0 is the baseline email, written before any training.")
-    email: PublishedEmail | None
-    rewards: RewardStats | None = Field(description="null for the baseline.")
-    node_scores: dict[str, float] = Field(description="Every node's score (see `truncated`).")
-    truncated: bool = Field(
-        False, description="True above 2,000 nodes: node_scores then holds the 500 highest plus the iteration's changes."
-    )
-
-
-class RunEndedData(EventData):
-    iterations_completed: int
-
-
-class RunSucceededData(RunEndedData):
-    type = EventType.RUN_SUCCEEDED
-    status: Literal[RunStatus.SUCCEEDED] = RunStatus.SUCCEEDED
-    final_email: FinalEmail | None = Field(description="The last iteration's email, with its iteration.")
-    best_email: FinalEmail | None = Field(None, description="The best-scoring published email, with its iteration.")
-
-
-class RunFailedData(RunEndedData):
-    type = EventType.RUN_FAILED
-    status: Literal[RunStatus.FAILED] = RunStatus.FAILED
-    error: RunError
-
-
-class RunCancelledData(RunEndedData):
-    type = EventType.RUN_CANCELLED
-    status: Literal[RunStatus.CANCELLED] = RunStatus.CANCELLED
-    final_email: FinalEmail | None = Field(description="The last email published before the cancel, with its iteration.")
-    best_email: FinalEmail | None = Field(None, description="The best-scoring email published before the cancel.")
-
-
-PAYLOADS: dict[EventType, type[EventData]] = {
-    data.type: data for data in (RunStartedData, IterationCompletedData, RunSucceededData, RunFailedData, RunCancelledData)
-}
-TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
-
-
-def _envelope(suffix: str, payload: type[EventData], **fields) -> type[BaseModel]:
-    name = payload.__name__.removesuffix("Data") + suffix
-    return create_model(name, type=(Literal[payload.type.value], ...), **fields, data=(payload, ...))
-
-
-EVENT_MODELS = [
-    _envelope("Event", payload, id=(str, ...), seq=(int, ...), created_at=(datetime, ...)) for payload in PAYLOADS.values()
-]
-WEBHOOK_MODELS = {
-    event_type: _envelope("Webhook", payload, timestamp=(datetime, Field(description="When the event happened.")))
-    for event_type, payload in PAYLOADS.items()
-}
-AnyEvent = Annotated[Union[tuple(EVENT_MODELS)], Field(discriminator="type")]  # noqa: UP007
-
-
-class EventList(BaseModel):
-    data: list[AnyEvent]
-    has_more: bool
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
 
 
 class AttemptOut(BaseModel):
@@ -140,7 +54,7 @@ class DeliveryOut(BaseModel):
     event_id: str
     type: str
     attempts: int
-    status: Literal["pending", "delivered", "failed"]
+    status: DeliveryStatus
     last_status_code: int | None
     last_error: str | None
     next_attempt_at: datetime | None

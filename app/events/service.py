@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
-from app.events.schemas import EventData
+from app.events.schemas import DeliveryStatus, EventData
 
 
 def new_id(prefix: str) -> str:
@@ -26,7 +26,7 @@ async def emit(session: AsyncSession, payload: EventData, webhook_url: str | Non
     if webhook_url:
         await session.flush()
         session.add(WebhookDelivery(
-            event_id=event.id, run_id=event.run_id, type=event.type, url=webhook_url, status="pending",
+            event_id=event.id, run_id=event.run_id, type=event.type, url=webhook_url, status=DeliveryStatus.PENDING,
             attempts=0, next_attempt_at=event.created_at, created_at=event.created_at,
         ))
     return event

@@ -6,7 +6,6 @@ connection between polls. The SSE `id` is the event's `seq`: a client that recon
 `Last-Event-ID` resumes exactly after the last event it saw, without gaps or duplicates.
 """
 
-import json
 import time
 from collections.abc import AsyncIterator
 
@@ -14,8 +13,7 @@ import anyio
 from fastapi.sse import ServerSentEvent, format_sse_event
 
 from app.db import Database
-from app.events.models import Event
-from app.events.schemas import PAYLOADS, TERMINAL_EVENTS, EventType
+from app.events.schemas import Catalogue
 from app.events.service import events_page
 
 POLL_INTERVAL_S = 0.5
@@ -24,7 +22,7 @@ PAGE_SIZE = 100
 
 
 async def run_events(
-    db: Database, run_id: str, *, after: int = 0,
+    db: Database, catalogue: Catalogue, run_id: str, *, after: int = 0,
     poll_interval: float = POLL_INTERVAL_S, keepalive: float = KEEPALIVE_S,
 ) -> AsyncIterator[ServerSentEvent]:
     """The run's events with a larger seq than `after`, as they commit; ends after a terminal event.
@@ -38,8 +36,8 @@ async def run_events(
                 page, has_more = await events_page(session, run_id, after=after, limit=PAGE_SIZE)
         for event in page:
             after = event.seq
-            yield ServerSentEvent(id=str(event.seq), event=event.type, raw_data=_data_json(event))
-            if event.type in TERMINAL_EVENTS:
+            yield ServerSentEvent(id=str(event.seq), event=event.type, raw_data=catalogue.data_json(event.type, event.data))
+            if event.type in catalogue.terminal:
                 return
         if page:
             quiet_since = time.monotonic()
@@ -49,14 +47,6 @@ async def run_events(
             yield ServerSentEvent(comment="ping")
             quiet_since = time.monotonic()
         await anyio.sleep(poll_interval)
-
-
-def _data_json(event: Event) -> str:
-    """The event's `data` as `GET /runs/{id}/events` shows it: through its typed payload, defaults included."""
-    try:
-        return PAYLOADS[EventType(event.type)].model_validate(event.data).model_dump_json()
-    except (ValueError, KeyError):  # a row the catalogue does not know (ValidationError is a ValueError): as stored
-        return json.dumps(event.data)
 
 
 async def encode(events: AsyncIterator[ServerSentEvent]) -> AsyncIterator[bytes]:

@@ -5,13 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import NOT_FOUND, BODY_ERRORS, ErrorOut, ReadSession, ServicesDep, TenantDep, not_found
+from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep, not_found
 from app.knowledge_graph import repository
-from app.runs.models import Run
+from app.knowledge_graph.service import GraphsDep, RunsOnGraphDep
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
+from app.settings import Settings
 
 router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
 
@@ -169,14 +169,13 @@ def validate_upload(body: bytes) -> GraphDocument:
     return validated
 
 
-async def _read_upload(request: Request, svc) -> GraphDocument:
+async def _read_upload(request: Request, caps: Settings) -> GraphDocument:
     """The request's graph document, parsed and validated off the event loop, within the caps."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media_type != "application/json" and not (media_type.startswith("application/") and media_type.endswith("+json")):
         raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": media_type,
                                        "msg": "Input should be a valid dictionary or object to extract fields from (send JSON)"}])
     document = await run_in_threadpool(validate_upload, await request.body())
-    caps = svc.settings
     for what, count, cap, setting in (("nodes", len(document.nodes), caps.max_graph_nodes, "MAX_GRAPH_NODES"),
                                       ("edges", len(document.edges), caps.max_graph_edges, "MAX_GRAPH_EDGES"),
                                       ("scenarios", len(document.scenarios), caps.max_graph_scenarios, "MAX_GRAPH_SCENARIOS")):
@@ -190,14 +189,14 @@ async def _read_upload(request: Request, svc) -> GraphDocument:
              responses={409: {"model": ErrorOut, "description": "A graph with this id exists"}, **BODY_ERRORS, **INVALID},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": _inline_refs(GraphDocument.model_json_schema())}}}})
-async def create_graph(request: Request, svc: ServicesDep, tenant: TenantDep) -> dict:
+async def create_graph(request: Request, db: DatabaseDep, settings: SettingsDep, tenant: TenantDep) -> dict:
     """Validated whole before anything is written; errors name the culprit.
 
     Parsing and validation run in a worker thread, a node at a time, so a large upload does not
     hold up other requests.
     """
-    document = await _read_upload(request, svc)
-    async with svc.db.transaction() as session:
+    document = await _read_upload(request, settings)
+    async with db.transaction() as session:
         if await repository.exists(session, document.id):
             raise HTTPException(409, f"graph id {document.id!r} is taken; choose another")
         await repository.save(session, document, tenant)
@@ -246,7 +245,6 @@ async def list_scenarios(tenant: TenantDep, graph_id: str, session: ReadSession)
 
 
 IN_USE = {409: {"model": ErrorOut, "description": "The graph is in use by a run, or is shared and cannot be changed"}}
-ACTIVE = ("queued", "running")
 
 
 async def _owned_or_refuse(session, graph_id: str, tenant: str) -> None:
@@ -257,19 +255,12 @@ async def _owned_or_refuse(session, graph_id: str, tenant: str) -> None:
         raise HTTPException(409, f"graph {graph_id!r} is shared with every tenant and cannot be replaced or deleted")
 
 
-async def _runs_on(session, graph_id: str, statuses=None) -> int:
-    query = select(func.count()).select_from(Run).where(Run.graph_id == graph_id)
-    if statuses is not None:
-        query = query.where(Run.status.in_(statuses))
-    return await session.scalar(query)
-
-
 @router.get("/{graph_id}", response_model=GraphDocument, summary="A whole graph document", responses=NOT_FOUND)
-async def get_graph(tenant: TenantDep, graph_id: str, svc: ServicesDep) -> dict:
+async def get_graph(tenant: TenantDep, graph_id: str, db: DatabaseDep, graphs: GraphsDep) -> dict:
     """The graph as uploaded: nodes (ordered by id), edges and scenarios (in upload order)."""
-    async with svc.db.read() as session:
+    async with db.read() as session:
         await _require_graph(session, graph_id, tenant)
-    graph = await svc.graphs.get(graph_id)
+    graph = await graphs.get(graph_id)
     if graph is None:
         raise not_found(f"graph {graph_id!r}")
     return graph.document.model_dump()
@@ -279,35 +270,40 @@ async def get_graph(tenant: TenantDep, graph_id: str, svc: ServicesDep) -> dict:
             responses={**IN_USE, **NOT_FOUND, **BODY_ERRORS, **INVALID},
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                 "schema": _inline_refs(GraphDocument.model_json_schema())}}}})
-async def replace_graph(tenant: TenantDep, graph_id: str, request: Request, svc: ServicesDep) -> dict:
+async def replace_graph(
+    tenant: TenantDep, graph_id: str, request: Request, db: DatabaseDep, settings: SettingsDep, graphs: GraphsDep,
+    runs_on_graph: RunsOnGraphDep,
+) -> dict:
     """Validated as an upload; the document's `id` must be the path's. Refused (409) while a run on
     the graph is queued or running. Finished runs keep their records; their node scores cover the
     new graph's nodes (a node that vanished is no longer listed)."""
-    async with svc.db.read() as session:
+    async with db.read() as session:
         await _owned_or_refuse(session, graph_id, tenant)
-    document = await _read_upload(request, svc)
+    document = await _read_upload(request, settings)
     if document.id != graph_id:
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "id"), "input": document.id,
                                        "msg": f"the document's id {document.id!r} is not the path's {graph_id!r}"}])
-    async with svc.db.transaction() as session:
+    async with db.transaction() as session:
         await _owned_or_refuse(session, graph_id, tenant)
-        if active := await _runs_on(session, graph_id, ACTIVE):
+        if active := await runs_on_graph(session, graph_id, active_only=True):
             raise HTTPException(409, f"graph {graph_id!r} is in use by {active} queued or running run(s); "
                                      "wait for them to finish or cancel them")
         await repository.replace(session, document)
-    svc.graphs.invalidate(graph_id)
+    graphs.invalidate(graph_id)
     return _summary(document)
 
 
 @router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a knowledge graph",
                responses={**IN_USE, **NOT_FOUND})
-async def delete_graph(tenant: TenantDep, graph_id: str, svc: ServicesDep) -> Response:
+async def delete_graph(
+    tenant: TenantDep, graph_id: str, db: DatabaseDep, graphs: GraphsDep, runs_on_graph: RunsOnGraphDep,
+) -> Response:
     """Refused (409) while any run, finished or not, refers to the graph (delete those runs first),
     and for the shared demo graph."""
-    async with svc.db.transaction() as session:
+    async with db.transaction() as session:
         await _owned_or_refuse(session, graph_id, tenant)
-        if runs := await _runs_on(session, graph_id):
+        if runs := await runs_on_graph(session, graph_id, active_only=False):
             raise HTTPException(409, f"graph {graph_id!r} is in use by {runs} run(s); delete them first (DELETE /runs/{{id}})")
         await repository.remove(session, graph_id)
-    svc.graphs.invalidate(graph_id)
+    graphs.invalidate(graph_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,6 +4,10 @@ import json
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Protocol
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
 from app.knowledge_graph import repository
@@ -68,3 +72,22 @@ class GraphCache:
 
     def invalidate(self, graph_id: str) -> None:
         self._graphs.pop(graph_id, None)
+
+
+class RunsOnGraph(Protocol):
+    """How many runs use a graph (only queued or running ones with `active_only`): the runs domain answers,
+    so that a graph in use is neither replaced nor deleted, without this domain knowing what a run is."""
+
+    async def __call__(self, session: AsyncSession, graph_id: str, *, active_only: bool) -> int: ...
+
+
+async def get_graph_cache(request: Request) -> GraphCache:
+    return request.app.state.services.graphs
+
+
+async def get_runs_on_graph(request: Request) -> RunsOnGraph:
+    return request.app.state.services.runs_on_graph
+
+
+GraphsDep = Annotated[GraphCache, Depends(get_graph_cache)]
+RunsOnGraphDep = Annotated[RunsOnGraph, Depends(get_runs_on_graph)]

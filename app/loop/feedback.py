@@ -12,6 +12,8 @@ import numpy as np
 
 from app.agent.schemas import Email
 from app.agent.text import words
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.service import hidden_preferences
 
 SENDS = 50  # simulated recipients per email
 _QUESTION = re.compile(r"[^.!?\n]*\?")
@@ -82,3 +84,11 @@ class FeedbackSimulator:
         replies = int(rng.binomial(opens, p_reply))
         score = 0.4 * opens / SENDS + 0.6 * (replies / opens if opens else 0.0)
         return score, opens / SENDS, replies / SENDS
+
+
+def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:
+    """Only graphs with hidden preferences (the demo) get simulated online feedback."""
+    preferences = hidden_preferences(graph.id)
+    if preferences is None or not set(graph.scenarios) <= set(preferences):
+        return None
+    return FeedbackSimulator(preferences, {s.id: s.prospect.model_dump() for s in graph.scenarios.values()})

@@ -6,10 +6,14 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, ServicesDep, TenantDep, not_found
+from app.backends.registry import model_name
+from app.core import ServicesDep
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep, not_found
 from app.events import service as events
 from app.events import stream
-from app.events.schemas import DeliveryList, EventList, RunStatus
+from app.runs.status import RunStatus
+from app.runs.events import CATALOGUE, EventList
+from app.events.schemas import DeliveryList
 from app.runs import repository, service, transitions, workflow
 from app.runs.models import Run
 from app.runs.schemas import (
@@ -200,9 +204,9 @@ async def list_events(
         if not stream.wants_event_stream(request.headers.get("accept")):
             page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
             return {"data": page, "has_more": has_more}
-    if RunStatus(run.status).terminal and run.last_seq <= after:
+    if run.status.terminal and run.last_seq <= after:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventSourceResponse(stream.encode(stream.run_events(svc.db, run_id, after=after)),
+    return EventSourceResponse(stream.encode(stream.run_events(svc.db, CATALOGUE, run_id, after=after)),
                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -234,9 +238,9 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Respon
     webhook deliveries, checkpoints) in one transaction. A queued or running run → 409: cancel it first."""
     async with svc.db.transaction() as session:
         run = await _run_or_404(session, run_id, tenant)
-        if not RunStatus(run.status).terminal:
+        if not run.status.terminal:
             raise HTTPException(409, f"run {run_id!r} is {run.status}; cancel it first")
-        await repository.delete_run(session, run, f"{svc.settings.art_model_name}-{run_id}")
+        await repository.delete_run(session, run, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -10,11 +10,17 @@ import art
 
 from app.backends.embedded import EmbeddedBackend
 from app.backends.embedded.repository import DatabaseCheckpoints
-from app.backends.registry import create_backend, create_model
+from app.backends.registry import create_backend, create_model, judge_endpoint
 from app.backends.retry import retrying
 from app.core import Services
-from app.loop.runtime import create_judge
 from app.loop.steps import Judge, Policy
+from app.settings import Settings
+
+
+def create_judge(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> Judge:
+    """The judge a run names (see `judge_endpoint`), with the configured retries."""
+    endpoint = judge_endpoint(settings, embedded, name)
+    return Judge(endpoint.model, endpoint.params, settings.judge_retries)
 
 
 class Executor:

@@ -3,7 +3,8 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, UTCDateTime, utcnow
+from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.runs.status import RunStatus
 
 
 class Run(Base):
@@ -12,7 +13,7 @@ class Run(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # sortable by creation time
     tenant: Mapped[str] = mapped_column(String(100), server_default="public")  # who created it (app.auth)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[RunStatus] = mapped_column(StrEnumText(RunStatus))
     graph_id: Mapped[str] = mapped_column(ForeignKey("graphs.id"))
     config: Mapped[dict]
     iterations_total: Mapped[int]

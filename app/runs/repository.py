@@ -6,7 +6,8 @@ import art
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.events.schemas import RunStatus
+from app.backends.registry import delete_stored_checkpoints
+from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
@@ -79,7 +80,7 @@ async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> No
 
     A run still running was interrupted (a shutdown): recovery resumes it and needs them.
     """
-    if not RunStatus((await session.get(Run, run_id)).status).terminal:
+    if not (await session.get(Run, run_id)).status.terminal:
         return
     latest = await latest_iteration(session, run_id)
     await session.execute(delete(TrajectoryRecord).where(
@@ -172,7 +173,7 @@ def run_view(run: Run, latest: dict | None, latest_iteration: int | None, best: 
         "config": run.config | {"webhook_url": run.webhook_url and redacted(run.webhook_url)},
         "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
         "finished_at": run.finished_at, "error": run.error, "latest_email": latest,
-        "final_email": _final(latest, latest_iteration) if run.status == "succeeded" else None,
+        "final_email": _final(latest, latest_iteration) if run.status == RunStatus.SUCCEEDED else None,
         "best_email": _final(best, best_iteration),
     }
 
@@ -231,11 +232,17 @@ async def latest_iteration(session: AsyncSession, run_id: str) -> int | None:
 
 async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
     """The run and all it owns: iterations, trajectories, scores, events, deliveries and idempotency
-    keys go by ON DELETE CASCADE; the embedded policy's checkpoints (no foreign key) explicitly."""
-    from app.backends.embedded.models import PolicyCheckpoint
-
-    await session.execute(delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name))
+    keys go by ON DELETE CASCADE; the policy's stored checkpoints (no foreign key) through its backend."""
+    await delete_stored_checkpoints(session, model_name)
     await session.execute(delete(Run).where(Run.id == run.id))
+
+
+async def runs_on_graph(session: AsyncSession, graph_id: str, *, active_only: bool) -> int:
+    """How many runs use the graph (queued or running ones only, with `active_only`)."""
+    query = select(func.count()).select_from(Run).where(Run.graph_id == graph_id)
+    if active_only:
+        query = query.where(Run.status.in_(ACTIVE))
+    return await session.scalar(query)
 
 
 async def iteration_numbers(session: AsyncSession, run_id: str) -> list[int]:

@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from app.agent.schemas import Email, FinalEmail, PublishedEmail
-from app.events.schemas import RunError, RunStatus
+from app.runs.status import RunError, RunStatus
 from app.loop.schemas import RewardStats, RunConfig
 from app.settings import BackendName
 

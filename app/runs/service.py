@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from app.auth import OPEN_TENANT
 from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.core import Services
-from app.events.schemas import RunStatus
+from app.runs.status import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, redacted, resolve

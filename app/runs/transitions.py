@@ -7,10 +7,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
 from app.events import service as events
-from app.events.schemas import (
-    EventData, IterationCompletedData, RunCancelledData, RunError, RunFailedData, RunStartedData, RunStatus,
-    RunSucceededData, Step,
-)
+from app.events.schemas import EventData
+from app.runs.events import IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData
+from app.runs.status import RunError, RunStatus, Step
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph
 from app.runs import repository
@@ -114,7 +113,7 @@ async def finish(session: AsyncSession, run_id: str) -> None:
 
 async def fail(session: AsyncSession, run_id: str, step: Step | None, message: str) -> None:
     run = await locked_run(session, run_id)
-    if RunStatus(run.status).terminal:
+    if run.status.terminal:
         return
     run.status, run.finished_at = RunStatus.FAILED, utcnow()
     error = RunError(message=message, step=step)
@@ -124,7 +123,7 @@ async def fail(session: AsyncSession, run_id: str, step: Step | None, message: s
 
 async def cancel(session: AsyncSession, run_id: str) -> Run:
     run = await locked_run(session, run_id)
-    if RunStatus(run.status).terminal:
+    if run.status.terminal:
         raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
     run.status, run.finished_at = RunStatus.CANCELLED, utcnow()
     await _announce(session, run, RunCancelledData, iterations_completed=run.iterations_completed,

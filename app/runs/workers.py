@@ -16,7 +16,7 @@ from dbos import DBOS
 from sqlalchemy import delete, select
 
 from app.db import Database, utcnow
-from app.events.schemas import RunStatus
+from app.runs.status import RunStatus
 from app.runs import transitions, workflow
 from app.runs.models import Run, Worker
 from app.settings import Settings

@@ -17,11 +17,11 @@ from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from app.db import describe, is_transient, utcnow
-from app.events.schemas import RunStatus, Step
+from app.runs.status import RunStatus, Step
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop import steps
-from app.loop.runtime import create_feedback
+from app.loop.feedback import create_feedback
 from app.loop.schemas import RunConfig
 from app.observability import call_with_trace
 from app.runs import repository, transitions

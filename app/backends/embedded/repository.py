@@ -1,6 +1,7 @@
 """Embedded policy checkpoints in the database, so a run can resume on any worker."""
 
 from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.models import PolicyCheckpoint
 from app.db import Database
@@ -26,3 +27,8 @@ class DatabaseCheckpoints:
             await session.execute(
                 delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name, PolicyCheckpoint.step.in_(steps))
             )
+
+
+async def delete_model_checkpoints(session: AsyncSession, model_name: str) -> None:
+    """Every checkpoint of a model, in the caller's transaction (a deleted run's policy)."""
+    await session.execute(delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name))

@@ -1,0 +1,93 @@
+"""The catalogue of run events: one typed payload per event type.
+
+The same payload is an event's `data` in `GET /runs/{id}/events`, in the live stream, and in
+the webhook POSTed for it; the OpenAPI document lists each (the webhooks in its `webhooks`
+section), so a client generator sees every shape.
+"""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, Field, create_model
+
+from app.agent.schemas import FinalEmail, PublishedEmail
+from app.events.schemas import Catalogue, EventData
+from app.loop.schemas import RewardStats
+from app.runs.status import RunError, RunStatus
+
+
+class EventType(StrEnum):
+    RUN_STARTED = "run.started"
+    ITERATION_COMPLETED = "iteration.completed"
+    RUN_SUCCEEDED = "run.succeeded"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+
+
+class RunStartedData(EventData):
+    type = EventType.RUN_STARTED
+    status: Literal[RunStatus.RUNNING] = RunStatus.RUNNING
+    attempt: int = Field(description="1, then one more for each resume of a failed run.")
+
+
+class IterationCompletedData(EventData):
+    type = EventType.ITERATION_COMPLETED
+    iteration: int = Field(description="0 is the baseline email, written before any training.")
+    email: PublishedEmail | None
+    rewards: RewardStats | None = Field(description="null for the baseline.")
+    node_scores: dict[str, float] = Field(description="Every node's score (see `truncated`).")
+    truncated: bool = Field(
+        False, description="True above 2,000 nodes: node_scores then holds the 500 highest plus the iteration's changes."
+    )
+
+
+class RunEndedData(EventData):
+    iterations_completed: int
+
+
+class RunSucceededData(RunEndedData):
+    type = EventType.RUN_SUCCEEDED
+    status: Literal[RunStatus.SUCCEEDED] = RunStatus.SUCCEEDED
+    final_email: FinalEmail | None = Field(description="The last iteration's email, with its iteration.")
+    best_email: FinalEmail | None = Field(None, description="The best-scoring published email, with its iteration.")
+
+
+class RunFailedData(RunEndedData):
+    type = EventType.RUN_FAILED
+    status: Literal[RunStatus.FAILED] = RunStatus.FAILED
+    error: RunError
+
+
+class RunCancelledData(RunEndedData):
+    type = EventType.RUN_CANCELLED
+    status: Literal[RunStatus.CANCELLED] = RunStatus.CANCELLED
+    final_email: FinalEmail | None = Field(description="The last email published before the cancel, with its iteration.")
+    best_email: FinalEmail | None = Field(None, description="The best-scoring email published before the cancel.")
+
+
+PAYLOADS: dict[EventType, type[EventData]] = {
+    data.type: data for data in (RunStartedData, IterationCompletedData, RunSucceededData, RunFailedData, RunCancelledData)
+}
+TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
+CATALOGUE = Catalogue(PAYLOADS, TERMINAL_EVENTS)
+
+
+def _envelope(suffix: str, payload: type[EventData], **fields) -> type[BaseModel]:
+    name = payload.__name__.removesuffix("Data") + suffix
+    return create_model(name, type=(Literal[payload.type.value], ...), **fields, data=(payload, ...))
+
+
+EVENT_MODELS = [
+    _envelope("Event", payload, id=(str, ...), seq=(int, ...), created_at=(datetime, ...)) for payload in PAYLOADS.values()
+]
+WEBHOOK_MODELS = {
+    event_type: _envelope("Webhook", payload, timestamp=(datetime, Field(description="When the event happened.")))
+    for event_type, payload in PAYLOADS.items()
+}
+AnyEvent = Annotated[Union[tuple(EVENT_MODELS)], Field(discriminator="type")]  # noqa: UP007
+
+
+class EventList(BaseModel):
+    data: list[AnyEvent]
+    has_more: bool
