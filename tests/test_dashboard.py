@@ -90,6 +90,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     final_iteration = run["final_email"]["iteration"]  # the run's final email is what the page opens on
     assert page.text_content("#email-subject") == iterations[final_iteration]["email"]["subject"]
     assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
+    assert page.text_content("#email-score") == f"Judge score {iterations[final_iteration]['email']['score']:.2f}"
     assert page.locator("#iterations tbody tr").count() == 7
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
 
