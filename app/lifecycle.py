@@ -105,6 +105,7 @@ async def start(settings: Settings, *, worker: bool) -> Process:
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
+        process.api.health.append(process.executor.embedded.problem)
     executor.install(process.executor)
     try:
         await _launch(settings, process, worker=worker)
