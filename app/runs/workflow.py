@@ -53,6 +53,11 @@ class StepFailed(Exception):
         self.step, self.message = step, message
 
 
+class IncompatibleCheckpoint(StepFailed):
+    """A recorded step output this version cannot read. Later steps are recorded too, so the failure
+    cannot be a step of its own (DBOS would find it where the next recorded step was)."""
+
+
 def through_database_trouble(retries: int = DB_RETRIES) -> AsyncRetrying:
     """Re-runs an idempotent step after a passing database error (a dropped connection, a locked file)."""
     return AsyncRetrying(
@@ -97,7 +102,7 @@ def workflow_step(step: Step):
                 return output.validate_python(recorded)
             except ValidationError as exc:
                 log.error("run %s: the checkpoint of step %s does not fit this version", run_id, step.value, exc_info=exc)
-                raise StepFailed(step, f"this run was checkpointed by an incompatible version of the service "
+                raise IncompatibleCheckpoint(step, f"this run was checkpointed by an incompatible version of the service "
                                        f"({exc.error_count()} field(s) of the {step.value} step's output differ); "
                                        f"resume it to continue after its last recorded iteration") from None
 
@@ -258,14 +263,16 @@ async def finish_step(run_id: str) -> None:
     current().wake_relay()
 
 
-@DBOS.step(name="fail")
-async def fail_step(run_id: str, step: Step, message: str) -> None:
+async def record_failure(run_id: str, step: Step, message: str) -> None:
     async for attempt in through_database_trouble():
         with attempt:
             fault_point("fail")
             async with current().services.db.transaction() as session:
                 await transitions.fail(session, run_id, step, message)
     current().wake_relay()
+
+
+fail_step = DBOS.step(name="fail")(record_failure)
 
 
 @DBOS.workflow(name="learning_run")
@@ -297,6 +304,9 @@ async def learning_run(run_id: str) -> str:
                 return status
         await finish_step(run_id)
         return RunStatus.SUCCEEDED
+    except IncompatibleCheckpoint as failure:
+        await record_failure(run_id, failure.step, failure.message)
+        return RunStatus.FAILED
     except StepFailed as failure:
         await fail_step(run_id, failure.step, failure.message)
         return RunStatus.FAILED
