@@ -130,6 +130,7 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
         "name": "codreamer",
         "system_database_url": dbos_database_url(settings),
         "executor_id": settings.executor_id,
+        "application_version": workflow.WORKFLOW_VERSION,
         "log_level": "WARNING",
     })
     if not worker:
