@@ -78,9 +78,11 @@ async def drop_conversations(session: AsyncSession, run_id: str, *, through: int
 async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> None:
     """Trajectories of an iteration that was never recorded, once the run ended (cancelled or failed mid-way).
 
-    A run still running was interrupted (a shutdown): recovery resumes it and needs them.
+    A run still running was interrupted (a shutdown): recovery resumes it and needs them. A deleted
+    run took its trajectories with it.
     """
-    if not (await session.get(Run, run_id)).status.terminal:
+    run = await session.get(Run, run_id)
+    if run is None or not run.status.terminal:
         return
     latest = await latest_iteration(session, run_id)
     await session.execute(delete(TrajectoryRecord).where(

@@ -23,10 +23,14 @@ class Conflict(Exception):
     """The run is not in a state that allows the change; the message says which."""
 
 
+class RunGone(LookupError):
+    """The run was deleted (a finished run may be, while its workflow is still letting go of it)."""
+
+
 async def locked_run(session: AsyncSession, run_id: str) -> Run:
     run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
     if run is None:
-        raise LookupError(f"run {run_id!r} not found")
+        raise RunGone(f"run {run_id!r} not found")
     return run
 
 
@@ -104,8 +108,8 @@ async def finish(session: AsyncSession, run_id: str) -> None:
 
 
 async def fail(session: AsyncSession, run_id: str, step: Step | None, message: str) -> None:
-    run = await locked_run(session, run_id)
-    if run.status.terminal:
+    run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
+    if run is None or run.status.terminal:  # deleted once cancelled, or already ended
         return
     run.status, run.finished_at = RunStatus.FAILED, utcnow()
     error = RunError(message=message, step=step)

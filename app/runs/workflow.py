@@ -7,6 +7,7 @@ before training again, publish records an iteration only if it is not there yet,
 transaction with its event). Any exception in any step ends the run `failed`, naming the step.
 """
 
+import asyncio
 import functools
 import logging
 import time
@@ -17,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from app.backends.registry import delete_local_files, delete_stored_checkpoints, model_name
 from app.db import describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
@@ -84,7 +86,7 @@ def workflow_step(step: Step):
                 async for attempt in through_database_trouble():
                     with attempt:
                         return output.dump_python(await fn(run_id, *args), mode="json")
-            except StepFailed:
+            except (StepFailed, transitions.RunGone):
                 raise
             except ScoringFailed as exc:
                 log.error("run %s: scoring failed", run_id, exc_info=exc.__cause__)
@@ -115,6 +117,8 @@ async def _run(run_id: str) -> tuple[Run, EffectiveConfig]:
     """The run and what it executes with, typed."""
     async with current().services.db.read() as session:
         run = await session.get(Run, run_id)
+    if run is None:
+        raise transitions.RunGone(f"run {run_id!r} not found")
     return run, EffectiveConfig.model_validate(run.config)
 
 
@@ -275,8 +279,27 @@ async def record_failure(run_id: str, step: Step, message: str) -> None:
 fail_step = DBOS.step(name="fail")(record_failure)
 
 
+async def let_go(run_id: str) -> None:
+    """What the worker holds for a run it stops executing, and what a deleted run's last step left behind.
+
+    A run may be deleted as soon as it is finished (cancelled mid-step, say): a step still in flight
+    then writes for nobody (a policy checkpoint, ART's log folder), so that goes too.
+    """
+    executor = current()
+    await executor.release(run_id)
+    async with executor.services.db.transaction() as session:
+        gone = await session.get(Run, run_id) is None
+        if gone:
+            await delete_stored_checkpoints(session, model_name(executor.settings, run_id))
+        else:
+            await repository.drop_unrecorded_trajectories(session, run_id)
+    if gone:
+        await asyncio.to_thread(delete_local_files, executor.settings, model_name(executor.settings, run_id))
+
+
 @DBOS.workflow(name="learning_run")
-async def learning_run(run_id: str) -> str:
+async def learning_run(run_id: str) -> str | None:
+    """The run's status when its workflow ends; None when the run was deleted meanwhile."""
     try:
         state = await start_step(run_id)
         if state.status != RunStatus.RUNNING:
@@ -310,10 +333,11 @@ async def learning_run(run_id: str) -> str:
     except StepFailed as failure:
         await fail_step(run_id, failure.step, failure.message)
         return RunStatus.FAILED
-    finally:  # success, failure or cancellation: the worker lets go of the run, and of an unrecorded iteration
-        await current().release(run_id)
-        async with current().services.db.transaction() as session:
-            await repository.drop_unrecorded_trajectories(session, run_id)
+    except transitions.RunGone:
+        log.info("run %s was deleted while its workflow ran; it stops here", run_id)
+        return None
+    finally:  # success, failure, cancellation or deletion: the worker lets go of the run
+        await let_go(run_id)
 
 
 def workflow_id(run_id: str, attempt: int) -> str:
