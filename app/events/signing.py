@@ -5,7 +5,7 @@ import hashlib
 import secrets
 from datetime import datetime
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken
 from standardwebhooks import Webhook
 
 
@@ -23,6 +23,10 @@ def signed_headers(secret: str, event_id: str, at: datetime, body: str) -> dict[
     }
 
 
+class SecretUnavailable(RuntimeError):
+    """A sealed secret this process cannot open: it was sealed under another SECRET_KEY."""
+
+
 class SecretBox:
     """Webhook secrets at rest: encrypted with Fernet (AES and an HMAC) under a key derived from SECRET_KEY."""
 
@@ -33,4 +37,9 @@ class SecretBox:
         return self._fernet.encrypt(secret.encode()).decode()
 
     def open(self, sealed: str) -> str:
-        return self._fernet.decrypt(sealed.encode()).decode()
+        try:
+            return self._fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken:
+            raise SecretUnavailable(
+                "cannot sign: the run's webhook secret was sealed under another SECRET_KEY "
+                "(every process sharing the database must have the same SECRET_KEY)") from None
