@@ -7,6 +7,7 @@ from fastapi import Depends, Request
 
 from app.db import Database
 from app.events.signing import SecretBox
+from app.events.stream import EventFeed
 from app.knowledge_graph.service import GraphCache, RunsOnGraph
 from app.settings import Settings
 
@@ -18,6 +19,7 @@ class Services:
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
     runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
+    feed: EventFeed  # live events: one poller per run, shared by all of its streams
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request

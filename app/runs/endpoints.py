@@ -199,14 +199,14 @@ async def list_events(
     tells a browser's EventSource to stop. Other Accept values get a JSON page.
     """
     after = after if last_event_id is None else last_event_id
-    async with svc.db.read() as session:  # closed before streaming: each poll of the stream opens its own
+    async with svc.db.read() as session:  # closed before streaming: the run's one poller feeds every stream
         run = await _run_or_404(session, run_id, tenant)
         if not stream.wants_event_stream(request.headers.get("accept")):
             page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
             return {"data": page, "has_more": has_more}
     if run.status.terminal and run.last_seq <= after:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventSourceResponse(stream.encode(stream.run_events(svc.db, CATALOGUE, run_id, after=after)),
+    return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after)),
                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
