@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from app.db import Database
 from app.events.signing import SecretBox
+from app.events.stream import EventFeed
 from app.knowledge_graph.service import GraphCache, RunsOnGraph
 from app.settings import Settings
 
@@ -19,6 +20,7 @@ class Services:
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
     runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
+    feed: EventFeed  # live events: one poller per run, shared by all of its streams
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)

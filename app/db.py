@@ -100,7 +100,8 @@ def create_engine(settings: Settings) -> AsyncEngine:
     # Pre-ping: a connection the server dropped (a restart, a terminated backend) is replaced at
     # checkout instead of failing the request or step that drew it; one loopback round trip.
     return create_async_engine(
-        driver_url(settings.database_url), pool_size=10, max_overflow=20, pool_recycle=1800, pool_pre_ping=True
+        driver_url(settings.database_url), pool_size=settings.database_pool_size, max_overflow=settings.database_max_overflow,
+        pool_timeout=settings.database_pool_timeout_s, pool_recycle=1800, pool_pre_ping=True,
     )
 
 

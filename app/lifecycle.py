@@ -15,6 +15,7 @@ from app.core import Services
 from app.db import Database
 from app.events.relay import WebhookRelay
 from app.events.signing import SecretBox
+from app.events.stream import EventFeed
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
@@ -103,7 +104,7 @@ async def start(settings: Settings, *, worker: bool) -> Process:
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                                   runs_on_graph=runs_repository.runs_on_graph))
+                                   runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db)))
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
@@ -163,6 +164,7 @@ async def stop(process: Process) -> None:
     if process.executor is not None:
         await process.executor.close()
     executor.install(None)
+    await process.api.feed.close()
     await process.api.db.close()
 
 

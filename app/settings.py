@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     art_path: str = Field(".art", description="Where ART writes each model's logs and checkpoints.")
     wandb_api_key: str | None = None
     weave_project: str | None = None
+    database_pool_size: int = Field(10, ge=1, description="PostgreSQL: connections each process keeps open.")
+    database_max_overflow: int = Field(20, ge=0, description="PostgreSQL: extra connections a process may open under load.")
+    database_pool_timeout_s: float = Field(
+        30.0, gt=0, description="PostgreSQL: how long a request waits for a free connection before it answers 503.")
     webhook_allow_private: bool = False
     webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE))
     webhook_timeout_s: float = Field(10.0, gt=0, description="Deadline of one webhook attempt, the whole request and answer.")

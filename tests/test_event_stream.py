@@ -56,13 +56,14 @@ def test_content_negotiation(accept, streams):
 async def test_stream_in_process_matches_the_event_log(tmp_path):
     """The generator alone: every event once, in order, then it ends; a quiet run gets keep-alive comments."""
     async with local_service(tmp_path, Settings(_env_file=None)) as process:
-        quiet = stream.run_events(process.api.db, CATALOGUE, "run_unknown", poll_interval=0.01, keepalive=0.05)
+        feed = stream.EventFeed(process.api.db, poll_interval=0.05)
+        quiet = feed.follow(CATALOGUE, "run_unknown", keepalive=0.05)
         assert (await anext(quiet)).comment == "ping"
         await quiet.aclose()
 
         request = LearnLoopRequest(iterations=2, rollouts_per_group=2, scenario_ids=[SCENARIO])
         created, _ = await runs.create_run(process.api, request)
-        sent = [event async for event in stream.run_events(process.api.db, CATALOGUE, created.run_id, poll_interval=0.05)]
+        sent = [event async for event in feed.follow(CATALOGUE, created.run_id)]
         # a step slower than the keep-alive interval (a loaded machine) puts pings between the events
         assert {e.comment for e in sent if e.raw_data is None} <= {"ping"}
         streamed = [e for e in sent if e.raw_data is not None]

@@ -1,6 +1,8 @@
 import json
+from contextlib import AsyncExitStack
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
@@ -199,14 +201,14 @@ async def list_events(
     tells a browser's EventSource to stop. Other Accept values get a JSON page.
     """
     after = after if last_event_id is None else last_event_id
-    async with svc.db.read() as session:  # closed before streaming: each poll of the stream opens its own
+    async with svc.db.read() as session:  # closed before streaming: the run's one poller feeds every stream
         run = await _run_or_404(session, run_id, tenant)
         if not stream.wants_event_stream(request.headers.get("accept")):
             page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
             return {"data": page, "has_more": has_more}
     if run.status.terminal and run.last_seq <= after:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventSourceResponse(stream.encode(stream.run_events(svc.db, CATALOGUE, run_id, after=after)),
+    return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after)),
                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -248,17 +250,42 @@ EXPORT = {200: {"content": {"application/x-ndjson": {
     "schema": {"type": "string", "description": "JSON Lines: the run first, then each iteration with its trajectories."}}}}}
 
 
+class _HeldStream(StreamingResponse):
+    """A streaming response that lets go of what its body reads from however the response ends
+    (finished, the client gone, or never started)."""
+
+    def __init__(self, content, release, **kwargs):
+        super().__init__(content, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release()
+
+
 @router.get("/runs/{run_id}/export", summary="A run as JSON Lines, for offline analysis", response_class=StreamingResponse,
             responses={**EXPORT, **NOT_FOUND})
 async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> StreamingResponse:
     """One JSON object per line: first `{"type": "run", ...}` (the run with its config), then
     `{"type": "iteration", ...}` for each iteration in order, with its rewards, node score changes
-    and trajectories (scenario, reward, judge and feedback scores, email, turns)."""
-    async with svc.db.read() as session:
+    and trajectories (scenario, reward, judge and feedback scores, email, turns).
+
+    The export reads through one database connection, taken before the answer starts: when none
+    is free the answer is a 503 with nothing sent, never a 200 cut short."""
+    held = AsyncExitStack()
+    session = await held.enter_async_context(svc.db.read())
+    try:
+        await session.connection()  # the whole export's connection, before the 200
         view = await repository.get_run_view(session, run_id, tenant)
         if view is None:
             raise not_found(f"run {run_id!r}")
         numbers = await repository.iteration_numbers(session, run_id)
+    except BaseException:
+        await held.aclose()
+        raise
 
     def line(kind: str, data: dict) -> bytes:
         return (json.dumps({"type": kind} | jsonable_encoder(data), separators=(",", ":")) + "\n").encode()
@@ -266,10 +293,9 @@ async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Stream
     async def lines():
         yield line("run", view)
         for number in numbers:  # one iteration at a time: a long run is not held in memory
-            async with svc.db.read() as session:
-                detail = await repository.iteration_detail(session, run_id, number)
+            detail = await repository.iteration_detail(session, run_id, number)
             if detail is not None:
                 yield line("iteration", detail)
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson",
-                             headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
+    return _HeldStream(lines(), held.aclose, media_type="application/x-ndjson",
+                       headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
