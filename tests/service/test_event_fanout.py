@@ -45,7 +45,7 @@ def sse_events(text: str) -> list[tuple[str, str, dict]]:
 
 
 async def test_two_hundred_streams_of_a_run_share_one_poller_and_all_get_every_event(database_url, caplog):
-    settings = Settings(_env_file=None, database_url=database_url, environment="test",
+    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="fanout-tests-secret-key",
                         database_pool_size=2, database_max_overflow=0)
     app = create_app(settings)
     caplog.set_level(logging.WARNING)

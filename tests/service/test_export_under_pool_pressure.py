@@ -31,7 +31,7 @@ def database_url():
 
 
 async def test_concurrent_exports_are_whole_or_refused_before_any_byte(database_url, caplog):
-    settings = Settings(_env_file=None, database_url=database_url, environment="test")
+    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="export-tests-secret-key")
     app = create_app(settings)
     async with lifespan(app), connect(app) as api:
         run_id = (await api.post("/learn-loop", json=BODY)).json()["run_id"]
