@@ -21,7 +21,7 @@ def bounded_protocol(max_header_bytes: int, header_timeout_s: float) -> type[asy
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._head_bytes, self._awaiting_head, self._head_deadline = 0, True, None
+            self._head_bytes, self._awaiting_head, self._head_deadline, self._tail = 0, True, None, b""
             self._arm_head_deadline()
 
         def _arm_head_deadline(self) -> None:
@@ -39,8 +39,11 @@ def bounded_protocol(max_header_bytes: int, header_timeout_s: float) -> type[asy
                 self.transport.close()
 
         def data_received(self, data: bytes) -> None:
-            if self._awaiting_head:
-                self._head_bytes += len(data)
+            if self._awaiting_head:  # count up to the blank line that ends the head: the body is not head
+                window = self._tail + data
+                end = window.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
+                self._tail = window[-3:]
                 if self._head_bytes > max_header_bytes:
                     detail = b'{"detail":"request headers exceed %d bytes"}' % max_header_bytes
                     self.transport.write(HEAD_TOO_LARGE % (len(detail), detail))
@@ -51,13 +54,15 @@ def bounded_protocol(max_header_bytes: int, header_timeout_s: float) -> type[asy
             super().data_received(data)
 
         def on_headers_complete(self) -> None:
-            self._awaiting_head, self._head_bytes = False, 0
+            self._awaiting_head, self._head_bytes, self._tail = False, 0, b""
             self._disarm_head_deadline()
             super().on_headers_complete()
 
-        def on_response_complete(self) -> None:
-            self._awaiting_head = True  # the next request's head; the keep-alive timeout covers the wait for it
-            super().on_response_complete()
+        def on_message_complete(self) -> None:
+            # what the parser reads next is the next request's head (a body the app answered early, with a
+            # 413 say, is read to its end first); the keep-alive timeout covers the wait for it
+            self._awaiting_head = True
+            super().on_message_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_deadline()
