@@ -5,6 +5,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import errors
 from app.db import utcnow
 from app.events import service as events
 from app.events.schemas import EventData
@@ -19,14 +20,14 @@ FULL_SCORES_MAX_NODES = 2000
 TRUNCATED_TOP = 500
 
 
-class Conflict(Exception):
+class Conflict(errors.Conflict):
     """The run is not in a state that allows the change; the message says which."""
 
 
 async def locked_run(session: AsyncSession, run_id: str) -> Run:
     run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
     if run is None:
-        raise LookupError(f"run {run_id!r} not found")
+        raise errors.NotFound(f"run {run_id!r}")
     return run
 
 
