@@ -25,12 +25,9 @@ class BadRequest(ServiceError):
 
 
 class NotFound(ServiceError):
-    """No such thing, or not the caller's: the message is "<what> not found"."""
+    """No such thing, or not the caller's (a tenant learns nothing about another's ids)."""
 
     status_code = 404
-
-    def __init__(self, what: str):
-        super().__init__(f"{what} not found")
 
 
 class Conflict(ServiceError):

@@ -55,7 +55,7 @@ async def get_node(tenant: TenantDep, graph_id: str, node_id: str, session: Read
     await service.require_visible(session, graph_id, tenant)
     found = await repository.node_with_neighbors(session, graph_id, node_id)
     if found is None:
-        raise NotFound(f"node {node_id!r} in graph {graph_id!r}")
+        raise NotFound(f"node {node_id!r} in graph {graph_id!r} not found")
     node, neighbors = found
     return node.model_dump() | {"neighbors": neighbors}
 
@@ -74,7 +74,7 @@ async def get_graph(tenant: TenantDep, graph_id: str, db: DatabaseDep, graphs: G
         await service.require_visible(session, graph_id, tenant)
     graph = await graphs.get(graph_id)
     if graph is None:
-        raise NotFound(f"graph {graph_id!r}")
+        raise NotFound(f"graph {graph_id!r} not found")
     return graph.document.model_dump()
 
 

@@ -86,7 +86,7 @@ class RunsOnGraph(Protocol):
 async def require_visible(session: AsyncSession, graph_id: str, tenant: str) -> None:
     """404 unless the graph is the tenant's own or a shared one (the demo)."""
     if not await repository.visible(session, graph_id, tenant):
-        raise NotFound(f"graph {graph_id!r}")
+        raise NotFound(f"graph {graph_id!r} not found")
 
 
 async def require_changeable(session: AsyncSession, graph_id: str, tenant: str) -> None:

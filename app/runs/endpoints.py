@@ -55,7 +55,7 @@ async def list_judges(svc: ServicesDep, tenant: TenantDep) -> dict:
 async def _run_or_404(session, run_id: str, tenant: str) -> Run:
     run = await repository.owned_run(session, run_id, tenant)
     if run is None:
-        raise NotFound(f"run {run_id!r}")
+        raise NotFound(f"run {run_id!r} not found")
     return run
 
 
@@ -75,7 +75,7 @@ async def get_run(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
     """Status, effective config, progress and the latest and final emails."""
     view = await repository.get_run_view(session, run_id, tenant)
     if view is None:
-        raise NotFound(f"run {run_id!r}")
+        raise NotFound(f"run {run_id!r} not found")
     return view
 
 
@@ -120,7 +120,7 @@ async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int
     await _run_or_404(session, run_id, tenant)
     detail = await repository.iteration_detail(session, run_id, iteration)
     if detail is None:
-        raise NotFound(f"iteration {iteration} of run {run_id!r}")
+        raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
     return detail
 
 
@@ -140,13 +140,13 @@ async def get_node_scores(
     run = await _run_or_404(session, run_id, tenant)
     scenario_ids = run.config["scenario_ids"]
     if scenario_id is not None and scenario_id not in scenario_ids:
-        raise NotFound(f"scenario {scenario_id!r} among the scenarios of run {run_id!r}")
+        raise NotFound(f"scenario {scenario_id!r} among the scenarios of run {run_id!r} not found")
     graph = await svc.graphs.get(run.graph_id)
     latest = await repository.latest_iteration(session, run_id)
     if iteration is None:
         iteration, scores = latest or 0, await repository.current_scores(session, run_id)
     elif latest is None or iteration > latest:
-        raise NotFound(f"iteration {iteration} of run {run_id!r}")
+        raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
     else:
         scores = await repository.scores_after(session, run_id, iteration)
     moved = scores.of(scenario_id) if scenario_id is not None else scores.mean(scenario_ids)
@@ -241,7 +241,7 @@ async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Stream
     async with svc.db.read() as session:
         view = await repository.get_run_view(session, run_id, tenant)
         if view is None:
-            raise NotFound(f"run {run_id!r}")
+            raise NotFound(f"run {run_id!r} not found")
         numbers = await repository.iteration_numbers(session, run_id)
 
     def line(kind: str, data: dict) -> bytes:

@@ -27,7 +27,7 @@ class Conflict(errors.Conflict):
 async def locked_run(session: AsyncSession, run_id: str) -> Run:
     run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
     if run is None:
-        raise errors.NotFound(f"run {run_id!r}")
+        raise LookupError(f"run {run_id!r} not found")
     return run
 
 

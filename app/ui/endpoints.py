@@ -32,5 +32,5 @@ async def dashboard() -> FileResponse:
 @router.get("/ui/{asset}")
 async def dashboard_asset(asset: str) -> FileResponse:
     if asset not in ASSETS:
-        raise NotFound(f"dashboard file {asset!r}")
+        raise NotFound(f"dashboard file {asset!r} not found")
     return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=HEADERS)
