@@ -278,6 +278,7 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=
     import uvicorn
 
     from app.main import create_app
+    from app.serving import bounded_protocol
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -294,6 +295,7 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=
     config = uvicorn.Config(
         _one_line_startup_failure(create_app(settings)), host=host, port=port, log_level="info", access_log=settings.access_log,
         timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_drain_s)),
+        http=bounded_protocol(settings.max_header_bytes, settings.header_timeout_s),
     )
     try:
         Server(config).run(sockets=[listener])

@@ -1,6 +1,7 @@
 """What every request and every run needs, built once at start-up; the lifespan puts it on `app.state`."""
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -18,6 +19,9 @@ class Services:
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
     runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
+    # What this process needs besides the database to do its work (the embedded model server, in a
+    # worker): each says why it cannot now, or None; readiness reports them.
+    health: list[Callable[[], str | None]] = field(default_factory=list)
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request

@@ -5,7 +5,6 @@ import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from dbos import DBOS
 
@@ -40,6 +39,9 @@ def check(settings: Settings) -> None:
         raise StartupError("ENVIRONMENT=production requires API_KEYS (comma-separated bearer keys); refusing to start")
     if settings.environment == "production" and not settings.secret_key:
         raise StartupError("ENVIRONMENT=production requires SECRET_KEY (it encrypts webhook secrets at rest); refusing to start")
+    if not settings.is_sqlite and not settings.secret_key:  # a key file would differ between processes and hosts
+        raise StartupError("a PostgreSQL DATABASE_URL requires SECRET_KEY, the same in every process that shares the "
+                           "database (it seals webhook secrets for the workers that sign them); refusing to start")
     try:
         parse_api_keys(settings.api_keys)
     except ValueError as exc:
@@ -54,7 +56,7 @@ def secret_key(settings: Settings) -> str:
     """SECRET_KEY, or in development a random key kept in a file beside the data (made once)."""
     if settings.secret_key:
         return settings.secret_key
-    folder = settings.sqlite_path.parent if settings.is_sqlite else Path("data")
+    folder = settings.sqlite_path.parent  # only on SQLite, whose one file has one `serve` process (see `check`)
     path = folder / "secret.key"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -105,6 +107,7 @@ async def start(settings: Settings, *, worker: bool) -> Process:
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
+        process.api.health.append(process.executor.embedded.problem)
     executor.install(process.executor)
     try:
         await _launch(settings, process, worker=worker)
@@ -127,6 +130,7 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
         "name": "codreamer",
         "system_database_url": dbos_database_url(settings),
         "executor_id": settings.executor_id,
+        "application_version": workflow.WORKFLOW_VERSION,
         "log_level": "WARNING",
     })
     if not worker:

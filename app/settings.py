@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
     access_log: bool = Field(False, description="uvicorn's per-request log lines.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
+    max_header_bytes: int = Field(65_536, ge=1024, description="Largest request head (request line and headers): 431 above it.")
+    header_timeout_s: float = Field(10.0, gt=0, description=(
+        "A request head must arrive within this many seconds of the connection opening or of the previous "
+        "response; an idle or half-sent connection is closed then."))
     max_graph_bytes: int = Field(20 * 1_048_576, ge=1024, description="Largest graph document upload.")
 
     @field_validator("api_keys", mode="before")

@@ -21,7 +21,10 @@ from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import plan_turn
 from app.backends.embedded.server import LoopbackServer
 from app.knowledge_graph.service import demo_graph
-from app.loop import steps
+from app.loop.generation import Policy, generate
+from app.loop.reward import Judge, Scorer
+from app.loop.schemas import RunConfig
+from app.loop.training import train
 from app.agent.transcript import parse_transcript
 
 
@@ -101,20 +104,20 @@ class FixedDelayBackend:
 
 async def _iteration(shape: str, policy, judge_cfg, scenarios, *, k, turns, concurrency, backend) -> float:
     graph = demo_graph()
-    score = lambda g: steps.score_group(g, judge_cfg, feedback=None, feedback_weight=0.0, seed=0, iteration=1)  # noqa: E731
+    config = RunConfig(rollouts_per_group=k, max_turns=turns, seed=0, feedback_weight=0.0)
+    score = Scorer(judge_cfg, None, config, iteration=1)
+    scores = {scenario.id: graph.initial_scores for scenario in scenarios}
     started = time.monotonic()
     if shape == "ours":
-        generation = await steps.generate(policy, graph, scenarios, graph.initial_scores, rollouts_per_group=k,
-                                          max_turns=turns, seed=0, iteration=1, concurrency=concurrency, score=score)
+        generation = await generate(policy, graph, scenarios, scores, config, iteration=1, concurrency=concurrency, score=score)
         groups = generation.groups
     else:  # the seed: generate everything, then judge group after group
         async def passthrough(group):
             return group
 
-        generation = await steps.generate(policy, graph, scenarios, graph.initial_scores, rollouts_per_group=k,
-                                          max_turns=turns, seed=0, iteration=1, concurrency=concurrency, score=passthrough)
+        generation = await generate(policy, graph, scenarios, scores, config, iteration=1, concurrency=concurrency, score=passthrough)
         groups = [await score(g) for g in generation.groups]
-    await steps.train(backend, policy.model, groups, learning_rate=None, options={}, step_before=backend.step, retries=0)
+    await train(backend, policy.model, groups, config, step_before=backend.step, retries=0)
     return time.monotonic() - started
 
 
@@ -125,8 +128,8 @@ async def measure(s: int = 8, k: int = 4, t: int = 4, concurrency: int = 32, lat
         backend = FixedDelayBackend(server.base_url, latencies.train_s)
         model = art.TrainableModel(name="bench", project="bench", base_model="bench", report_metrics=[])
         await model.register(backend)
-        policy = steps.Policy.of(model)
-        judge_cfg = steps.Judge("openai/judge", {"api_base": server.base_url, "api_key": "k"}, retries=0)
+        policy = Policy.of(model)
+        judge_cfg = Judge("openai/judge", {"api_base": server.base_url, "api_key": "k"}, retries=0)
         scenarios = list(demo_graph().scenarios.values())
         scenarios = (scenarios * math.ceil(s / len(scenarios)))[:s]
         bound = math.ceil(s * k / concurrency) * t * latencies.model_s + latencies.judge_s + latencies.train_s

@@ -10,7 +10,9 @@ from app.backends.registry import SPECS, BackendUnavailable, EmbeddedOptions, Se
 from app.backends.retry import is_transient
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop import steps
+from app.loop.generation import Policy, generate
+from app.loop.reward import Scorer
+from app.loop.training import train
 from app.runs.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.settings import Settings
@@ -93,10 +95,9 @@ async def scored_groups(backend, tmp_path, monkeypatch):
     graph = demo_graph()
     config = RunConfig(rollouts_per_group=3, feedback_weight=0)
     scenarios = list(graph.scenarios.values())[:2]
-    generation = await steps.generate(
-        steps.Policy.of(model), graph, scenarios, {s.id: NodeScores() for s in scenarios}, config,
-        iteration=1, concurrency=8,
-        score=lambda g: steps.score_group(g, create_judge(settings(), backend), None, config, iteration=1),
+    generation = await generate(
+        Policy.of(model), graph, scenarios, {s.id: NodeScores() for s in scenarios}, config,
+        iteration=1, concurrency=8, score=Scorer(create_judge(settings(), backend), None, config, iteration=1),
     )
     return model, generation.groups
 
@@ -105,11 +106,11 @@ async def scored_groups(backend, tmp_path, monkeypatch):
 async def test_training_is_retried_and_happens_exactly_once(backend, scored_groups, faults, calls):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, faults)
-    outcome = await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
+    outcome = await train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert outcome.step == 1 and not outcome.skipped and await model.get_step() == 1
     assert flaky.calls == calls
     # The same step run again (a crash before its result was recorded) does not train twice.
-    again = await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
+    again = await train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert again.step == 1 and "recovered" in again.reason and await model.get_step() == 1
 
 
@@ -117,7 +118,7 @@ async def test_non_transient_failures_are_not_retried(backend, scored_groups):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, ["fatal"])
     with pytest.raises(ValueError, match="bug"):
-        await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=3)
+        await train(flaky, model, groups, TRAIN, step_before=0, retries=3)
     assert flaky.calls == 1
 
 
@@ -125,11 +126,11 @@ async def test_retries_are_bounded(backend, scored_groups):
     model, groups = scored_groups
     flaky = FlakyTraining(backend, ["before"] * 5)
     with pytest.raises(httpx.ConnectError):
-        await steps.train(flaky, model, groups, TRAIN, step_before=0, retries=2)
+        await train(flaky, model, groups, TRAIN, step_before=0, retries=2)
     assert flaky.calls == 3 and await model.get_step() == 0
 
 
 async def test_a_fixed_model_is_never_trained():
     model = art.Model(name="fixed", project="p", inference_model_name="m", inference_base_url="http://127.0.0.1:1/v1", inference_api_key="k")
-    outcome = await steps.train(None, model, [], TRAIN, step_before=0, retries=0)
+    outcome = await train(None, model, [], TRAIN, step_before=0, retries=0)
     assert outcome.skipped and "fixed model" in outcome.reason

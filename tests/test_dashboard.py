@@ -90,6 +90,7 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     final_iteration = run["final_email"]["iteration"]  # the run's final email is what the page opens on
     assert page.text_content("#email-subject") == iterations[final_iteration]["email"]["subject"]
     assert page.text_content("#email-iteration") == f"Iteration {final_iteration}"
+    assert page.text_content("#email-score") == f"Judge score {iterations[final_iteration]['email']['score']:.2f}"
     assert page.locator("#iterations tbody tr").count() == 7
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
 
@@ -139,3 +140,19 @@ def test_swagger_ui_renders(server, page):
     page.goto(server.url + "/docs")
     page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
     assert page.locator(".swagger-ui .opblock").count() > 10
+
+
+def test_redoc_renders_without_asking_another_host(server, browser):
+    """ReDoc's sidebar would fetch Redocly's logo from their CDN: the page's policy stops it in the browser."""
+    context = browser.new_context()
+    page = context.new_page()
+    requested, failed = [], {}
+    page.on("request", lambda request: requested.append(request.url))
+    page.on("requestfailed", lambda request: failed.update({request.url: request.failure}))
+    page.goto(server.url + "/redoc")
+    page.wait_for_selector(".api-content h1", timeout=20_000)
+    page.wait_for_load_state("networkidle")
+    context.close()
+    outside = [url for url in requested if not url.startswith((server.url, "blob:" + server.url))]
+    assert all(failed.get(url) == "csp" for url in outside), (outside, failed)
+    assert not [url for url in failed if url.startswith(server.url)], failed

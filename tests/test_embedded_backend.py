@@ -17,6 +17,7 @@ import pytest
 from art.rewards import ruler_score_group
 from openai import AsyncOpenAI
 
+from app.backends.embedded import process as process_module
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
 from app.agent.prompt import initial_messages
@@ -188,6 +189,23 @@ async def test_a_model_server_that_dies_is_restarted_with_every_checkpoint(backe
         served = {m["id"] for m in (await http.get("/models")).json()["data"]}
     assert {"phoenix@0", "phoenix@1"} <= served
     assert (await backend.train(model, groups)).step == 2
+
+
+async def test_a_model_server_that_keeps_dying_is_restarted_after_a_pause_not_given_up(backend, monkeypatch):
+    """Killed more often than RESTARTS_PER_MINUTE, it says why it is down (readiness reports it) and comes back."""
+    monkeypatch.setattr(process_module, "MAX_PAUSE_S", 2.0)
+    model = art.TrainableModel(name="lazarus", project="p", base_model="embedded", report_metrics=[])
+    await model.register(backend)
+    pids = []
+    for _ in range(process_module.RESTARTS_PER_MINUTE + 2):
+        pids.append(await backend.server_pid())  # waits in the backlog for each new server
+        assert pids[-1] not in pids[:-1]
+        os.kill(pids[-1], signal.SIGKILL)
+        await _wait_until(lambda: _gone(pids[-1]))
+    await _wait_until(lambda: backend.problem() is not None)
+    assert "exited" in backend.problem() and "restarted in" in backend.problem()
+    assert await backend.server_pid() not in pids  # it came back: a request made while it was down waited for it
+    assert backend.problem() is None
 
 
 ORPHAN = """

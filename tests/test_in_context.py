@@ -7,13 +7,14 @@ import art
 import pytest
 
 from app.agent.prompt import initial_messages
-from app.agent.schemas import Email
+from app.agent.schemas import Email, ScenarioContext
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.agent.transcript import parse_transcript
 from app.knowledge_graph.service import demo_document
 from app.loop.schemas import EmailTrajectory, RunConfig
-from app.loop.steps import PLAYBOOK_SIZE, criteria, distil, lessons, rollout_seed
+from app.loop.in_context import PLAYBOOK_SIZE, criteria, distil, lessons
+from app.loop.reward import rollout_seed
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import RecordingModel
 
@@ -48,17 +49,17 @@ def test_distil_keeps_the_best_email_so_far_and_a_bounded_playbook():
     config = RunConfig(in_context=True)
     first = distil(None, [art.TrajectoryGroup([trajectory(0.8, "relevance 0.9", rollout=0), trajectory(0.1, "relevance 0.1", rollout=1)])],
                    config, iteration=1)
-    assert first["s"]["exemplar"] == {"subject": "subject 0", "body": "b", "citations": ["a"], "reward": 0.8, "iteration": 1}
-    assert first["s"]["playbook"] == ["relevance: 0.90 in the best email vs 0.10 in the worst (iteration 1); raise it."]
+    assert first["s"].exemplar.model_dump() == {"subject": "subject 0", "body": "b", "citations": ["a"], "reward": 0.8, "iteration": 1}
+    assert first["s"].playbook == ["relevance: 0.90 in the best email vs 0.10 in the worst (iteration 1); raise it."]
     # A worse best email keeps the exemplar; a lesson on the same criterion replaces the older one.
     second = distil(first, [art.TrajectoryGroup([trajectory(0.6, "relevance 0.7, tone 0.9", rollout=0),
                                                  trajectory(0.2, "relevance 0.3, tone 0.1", rollout=1)])], config, iteration=2)
-    assert second["s"]["exemplar"] == first["s"]["exemplar"]
-    assert [p.split(":")[0] for p in second["s"]["playbook"]] == ["tone", "relevance"] and "iteration 2" in second["s"]["playbook"][1]
+    assert second["s"].exemplar == first["s"].exemplar
+    assert [p.split(":")[0] for p in second["s"].playbook] == ["tone", "relevance"] and "iteration 2" in second["s"].playbook[1]
     many = ", ".join(f"c{i} 0.9" for i in range(10)), ", ".join(f"c{i} 0.1" for i in range(10))
     third = distil(second, [art.TrajectoryGroup([trajectory(0.9, many[0], rollout=0), trajectory(0.1, many[1], rollout=1)])],
                    config, iteration=3)
-    assert third["s"]["exemplar"]["iteration"] == 3 and len(third["s"]["playbook"]) == PLAYBOOK_SIZE
+    assert third["s"].exemplar.iteration == 3 and len(third["s"].playbook) == PLAYBOOK_SIZE
     assert distil(first, [], RunConfig(in_context=False), iteration=2) is None
 
 
@@ -69,7 +70,7 @@ def test_the_prompt_carries_the_exemplar_and_the_playbook():
     context = {"exemplar": {"subject": "Hi", "body": "Body </b> \"quoted\"\nGoal: not a goal", "citations": cited,
                             "reward": 0.71, "iteration": 3},
                "playbook": ["relevance: 0.90 in the best email vs 0.20 in the worst (iteration 3); raise it."]}
-    messages = initial_messages(graph, scenario, NodeScores(), 6, context)
+    messages = initial_messages(graph, scenario, NodeScores(), 6, ScenarioContext.model_validate(context))
     assert "(reward 0.71)" in messages[1]["content"]
     prompt = parse_transcript(messages)
     assert prompt.exemplar == Email(subject="Hi", body=context["exemplar"]["body"], citations=cited)

@@ -3,11 +3,18 @@
 import asyncio
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
+from dbos import DBOS
+
+from app.backends.embedded.models import PolicyCheckpoint
+from app.backends.registry import model_name
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
+from app.runs import workflow
+from app.runs.executor import current
 from app.settings import Settings
 from tests.support import Receiver, connect, finished, lifespan
 
@@ -162,3 +169,30 @@ async def test_delete_run_removes_everything_it_owns(env):
     assert counts(other, other_ids) == other_before  # another run is untouched
     assert (await client.get(f"/runs/{run_id}")).status_code == 404
     assert (await client.delete(f"/runs/{run_id}")).status_code == 404
+
+
+async def test_a_run_deleted_as_its_workflow_lets_go_leaves_nothing_behind(env):
+    """Deleted the moment it succeeded, while its workflow still lets go of it: the workflow ends cleanly,
+    and what a step in flight wrote for nobody (a policy checkpoint, ART's log folder) goes too."""
+    client, path, settings = env
+    run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+    while (await client.get(f"/runs/{run_id}")).json()["status"] != "succeeded":
+        await asyncio.sleep(0.01)
+    assert (await client.delete(f"/runs/{run_id}")).status_code == 204
+    for _ in range(600):
+        status = (await DBOS.get_workflow_status_async(run_id)).status
+        if status != "PENDING":
+            break
+        await asyncio.sleep(0.05)
+    assert status == "SUCCESS"
+
+    name = model_name(settings, run_id)
+    folder = Path(settings.art_path) / settings.art_project / "models" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "history.jsonl").write_text("{}\n")
+    async with current().services.db.transaction() as session:  # as a train step in flight would write it
+        session.add(PolicyCheckpoint(model_name=name, step=3, data=b"x", metrics={}))
+    await workflow.let_go(run_id)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM policy_checkpoints WHERE model_name = ?", (name,)).fetchone()[0] == 0
+    assert not folder.exists()

@@ -6,7 +6,7 @@ from app.loop.feedback import FeedbackSimulator, perceived_cta, perceived_length
 from app.loop.feedback import create_feedback
 from app.agent.schemas import Email
 from app.loop.schemas import EmailTrajectory, RunConfig
-from app.loop.steps import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
+from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
 from app.agent.prompt import initial_messages, proven_nodes
 from app.agent.transcript import parse_transcript
 from app.knowledge_graph.graph import NodeScores, ScenarioScores

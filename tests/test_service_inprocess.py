@@ -10,7 +10,8 @@ from app.backends.registry import create_model
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import GraphDocument
 from app.knowledge_graph.service import demo_graph
-from app.loop import steps
+from app.loop.generation import Policy, generate
+from app.loop.reward import Scorer
 from app.loop.feedback import create_feedback
 from app.runs.executor import create_judge
 from app.loop.schemas import RunConfig
@@ -113,9 +114,9 @@ async def test_the_reward_blend(backend, tmp_path):
     await model.register(backend)
     config = RunConfig(rollouts_per_group=4, feedback_weight=0.3)
     judge, feedback = create_judge(Settings(_env_file=None), backend), create_feedback(graph)
-    generation = await steps.generate(
-        steps.Policy.of(model), graph, [graph.scenarios["scn-healthcare-cto"]], {"scn-healthcare-cto": NodeScores()}, config,
-        iteration=1, concurrency=4, score=lambda g: steps.score_group(g, judge, feedback, config, iteration=1),
+    generation = await generate(
+        Policy.of(model), graph, [graph.scenarios["scn-healthcare-cto"]], {"scn-healthcare-cto": NodeScores()}, config,
+        iteration=1, concurrency=4, score=Scorer(judge, feedback, config, iteration=1),
     )
     trajectories = [t for g in generation.groups for t in g.trajectories]
     assert trajectories

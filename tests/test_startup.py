@@ -19,6 +19,15 @@ def test_production_without_api_keys_refuses_to_start(tmp_path):
     assert "API_KEYS" in result.stdout + result.stderr and "refusing to start" in result.stdout + result.stderr
 
 
+def test_postgresql_without_a_shared_secret_key_refuses_to_start():
+    """Each process would keep its own key file; the workers could then never sign what the API sealed."""
+    from app.lifecycle import StartupError, check
+
+    with pytest.raises(StartupError, match="PostgreSQL DATABASE_URL requires SECRET_KEY"):
+        check(Settings(_env_file=None, database_url="postgresql://postgres@127.0.0.1:5432/any", secret_key=None))
+    check(Settings(_env_file=None, database_url="postgresql://postgres@127.0.0.1:5432/any", secret_key="shared-by-every-process"))
+
+
 def test_settings_parse_comma_separated_values():
     settings = Settings(_env_file=None, api_keys=" a, b ,", webhook_retry_schedule="1, 2.5,60")
     assert settings.api_keys == ["a", "b"] and settings.webhook_retry_schedule == [1.0, 2.5, 60.0]

@@ -301,6 +301,31 @@ async def test_a_runs_attempts_in_flight_are_capped_across_workers(database_url)
     assert_no_overlap([{"at": a.created_at.isoformat(), "duration_ms": a.duration_ms} for a in attempts])
 
 
+async def test_a_secret_sealed_under_another_key_fails_the_attempt_visibly_and_sends_nothing(tmp_path):
+    """An API and a worker with different SECRET_KEYs: the worker cannot sign, so it sends nothing and
+    records each attempt with the reason (the delivery log says it; it does not stay pending with 0 attempts)."""
+    receiver = Receiver()
+    settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", receiver.url, 2, webhook_retry_schedule=[0.1])
+    db = Database(settings)
+    async with db.transaction() as session:
+        run = await session.get(Run, run_id)
+        run.webhook_secret = SecretBox("the-api-process-key").seal(new_secret())
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("the-worker-process-key")))
+    task = asyncio.create_task(relay.run_forever())
+    try:
+        deliveries = await until(lambda: all_failed(db, run_id), 15)
+        async with db.read() as session:
+            attempts = (await session.scalars(select(WebhookAttempt))).all()
+    finally:
+        task.cancel()
+        await relay.close()
+        await db.close()
+        receiver.close()
+    assert [d.attempts for d in deliveries] == [2, 2] and len(attempts) == 4
+    assert all("sealed under another SECRET_KEY" in a.error and a.status_code is None for a in attempts)
+    assert receiver.requests == []
+
+
 def select_deliveries(run_id: str):
     return select(WebhookDelivery).where(WebhookDelivery.run_id == run_id).order_by(WebhookDelivery.event_id)
 

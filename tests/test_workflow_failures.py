@@ -2,18 +2,22 @@
 
 import asyncio
 import sqlite3
+from datetime import datetime
 
 import pytest
-from sqlalchemy import func, select
+from dbos import DBOS
+from dbos._serialization import DefaultSerializer
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
-from app.runs.status import Step
+from app.lifecycle import dbos_database_url
+from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
 from app.local import local_service, run_to_end
 from app.runs import repository, service, transitions, workflow
 from app.runs.executor import current
-from app.runs.models import TrajectoryRecord
+from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
 from app.runs.workers import Housekeeper
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
@@ -139,3 +143,85 @@ async def test_a_cancelled_run_leaves_no_trajectories_of_an_unrecorded_iteration
         beyond = await session.scalar(select(func.count()).select_from(TrajectoryRecord).where(
             TrajectoryRecord.run_id == created.run_id, TrajectoryRecord.iteration > latest))
     assert beyond == 0
+
+
+# ---------------------------------------------------------------- a run in flight across an upgrade
+
+def _dbos_tables(process):
+    return sqlite3.connect(dbos_database_url(process.api.settings).removeprefix("sqlite:///"))
+
+
+def _as_the_dict_steps_wrote_it(output):
+    """A checkpoint as steps wrote it before they returned models: dicts, the status an enum, times by isoformat()."""
+    if isinstance(output, str):
+        return RunStatus(output)
+    old = dict(output)
+    if "status" in old:
+        old["status"] = RunStatus(old["status"])
+    if "started_at" in old:
+        old["started_at"] = datetime.fromisoformat(old["started_at"]).isoformat()
+    return old
+
+
+async def _in_flight_before_the_last_email(process, rewrite) -> tuple[str, dict, int]:
+    """A finished one-iteration run put back to where it was before iteration 1's email, its checkpoints up to
+    there rewritten by `rewrite`; returns the run id, iteration 1 as first recorded, and the step to go on from."""
+    finished = await run_to_end(process, REQUEST)
+    run_id = finished["run_id"]
+    async with process.api.db.read() as session:
+        first = (await repository.iterations(session, run_id))[1]
+    steps = await DBOS.list_workflow_steps_async(run_id)
+    email = [s["function_id"] for s in steps if s["function_name"] == "email"][-1]
+    with _dbos_tables(process) as dbos_db:
+        for step in steps:
+            if step["function_id"] < email and step["function_name"] != "fail":
+                dbos_db.execute("UPDATE operation_outputs SET output = ?, serialization = ? WHERE workflow_uuid = ? AND function_id = ?",
+                                (DefaultSerializer().serialize(rewrite(step)), "py_pickle", run_id, step["function_id"]))
+    async with process.api.db.transaction() as session:
+        run = await session.get(Run, run_id)
+        run.status, run.finished_at, run.iterations_completed = RunStatus.RUNNING, None, 0
+        await session.execute(delete(Iteration).where(Iteration.run_id == run_id, Iteration.iteration == 1))
+        await session.execute(delete(NodeScoreChange).where(NodeScoreChange.run_id == run_id, NodeScoreChange.iteration == 1))
+    return run_id, first, email
+
+
+async def test_a_run_checkpointed_with_dict_outputs_resumes_on_typed_steps(process):
+    run_id, first, email = await _in_flight_before_the_last_email(process, lambda step: _as_the_dict_steps_wrote_it(step["output"]))
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=workflow.WORKFLOW_VERSION)
+    assert await forked.get_result() == "succeeded"
+    async with process.api.db.read() as session:
+        again = (await repository.iterations(session, run_id))[1]
+        run = await repository.get_run_view(session, run_id)
+    assert run["status"] == "succeeded" and run["iterations_completed"] == 1
+    for field in ("started_at", "rewards", "training", "node_scores_changed", "email"):
+        assert again[field] == first[field], field
+    assert again["metrics"]["rollouts"] == first["metrics"]["rollouts"]
+
+
+async def test_a_checkpoint_that_no_longer_fits_fails_the_run_naming_its_step(process):
+    def unreadable(step):
+        return {"rewards": "not stats"} if step["function_name"] == "generate" else step["output"]
+
+    run_id, _, email = await _in_flight_before_the_last_email(process, unreadable)
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=workflow.WORKFLOW_VERSION)
+    assert await forked.get_result() == "failed"
+    async with process.api.db.read() as session:
+        run = await repository.get_run_view(session, run_id)
+    assert run["status"] == "failed" and run["error"]["step"] == "generate"
+    assert "checkpointed by an incompatible version" in run["error"]["message"] and "resume it" in run["error"]["message"]
+
+
+async def test_a_run_whose_workflow_belongs_to_another_version_is_failed_resumable(process):
+    finished = await run_to_end(process, REQUEST)
+    run_id = finished["run_id"]
+    async with process.api.db.transaction() as session:
+        run = await session.get(Run, run_id)
+        run.status, run.finished_at = RunStatus.RUNNING, None
+    with _dbos_tables(process) as dbos_db:  # as DBOS left it when a worker of the hashed version stopped mid-run
+        dbos_db.execute("UPDATE workflow_status SET status = 'PENDING', application_version = ? WHERE workflow_uuid = ?",
+                        ("3f2a9c0d1e", run_id))
+    assert await Housekeeper(process.api.db, process.api.settings).reconcile() == [run_id]
+    async with process.api.db.read() as session:
+        run = await repository.get_run_view(session, run_id)
+    assert run["status"] == "failed" and "upgraded while this run was in flight" in run["error"]["message"]
+    assert (await DBOS.get_workflow_status_async(run_id)).status == "CANCELLED"  # its queue slot is free

@@ -6,6 +6,7 @@
 import json
 from collections.abc import Iterable, Mapping
 
+from app.agent.schemas import ScenarioContext
 from app.agent.tools import node_summary
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
@@ -22,7 +23,8 @@ def proven_nodes(scores: Mapping[str, float], limit: int, exclude: Iterable[str]
 
 
 def initial_messages(
-    graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int, context: Mapping | None = None
+    graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int,
+    context: ScenarioContext | None = None,
 ) -> list[dict]:
     """The system and user messages; `context` is what in-context learning distilled for this scenario."""
     system = (
@@ -40,12 +42,11 @@ def initial_messages(
     proven = [node_summary(graph, scores, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
     if proven:
         user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
-    exemplar = (context or {}).get("exemplar")
+    exemplar = context.exemplar if context else None
     if exemplar:
-        shown = {k: exemplar[k] for k in ("subject", "body", "citations")}
-        user += (f"\nThe best email so far for this prospect (reward {exemplar['reward']:.2f}); keep what worked and improve "
+        shown = exemplar.model_dump(include={"subject", "body", "citations"})
+        user += (f"\nThe best email so far for this prospect (reward {exemplar.reward:.2f}); keep what worked and improve "
                  f"on it:\n<exemplar>{json.dumps(shown)}</exemplar>")
-    playbook = (context or {}).get("playbook")
-    if playbook:
-        user += f"\nLessons from the judge on earlier attempts, newest first:\n<playbook>{json.dumps(playbook)}</playbook>"
+    if context and context.playbook:
+        user += f"\nLessons from the judge on earlier attempts, newest first:\n<playbook>{json.dumps(context.playbook)}</playbook>"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -21,3 +21,17 @@ class FinalEmail(PublishedEmail):
     """A published email with the iteration that published it (a run's final or best email)."""
 
     iteration: int = Field(description="The iteration that published it; 0 is the baseline.")
+
+
+class Exemplar(Email):
+    """The best email so far for a scenario, from the run's trajectories: in-context learning shows it to the agent."""
+
+    reward: float = Field(description="Its reward (judge blended with feedback) when it was written.")
+    iteration: int = Field(description="The iteration that wrote it.")
+
+
+class ScenarioContext(BaseModel):
+    """What in-context learning carries into a scenario's next prompts."""
+
+    exemplar: Exemplar | None = None
+    playbook: list[str] = Field(default_factory=list, description="Lessons from the judge's explanations, newest first.")

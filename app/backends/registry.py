@@ -6,7 +6,9 @@ request time, and what must be installed or set, checked before a run or the ser
 
 import importlib.util
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import art
@@ -157,6 +159,11 @@ def create_model(name: str, settings: Settings, run_id: str) -> art.Model:
     return art.TrainableModel(
         name=model_name_, project=settings.art_project, base_model=base_model, report_metrics=[], base_path=settings.art_path
     )
+
+
+def delete_local_files(settings: Settings, model_name: str) -> None:
+    """What ART wrote for a model on this machine (its history and trajectory logs, with full conversations)."""
+    shutil.rmtree(Path(settings.art_path) / settings.art_project / "models" / model_name, ignore_errors=True)
 
 
 async def delete_stored_checkpoints(session: AsyncSession, model_name: str) -> None:

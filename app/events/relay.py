@@ -2,9 +2,11 @@
 
 Every worker runs one. Three rules keep delivery fair and exact:
 
-- **A whole-request deadline.** An attempt (address check, connect, send, the whole answer)
+- **A whole-request deadline.** An attempt (address check, connect, send, the answer)
   gets `WEBHOOK_TIMEOUT_S` in all; a receiver that drips its answer is cut there and the
-  attempt is recorded as a timeout.
+  attempt is recorded as a timeout. Only the answer's status counts: at most
+  `ANSWER_READ_CAP` bytes of its body are read (a short body to its end, so the connection can
+  be reused), never a large one, whose connection is closed unread.
 - **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, and a run has at most
   `WEBHOOK_CONCURRENCY_PER_RUN` attempts in flight across all workers (each claim records until
   when it holds its delivery, and workers take turns claiming, under one lock). A worker claims
@@ -29,6 +31,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,6 +52,10 @@ LEASE_MARGIN_S = 30.0
 """How much longer than the deadline a claim lasts: reading the delivery before, recording after."""
 RECORD_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
 """Waits between tries to record an attempt when the database fails (well within the margin)."""
+
+ANSWER_READ_CAP = 64 * 1024
+"""Bytes of a receiver's answer body read at most. A large body is never read: `import art` makes
+httpx's body reads quadratic, and a receiver must not be able to burn the worker's CPU or memory."""
 
 CLAIM_LOCK = 0x636C61696D  # PostgreSQL advisory lock key: one worker claims at a time ("claim")
 
@@ -221,8 +228,15 @@ class WebhookRelay:
         target, host = _pinned(url, addresses[0])
         headers = signed_headers(secret, event.id, utcnow(), body) | {"host": host, "user-agent": "codreamer-webhooks"}
         extensions = {"sni_hostname": urlsplit(url).hostname} if url.startswith("https") else {}
-        response = await self._client.post(target, content=body, headers=headers, extensions=extensions)
-        return response.status_code
+        async with self._client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response:
+            read = 0
+            # raw bytes, past httpx's decoding and ART's patch of it; leaving early closes the connection
+            async with aclosing(response.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    read += len(chunk)
+                    if read > ANSWER_READ_CAP:
+                        break
+            return response.status_code
 
     async def _record(self, event_id: str, lease: datetime, status_code: int | None, error: str | None,
                       started: datetime, duration_ms: float, *, retry_now: bool = False) -> None:

@@ -46,16 +46,6 @@ async def deliveries(session: AsyncSession, run_id: str) -> list[WebhookDelivery
     )).all())
 
 
-async def attempts(session: AsyncSession, event_ids: list[str]) -> dict[str, list[WebhookAttempt]]:
-    rows = (await session.scalars(
-        select(WebhookAttempt).where(WebhookAttempt.event_id.in_(event_ids)).order_by(WebhookAttempt.event_id, WebhookAttempt.attempt)
-    )).all()
-    by_event: dict[str, list[WebhookAttempt]] = {}
-    for row in rows:
-        by_event.setdefault(row.event_id, []).append(row)
-    return by_event
-
-
 async def run_attempts(session: AsyncSession, run_id: str) -> dict[str, list[WebhookAttempt]]:
     """Every webhook attempt of a run, by event id, oldest first: one query."""
     rows = (await session.scalars(

@@ -1,12 +1,11 @@
 """One rollout: the agent explores the knowledge graph with tools and finalizes an email."""
 
-from collections.abc import Mapping
-
 from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 from app.agent.prompt import initial_messages
+from app.agent.schemas import ScenarioContext
 from app.agent.tools import TOOLS, AgentTools
 from app.loop.schemas import EmailTrajectory
 from app.observability import traced
@@ -25,7 +24,7 @@ async def rollout(
     greedy: bool = False,
     logprobs: bool = True,
     rollout_index: int = 0,
-    context: Mapping | None = None,
+    context: ScenarioContext | None = None,
 ) -> EmailTrajectory:
     tools = AgentTools(graph, scenario, scores)
     trajectory = EmailTrajectory(

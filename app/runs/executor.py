@@ -13,7 +13,8 @@ from app.backends.embedded.repository import DatabaseCheckpoints
 from app.backends.registry import create_backend, create_model, judge_endpoint
 from app.backends.retry import retrying
 from app.core import Services
-from app.loop.steps import Judge, Policy
+from app.loop.generation import Policy
+from app.loop.reward import Judge
 from app.settings import Settings
 
 

@@ -1,10 +1,14 @@
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.runs.status import RunStatus
+
+if TYPE_CHECKING:
+    from app.runs.records import IterationRecord
 
 
 class Run(Base):
@@ -29,6 +33,8 @@ class Run(Base):
 
 
 class Iteration(Base):
+    """An `IterationRecord`, stored generically: a field with a column of its name goes there, any other one to `extra`."""
+
     __tablename__ = "iterations"
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
@@ -42,6 +48,20 @@ class Iteration(Base):
     context: Mapped[dict | None]  # what in-context learning distilled for the next iteration's prompts, per scenario
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    extra: Mapped[dict | None]  # so a new record field needs no migration
+
+    @classmethod
+    def of(cls, run_id: str, record: "IterationRecord", **recorded) -> "Iteration":
+        """The row for `record`, with what recording it adds (the scores' changes, when it finished)."""
+        columns = set(cls.__table__.columns.keys())
+        values = record.model_dump() | recorded
+        extra = {k: v for k, v in record.model_dump(mode="json").items() if k not in columns}
+        return cls(run_id=run_id, **{k: v for k, v in values.items() if k in columns}, extra=extra or None)
+
+    def view(self) -> dict:
+        """Every field the row was written from, as `IterationOut` reads it."""
+        fields = {c: getattr(self, c) for c in self.__table__.columns.keys() if c not in ("run_id", "extra")}
+        return fields | (self.extra or {})
 
 
 class TrajectoryRecord(Base):

@@ -78,9 +78,11 @@ async def drop_conversations(session: AsyncSession, run_id: str, *, through: int
 async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> None:
     """Trajectories of an iteration that was never recorded, once the run ended (cancelled or failed mid-way).
 
-    A run still running was interrupted (a shutdown): recovery resumes it and needs them.
+    A run still running was interrupted (a shutdown): recovery resumes it and needs them. A deleted
+    run took its trajectories with it.
     """
-    if not (await session.get(Run, run_id)).status.terminal:
+    run = await session.get(Run, run_id)
+    if run is None or not run.status.terminal:
         return
     latest = await latest_iteration(session, run_id)
     await session.execute(delete(TrajectoryRecord).where(
@@ -119,12 +121,6 @@ def webhook_secrets(box: SecretBox) -> Callable[[AsyncSession, str], Awaitable[s
 async def owned_run(session: AsyncSession, run_id: str, tenant: str) -> Run | None:
     """The run, if it belongs to the tenant: to anyone else it does not exist."""
     return await session.scalar(select(Run).where(Run.id == run_id, Run.tenant == tenant))
-
-
-async def latest_email(session: AsyncSession, run_id: str) -> dict | None:
-    return await session.scalar(
-        select(Iteration.email).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1)
-    )
 
 
 def _best_first():
@@ -197,18 +193,9 @@ async def list_runs(
     return [run_view(*row) for row in rows[:limit]], len(rows) > limit
 
 
-def iteration_view(row: Iteration) -> dict:
-    return {
-        "iteration": row.iteration, "email": row.email, "rewards": row.rewards, "training": row.training,
-        "node_scores_changed": row.node_scores_changed, "metrics": row.metrics, "trace_url": row.trace_url,
-        "context": row.context,
-        "started_at": row.started_at, "finished_at": row.finished_at,
-    }
-
-
 async def iterations(session: AsyncSession, run_id: str) -> list[dict]:
     rows = (await session.scalars(select(Iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration))).all()
-    return [iteration_view(r) for r in rows]
+    return [row.view() for row in rows]
 
 
 async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -> dict | None:
@@ -219,7 +206,7 @@ async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -
         select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
         .order_by(TrajectoryRecord.position)
     )).all()
-    return iteration_view(row) | {"trajectories": [
+    return row.view() | {"trajectories": [
         {"scenario_id": t.scenario_id, "reward": t.reward, "judge_score": t.judge_score,
          "feedback_score": t.feedback_score, "email": t.email, "turns": t.turns}
         for t in trajectories

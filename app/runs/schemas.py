@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from app.agent.schemas import Email, FinalEmail, PublishedEmail
+from app.agent.schemas import Email, FinalEmail, PublishedEmail, ScenarioContext
 from app.runs.status import RunError, RunStatus
 from app.loop.schemas import RewardStats, RunConfig
 from app.pages import Page
@@ -104,20 +104,6 @@ class TrainingOut(BaseModel):
     skipped: bool
     reason: str | None = None
     metrics: dict[str, float]
-
-
-class Exemplar(Email):
-    """The best email so far for a scenario, from the run's trajectories."""
-
-    reward: float = Field(description="Its reward (judge blended with feedback) when it was written.")
-    iteration: int = Field(description="The iteration that wrote it.")
-
-
-class ScenarioContext(BaseModel):
-    """What in-context learning carries into a scenario's next prompts."""
-
-    exemplar: Exemplar | None = None
-    playbook: list[str] = Field(default_factory=list, description="Lessons from the judge's explanations, newest first.")
 
 
 class IterationOut(BaseModel):

@@ -1,7 +1,5 @@
 """A run's state changes, each in the caller's transaction with the event that announces it."""
 
-from datetime import datetime
-
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -15,6 +13,8 @@ from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph
 from app.runs import repository
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
+from app.runs.records import IterationRecord
+from app.runs.schemas import EffectiveConfig
 
 FULL_SCORES_MAX_NODES = 2000
 TRUNCATED_TOP = 500
@@ -24,10 +24,14 @@ class Conflict(errors.Conflict):
     """The run is not in a state that allows the change; the message says which."""
 
 
+class RunGone(errors.NotFound, LookupError):
+    """The run was deleted (a finished run may be, while its workflow is still letting go of it)."""
+
+
 async def locked_run(session: AsyncSession, run_id: str) -> Run:
     run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
     if run is None:
-        raise LookupError(f"run {run_id!r} not found")
+        raise RunGone(f"run {run_id!r} not found")
     return run
 
 
@@ -71,34 +75,26 @@ async def resume(session: AsyncSession, run_id: str) -> Run:
     return run
 
 
-async def record_iteration(
-    session: AsyncSession, graph: KnowledgeGraph, run_id: str, iteration: int, *,
-    email: dict | None, rewards: dict | None, training: dict | None, changed: dict[str, dict[str, float]],
-    metrics: dict[str, float], started_at: datetime, trace_url: str | None = None, context: dict | None = None,
-) -> bool:
+async def record_iteration(session: AsyncSession, graph: KnowledgeGraph, run_id: str, record: IterationRecord) -> bool:
     """The iteration, its score changes and its event, exactly once; False if already there or cancelled.
 
-    `changed` holds, per scenario, the node scores that moved. The iteration's `node_scores_changed`
+    `record.changed` holds, per scenario, the node scores that moved. The iteration's `node_scores_changed`
     and the webhook's `node_scores` are the run's single map: the mean over its scenarios.
     """
     run = await locked_run(session, run_id)
-    if run.status != RunStatus.RUNNING or await session.get(Iteration, (run_id, iteration)) is not None:
+    if run.status != RunStatus.RUNNING or await session.get(Iteration, (run_id, record.iteration)) is not None:
         return False
-    for scenario_id, moved in changed.items():
+    for scenario_id, moved in record.changed.items():
         for node_id, score in moved.items():
             await session.merge(NodeScore(run_id=run_id, scenario_id=scenario_id, node_id=node_id, score=score))
-            session.add(NodeScoreChange(run_id=run_id, iteration=iteration, scenario_id=scenario_id, node_id=node_id, score=score))
+            session.add(NodeScoreChange(run_id=run_id, iteration=record.iteration, scenario_id=scenario_id, node_id=node_id, score=score))
     await session.flush()
-    mean = (await repository.current_scores(session, run_id)).mean(run.config["scenario_ids"])
-    changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in changed.values() for n in moved})}
-    session.add(Iteration(
-        run_id=run_id, iteration=iteration, email=email, rewards=rewards, training=training,
-        node_scores_changed=changed_mean, metrics=metrics, trace_url=trace_url, context=context, started_at=started_at,
-        finished_at=utcnow(),
-    ))
-    if iteration > 0:
-        run.iterations_completed = iteration
-    await _announce(session, run, IterationCompletedData, iteration=iteration, email=email, rewards=rewards,
+    mean = (await repository.current_scores(session, run_id)).mean(EffectiveConfig.model_validate(run.config).scenario_ids)
+    changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in record.changed.values() for n in moved})}
+    session.add(Iteration.of(run_id, record, node_scores_changed=changed_mean, finished_at=utcnow()))
+    if record.iteration > 0:
+        run.iterations_completed = record.iteration
+    await _announce(session, run, IterationCompletedData, iteration=record.iteration, email=record.email, rewards=record.rewards,
                     **webhook_scores(graph, mean, changed_mean))
     return True
 
@@ -113,8 +109,8 @@ async def finish(session: AsyncSession, run_id: str) -> None:
 
 
 async def fail(session: AsyncSession, run_id: str, step: Step | None, message: str) -> None:
-    run = await locked_run(session, run_id)
-    if run.status.terminal:
+    run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
+    if run is None or run.status.terminal:  # deleted once cancelled, or already ended
         return
     run.status, run.finished_at = RunStatus.FAILED, utcnow()
     error = RunError(message=message, step=step)

@@ -64,7 +64,8 @@ class Housekeeper:
         return taken
 
     async def reconcile(self) -> list[str]:
-        """Fails the runs whose workflow ended while the run row did not; enqueues queued runs without one."""
+        """Fails the runs whose workflow ended while the run row did not, or that belong to another version (an upgrade
+        mid-run); enqueues queued runs without one."""
         async with self.db.read() as session:
             active = (await session.execute(
                 select(Run.id, Run.attempt, Run.status).where(Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING)))
@@ -72,16 +73,27 @@ class Housekeeper:
         if not active:
             return []
         by_workflow = {workflow.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
-        known = {w.workflow_id: w.status for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
+        known = {w.workflow_id: w for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
         ended = []
         for workflow_id, (run_id, attempt, status) in by_workflow.items():
-            state = known.get(workflow_id)
-            if state is None and status == RunStatus.QUEUED:  # a crash lost the enqueue (enqueue dedupes)
+            found = known.get(workflow_id)
+            state = found.status if found else None
+            if found is None and status == RunStatus.QUEUED:  # a crash lost the enqueue (enqueue dedupes)
                 await workflow.enqueue(run_id, attempt)
             elif state in ENDED_WORKFLOW:
-                async with self.db.transaction() as session:
-                    await transitions.fail(session, run_id, None, f"the run's workflow ended ({state}) without recording "
-                                                                  "why; see the server log. Resume it to continue.")
+                await self._fail(run_id, f"the run's workflow ended ({state}) without recording why; see the server log. "
+                                         "Resume it to continue.")
                 log.warning("run %s: its workflow ended in %s; marked failed (resumable)", run_id, state)
                 ended.append(run_id)
+            elif found is not None and found.app_version not in (None, workflow.WORKFLOW_VERSION):
+                await DBOS.cancel_workflow_async(workflow_id)  # no worker of this version runs it; it would hold a queue slot
+                await self._fail(run_id, f"the service was upgraded while this run was in flight, and its workflow belongs to "
+                                         f"another version ({found.app_version}); resume it to continue after its last "
+                                         "recorded iteration.")
+                log.warning("run %s: its workflow is of version %s; marked failed (resumable)", run_id, found.app_version)
+                ended.append(run_id)
         return ended
+
+    async def _fail(self, run_id: str, message: str) -> None:
+        async with self.db.transaction() as session:
+            await transitions.fail(session, run_id, None, message)

@@ -7,28 +7,42 @@ before training again, publish records an iteration only if it is not there yet,
 transaction with its event). Any exception in any step ends the run `failed`, naming the step.
 """
 
+import asyncio
 import functools
 import logging
 import time
-from datetime import datetime
+import typing
 
 from dbos import DBOS, SetWorkflowID
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from app.backends.registry import delete_local_files, delete_stored_checkpoints, model_name
 from app.db import describe, is_transient, utcnow
-from app.runs.status import RunStatus, Step
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
-from app.loop import steps
+from app.loop.credit import reweight
+from app.loop.email import best_trajectory, judge_email, write_email
 from app.loop.feedback import create_feedback
-from app.loop.schemas import RunConfig
+from app.loop.generation import generate
+from app.loop.in_context import distil
+from app.loop.reward import Scorer, ScoringFailed, reward_stats
+from app.loop.schemas import TrainingOutcome
+from app.loop.training import train
 from app.observability import call_with_trace
 from app.runs import repository, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
+from app.runs.records import Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState
+from app.runs.schemas import EffectiveConfig
+from app.runs.status import RunStatus, Step
 
 RUNS_QUEUE = "runs"
+# DBOS recovers and dequeues only the workflows of its own application version. Pinned, rather than DBOS's
+# hash of the workflow's source, so a run in flight across an upgrade resumes on the new code; bump it
+# only when the steps' order or names change, as a checkpoint of the old order cannot be replayed.
+WORKFLOW_VERSION = "learning_run-1"
 DB_RETRIES = 6  # with backoff capped at 8 s: rides out about half a minute of database trouble
 log = logging.getLogger("codreamer")
 
@@ -39,6 +53,11 @@ class StepFailed(Exception):
     def __init__(self, step: Step, message: str):
         super().__init__(step, message)
         self.step, self.message = step, message
+
+
+class IncompatibleCheckpoint(StepFailed):
+    """A recorded step output this version cannot read. Later steps are recorded too, so the failure
+    cannot be a step of its own (DBOS would find it where the next recorded step was)."""
 
 
 def through_database_trouble(retries: int = DB_RETRIES) -> AsyncRetrying:
@@ -53,34 +72,57 @@ def workflow_step(step: Step):
     """A DBOS step whose every failure becomes a StepFailed naming it, after retries of database trouble.
 
     The message is safe to show any caller (no SQL, parameters or trajectory text); the whole
-    cause goes to the server log with the run id.
+    cause goes to the server log with the run id. DBOS checkpoints the output's JSON form, not a
+    pickle of our classes, and the workflow gets it back as the annotated type: a checkpoint from
+    before the steps returned models (the same fields, as dicts) resumes as one, and one that no
+    longer fits fails the run with a message saying so.
     """
 
     def wrap(fn):
-        @functools.wraps(fn)
-        async def guarded(run_id: str, *args, **kwargs):
+        output = TypeAdapter(typing.get_type_hints(fn)["return"])
+
+        async def checkpointed(run_id: str, *args):
             try:
                 async for attempt in through_database_trouble():
                     with attempt:
-                        return await fn(run_id, *args, **kwargs)
-            except StepFailed:
+                        return output.dump_python(await fn(run_id, *args), mode="json")
+            except (StepFailed, transitions.RunGone):
                 raise
+            except ScoringFailed as exc:
+                log.error("run %s: scoring failed", run_id, exc_info=exc.__cause__)
+                raise StepFailed(Step.SCORE, describe(exc.__cause__)) from None
             except Exception as exc:
                 log.error("run %s: step %s failed", run_id, step.value, exc_info=exc)
                 raise StepFailed(step, describe(exc)) from None
 
-        return DBOS.step(name=step.value)(guarded)
+        checkpointed = DBOS.step(name=step.value)(checkpointed)
+
+        @functools.wraps(fn)
+        async def typed(run_id: str, *args):
+            recorded = await checkpointed(run_id, *args)
+            try:
+                return output.validate_python(recorded)
+            except ValidationError as exc:
+                log.error("run %s: the checkpoint of step %s does not fit this version", run_id, step.value, exc_info=exc)
+                raise IncompatibleCheckpoint(step, f"this run was checkpointed by an incompatible version of the service "
+                                       f"({exc.error_count()} field(s) of the {step.value} step's output differ); "
+                                       f"resume it to continue after its last recorded iteration") from None
+
+        return typed
 
     return wrap
 
 
-async def _run(run_id: str) -> tuple[Run, RunConfig]:
+async def _run(run_id: str) -> tuple[Run, EffectiveConfig]:
+    """The run and what it executes with, typed."""
     async with current().services.db.read() as session:
         run = await session.get(Run, run_id)
-    return run, RunConfig.model_validate(run.config)
+    if run is None:
+        raise transitions.RunGone(f"run {run_id!r} not found")
+    return run, EffectiveConfig.model_validate(run.config)
 
 
-async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, ScenarioScores]:
+async def _context(run_id: str) -> tuple[Run, EffectiveConfig, KnowledgeGraph, ScenarioScores]:
     run, config = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
@@ -90,7 +132,7 @@ async def _context(run_id: str) -> tuple[Run, RunConfig, KnowledgeGraph, Scenari
 
 
 @workflow_step(Step.START)
-async def start_step(run_id: str) -> dict:
+async def start_step(run_id: str) -> StartState:
     """Marks the run running; a resumed run continues after its last recorded iteration."""
     async with current().services.db.transaction() as session:
         run = await transitions.begin(session, run_id)
@@ -98,43 +140,36 @@ async def start_step(run_id: str) -> dict:
         latest = await repository.latest_iteration(session, run_id)
     current().wake_relay()
     fault_point(Step.START)
-    return {"status": status, "iterations_total": total, "next_iteration": 0 if latest is None else latest + 1}
+    return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1)
 
 
-async def _distilled(run_id: str, iteration: int) -> dict | None:
+_CONTEXTS = TypeAdapter(Contexts | None)
+
+
+async def _distilled(run_id: str, iteration: int) -> Contexts | None:
     """What in-context learning distilled at `iteration` (None before the first, or without it)."""
     async with current().services.db.read() as session:
-        return await session.scalar(select(Iteration.context).where(Iteration.run_id == run_id, Iteration.iteration == iteration))
+        stored = await session.scalar(select(Iteration.context).where(Iteration.run_id == run_id, Iteration.iteration == iteration))
+    return _CONTEXTS.validate_python(stored)
 
 
 @workflow_step(Step.GENERATE)
-async def generate_step(run_id: str, iteration: int) -> dict:
+async def generate_step(run_id: str, iteration: int) -> GenerationResult:
     """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards.
 
     Each scenario's rollouts see its node scores and, when learning in context, what the previous
     iteration distilled for it.
     """
-    started_at = utcnow().isoformat()
-    run, config, graph, scores = await _context(run_id)
+    started_at = utcnow()
+    _, config, graph, scores = await _context(run_id)
     contexts = await _distilled(run_id, iteration - 1) if config.in_context else None
     executor = current()
-    policy = await executor.policy(run_id, run.config["backend"])
-    feedback = create_feedback(graph)
-    judge = executor.judge_named(config.judge)
-
-    async def score(group):
-        try:
-            scored = await steps.score_group(group, judge, feedback, config, iteration=iteration)
-            fault_point(Step.SCORE, iteration)
-        except Exception as exc:
-            log.error("run %s: scoring failed", run_id, exc_info=exc)
-            raise StepFailed(Step.SCORE, describe(exc)) from None
-        return scored
-
+    policy = await executor.policy(run_id, config.backend)
+    scorer = Scorer(executor.judge_named(config.judge), create_feedback(graph), config, iteration)
     generation, trace_url = await call_with_trace(
-        steps.generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
+        generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
         {s: scores.of(s) for s in config.scenario_ids}, config,
-        iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=score, contexts=contexts,
+        iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=scorer, contexts=contexts,
     )
     if not generation.groups:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
@@ -142,87 +177,88 @@ async def generate_step(run_id: str, iteration: int) -> dict:
     async with executor.services.db.transaction() as session:
         await repository.replace_trajectories(session, run_id, iteration, generation.groups)
     fault_point(Step.GENERATE, iteration)
-    return {"started_at": started_at, "metrics": generation.metrics, "trace_url": trace_url,
-            "rewards": steps.reward_stats(generation.groups).model_dump()}
+    return GenerationResult(started_at=started_at, metrics=generation.metrics, trace_url=trace_url,
+                            rewards=reward_stats(generation.groups))
 
 
 @workflow_step(Step.TRAIN)
-async def train_step(run_id: str, iteration: int) -> dict:
-    run, config = await _run(run_id)
+async def train_step(run_id: str, iteration: int) -> TrainingOutcome:
+    _, config = await _run(run_id)
     executor = current()
-    policy = await executor.policy(run_id, run.config["backend"])
+    policy = await executor.policy(run_id, config.backend)
     async with executor.services.db.read() as session:
         previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
         groups = await repository.load_groups(session, run_id, iteration)
-    outcome = await steps.train(
-        executor.backend(run.config["backend"]), policy.model, groups, config,
-        step_before=(previous or {}).get("step", 0), retries=executor.settings.backend_retries,
+    step_before = TrainingOutcome.model_validate(previous).step if previous else 0
+    outcome = await train(
+        executor.backend(config.backend), policy.model, groups, config,
+        step_before=step_before, retries=executor.settings.backend_retries,
     )
     fault_point(Step.TRAIN, iteration)
-    return outcome.model_dump()
+    return outcome
 
 
 @workflow_step(Step.REWEIGHT)
-async def reweight_step(run_id: str, iteration: int) -> dict:
+async def reweight_step(run_id: str, iteration: int) -> ReweightResult:
     """What the next prompts will carry: node scores per scenario and, in context, the distilled lessons."""
     started = time.monotonic()
     _, config, _, scores = await _context(run_id)
     async with current().services.db.read() as session:
         groups = await repository.load_groups(session, run_id, iteration)
-    changed = steps.reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
+    changed = reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
     previous = await _distilled(run_id, iteration - 1) if config.in_context else None
-    context = steps.distil(previous, groups, config, iteration=iteration)
+    context = distil(previous, groups, config, iteration=iteration)
     fault_point(Step.REWEIGHT, iteration)
-    return {"changed": changed, "context": context, "seconds": time.monotonic() - started}
+    return ReweightResult(changed=changed, context=context, seconds=time.monotonic() - started)
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, changed: dict[str, dict[str, float]], context: dict | None = None) -> dict:
+async def email_step(run_id: str, iteration: int, reweighted: ReweightResult) -> EmailResult:
     """The published email, scored by the run's judge: the updated policy's greedy rollout for the target
     scenario, with its node scores and in-context lessons (or, when that wrote none, the iteration's best)."""
     started = utcnow()
-    run, config, graph, scores = await _context(run_id)
-    policy = await current().policy(run_id, run.config["backend"])
+    _, config, graph, scores = await _context(run_id)
+    policy = await current().policy(run_id, config.backend)
     target = graph.scenarios[config.target_scenario_id]
-    target_scores = NodeScores(scores.of(target.id) | changed.get(target.id, {}))
-    written = await steps.write_email(policy, graph, target, target_scores, config, (context or {}).get(target.id))
+    target_scores = NodeScores(scores.of(target.id) | reweighted.changed.get(target.id, {}))
+    written = await write_email(policy, graph, target, target_scores, config, (reweighted.context or {}).get(target.id))
     email, score = written.email, None
     if email is not None:
-        score = await steps.judge_email(written, current().judge_named(config.judge))
+        score = await judge_email(written, current().judge_named(config.judge))
     elif iteration > 0:
         async with current().services.db.read() as session:
-            best = steps.best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
+            best = best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
         if best is not None:
             email, score = best.email, best.metrics.get("judge_score")
     if email is None:
         raise StepFailed(Step.EMAIL, f"the policy wrote no email for {target.id} within {config.max_turns} turns")
     fault_point(Step.EMAIL, iteration)
-    return {"email": email.model_dump() | {"score": score}, "started_at": started.isoformat(),
-            "seconds": (utcnow() - started).total_seconds()}
+    return EmailResult(email=email.model_dump() | {"score": score}, started_at=started,
+                       seconds=(utcnow() - started).total_seconds())
 
 
 @workflow_step(Step.PUBLISH)
-async def publish_step(run_id: str, iteration: int, record: dict) -> str:
+async def publish_step(run_id: str, record: IterationRecord) -> RunStatus:
     """Records the iteration (once) and returns the run's status."""
     run, _ = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
     keep = services.settings.trajectory_retention_iterations
     async with services.db.transaction() as session:
-        await transitions.record_iteration(session, graph, run_id, iteration, **record)
+        await transitions.record_iteration(session, graph, run_id, record)
         status = (await session.get(Run, run_id)).status
         if keep:  # older conversations go; rewards, scores and emails stay
-            await repository.drop_conversations(session, run_id, through=iteration - keep)
+            await repository.drop_conversations(session, run_id, through=record.iteration - keep)
     current().wake_relay()
-    fault_point(Step.PUBLISH, iteration)
+    fault_point(Step.PUBLISH, record.iteration)
     return status
 
 
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
     """Prunes checkpoints (keeping the latest and best), then marks the run succeeded."""
-    run, config = await _run(run_id)
-    policy = await current().policy(run_id, run.config["backend"])
+    _, config = await _run(run_id)
+    policy = await current().policy(run_id, config.backend)
     if policy.model.trainable and config.train_policy:
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     fault_point(Step.FINISH)
@@ -231,8 +267,7 @@ async def finish_step(run_id: str) -> None:
     current().wake_relay()
 
 
-@DBOS.step(name="fail")
-async def fail_step(run_id: str, step: Step, message: str) -> None:
+async def record_failure(run_id: str, step: Step, message: str) -> None:
     async for attempt in through_database_trouble():
         with attempt:
             fault_point("fail")
@@ -241,43 +276,68 @@ async def fail_step(run_id: str, step: Step, message: str) -> None:
     current().wake_relay()
 
 
+fail_step = DBOS.step(name="fail")(record_failure)
+
+
+async def let_go(run_id: str) -> None:
+    """What the worker holds for a run it stops executing, and what a deleted run's last step left behind.
+
+    A run may be deleted as soon as it is finished (cancelled mid-step, say): a step still in flight
+    then writes for nobody (a policy checkpoint, ART's log folder), so that goes too.
+    """
+    executor = current()
+    await executor.release(run_id)
+    async with executor.services.db.transaction() as session:
+        gone = await session.get(Run, run_id) is None
+        if gone:
+            await delete_stored_checkpoints(session, model_name(executor.settings, run_id))
+        else:
+            await repository.drop_unrecorded_trajectories(session, run_id)
+    if gone:
+        await asyncio.to_thread(delete_local_files, executor.settings, model_name(executor.settings, run_id))
+
+
 @DBOS.workflow(name="learning_run")
-async def learning_run(run_id: str) -> str:
+async def learning_run(run_id: str) -> str | None:
+    """The run's status when its workflow ends; None when the run was deleted meanwhile."""
     try:
         state = await start_step(run_id)
-        if state["status"] != RunStatus.RUNNING:
-            return state["status"]
-        if state["next_iteration"] == 0:
-            baseline = await email_step(run_id, 0, {})
-            await publish_step(run_id, 0, {
-                "email": baseline["email"], "rewards": None, "training": None, "changed": {},
-                "metrics": {"duration/email_s": baseline["seconds"]}, "started_at": datetime.fromisoformat(baseline["started_at"]),
-            })
-        for iteration in range(max(1, state["next_iteration"]), state["iterations_total"] + 1):
+        if state.status != RunStatus.RUNNING:
+            return state.status
+        if state.next_iteration == 0:
+            baseline = await email_step(run_id, 0, ReweightResult())
+            await publish_step(run_id, IterationRecord(
+                iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds}, started_at=baseline.started_at,
+            ))
+        for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
             generation = await generate_step(run_id, iteration)
             training = await train_step(run_id, iteration)
             reweighted = await reweight_step(run_id, iteration)
-            email = await email_step(run_id, iteration, reweighted["changed"], reweighted.get("context"))
-            metrics = generation["metrics"] | {
-                "duration/train_s": training["metrics"].get("duration/train_s", 0.0),
-                "duration/reweight_s": reweighted["seconds"], "duration/email_s": email["seconds"],
+            email = await email_step(run_id, iteration, reweighted)
+            metrics = generation.metrics | {
+                "duration/train_s": training.metrics.get("duration/train_s", 0.0),
+                "duration/reweight_s": reweighted.seconds, "duration/email_s": email.seconds,
             }
-            status = await publish_step(run_id, iteration, {
-                "email": email["email"], "rewards": generation["rewards"], "training": training,
-                "changed": reweighted["changed"], "metrics": metrics, "context": reweighted.get("context"),
-                "started_at": datetime.fromisoformat(generation["started_at"]), "trace_url": generation["trace_url"],
-            })
+            status = await publish_step(run_id, IterationRecord(
+                iteration=iteration, email=email.email, rewards=generation.rewards, training=training,
+                changed=reweighted.changed, metrics=metrics, context=reweighted.context,
+                started_at=generation.started_at, trace_url=generation.trace_url,
+            ))
             if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
         await finish_step(run_id)
         return RunStatus.SUCCEEDED
+    except IncompatibleCheckpoint as failure:
+        await record_failure(run_id, failure.step, failure.message)
+        return RunStatus.FAILED
     except StepFailed as failure:
         await fail_step(run_id, failure.step, failure.message)
         return RunStatus.FAILED
-    finally:  # success, failure or cancellation: the worker lets go of the run, and of an unrecorded iteration
-        await current().release(run_id)
-        async with current().services.db.transaction() as session:
-            await repository.drop_unrecorded_trajectories(session, run_id)
+    except transitions.RunGone:
+        log.info("run %s was deleted while its workflow ran; it stops here", run_id)
+        return None
+    finally:  # success, failure, cancellation or deletion: the worker lets go of the run
+        await let_go(run_id)
 
 
 def workflow_id(run_id: str, attempt: int) -> str:

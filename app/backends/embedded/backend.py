@@ -119,6 +119,11 @@ class EmbeddedBackend:
             raise ValueError(f"embedded model server: {response.json()['error']['message']}")
         return response.json()
 
+    def problem(self) -> str | None:
+        """Why the model server cannot answer now, for readiness; None while it is up (or not started yet)."""
+        process = self._process
+        return process.problem() if process is not None else None
+
     async def server_pid(self) -> int:
         """The model server's process id, as it reports it."""
         return (await self._call("health", {}))["pid"]

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 log = logging.getLogger("codreamer")
 
-RESTARTS_PER_MINUTE = 3
+RESTARTS_PER_MINUTE = 3  # restarted at once up to this many times a minute; after that, with growing pauses
+MAX_PAUSE_S = 30.0  # a server that keeps dying (a bad checkpoint, memory) is retried at least this often, never given up
 
 
 class ModelServerProcess:
@@ -34,8 +35,10 @@ class ModelServerProcess:
         self.port = self._socket.getsockname()[1]
         self._lock = threading.Lock()
         self._closed = False
+        self._stopping = threading.Event()
         self._starts: list[float] = []
         self._child: subprocess.Popen | None = None
+        self._paused_until: float | None = None
         with self._lock:
             self._spawn()
 
@@ -46,6 +49,14 @@ class ModelServerProcess:
     @property
     def pid(self) -> int | None:
         return self._child.pid if self._child is not None else None
+
+    def problem(self) -> str | None:
+        """Why the server cannot answer now (it keeps dying and waits before its next start), or None."""
+        paused_until = self._paused_until
+        if paused_until is None:
+            return None
+        return (f"the embedded model server exited {len(self._starts)} times in a minute; it is restarted in "
+                f"{max(0.0, paused_until - time.monotonic()):.0f} s")
 
     def _spawn(self) -> None:
         """Starts a child on the socket (with `_lock` held); a thread hands it its setup and waits on it."""
@@ -73,18 +84,27 @@ class ModelServerProcess:
         with self._lock:
             if self._closed or child is not self._child:
                 return
-            if len(self._starts) > RESTARTS_PER_MINUTE:
-                log.error("embedded model server exited with code %s again; not restarting it", code)
-                self._child = None
-                self._socket.close()  # requests are refused now, rather than waiting in the backlog
+            starts = len([t for t in self._starts if time.monotonic() - t < 60])
+            pause = 0.0 if starts <= RESTARTS_PER_MINUTE else min(MAX_PAUSE_S, 2.0 ** (starts - RESTARTS_PER_MINUTE))
+            if not pause:
+                log.error("embedded model server exited with code %s; restarting it", code)
+                self._spawn()
                 return
-            log.error("embedded model server exited with code %s; restarting it", code)
-            self._spawn()
+            log.error("embedded model server exited with code %s, %d times in a minute; restarting it in %.0f s",
+                      code, starts, pause)
+            self._paused_until = time.monotonic() + pause  # requests wait in the socket's backlog meanwhile
+        if self._stopping.wait(pause):
+            return
+        with self._lock:
+            self._paused_until = None
+            if not self._closed and child is self._child:
+                self._spawn()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Terminates the child, kills it after `timeout`, and closes the socket. Blocks: run it in a thread."""
         with self._lock:
             self._closed = True
+            self._stopping.set()
             child, self._child = self._child, None
         if child is not None:
             if child.poll() is None:

@@ -440,6 +440,8 @@ function emailCard(state, shown, select, showFact) {
   const fact = state.fact && cited.has(state.fact.id) ? factCard(state.fact) : null;
   return card("Published email", nav,
     h("h3", { id: "email-subject" }, email.subject),
+    h("p", { id: "email-score", class: "muted" }, typeof email.score === "number"
+      ? `Judge score ${email.score.toFixed(2)}` : "Judge score: not judged"),
     changedSubject ? h("p", { class: "was" }, "was: ", h("del", {}, before.subject)) : null,
     h("div", { id: "email-body", class: "email" }, before ? renderDiff(wordDiff(before.body, email.body)) : email.body),
     h("p", { class: "citations" }, "Cites: ", email.citations.length ? email.citations.map((id) =>

@@ -1,0 +1,109 @@
+"""Generation: K rollouts per scenario against the policy's endpoint, each group scored as soon as it is complete."""
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import art
+import numpy as np
+from openai import AsyncOpenAI
+
+from app.agent.schemas import ScenarioContext
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
+from app.loop.reward import Scorer, has_signal, rollout_seed
+from app.loop.rollout import rollout
+from app.loop.schemas import EmailTrajectory, RunConfig
+from app.observability import traced
+
+
+@dataclass
+class Policy:
+    """Where rollouts get their completions: the model's OpenAI-compatible endpoint."""
+
+    model: art.Model
+    client: AsyncOpenAI
+
+    @classmethod
+    def of(cls, model: art.Model, max_retries: int = 3, timeout: float = 120.0) -> "Policy":
+        """The OpenAI client retries timeouts, connection errors, 429 and 5xx with exponential backoff and jitter."""
+        client = AsyncOpenAI(
+            base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=max_retries, timeout=timeout
+        )
+        return cls(model, client)
+
+    @property
+    def model_name(self) -> str:
+        """The latest checkpoint, by ART's naming convention for the backend."""
+        return self.model.get_inference_name()
+
+    @property
+    def logprobs(self) -> bool:
+        return self.model.trainable
+
+
+
+@dataclass
+class Generation:
+    groups: list[art.TrajectoryGroup]  # of EmailTrajectory
+    metrics: dict[str, float]
+
+
+
+@traced
+async def generate(
+    policy: Policy,
+    graph: KnowledgeGraph,
+    scenarios: list[Scenario],
+    scores: Mapping[str, Mapping[str, float]],
+    config: RunConfig,
+    *,
+    iteration: int,
+    contexts: Mapping[str, ScenarioContext] | None = None,
+    concurrency: int,
+    score: Scorer,
+    max_exception_fraction: float = 0.25,
+) -> Generation:
+    """K rollouts per scenario, each with its scenario's node scores (and context, when learning in context);
+    each group is scored as soon as it is complete."""
+    started = time.monotonic()
+    limit = asyncio.Semaphore(concurrency)
+    counts = {"exceptions": 0, "dropped_groups": 0}
+    rollouts_per_group = config.rollouts_per_group
+
+    async def one(scenario: Scenario, index: int) -> EmailTrajectory:
+        async with limit:
+            return await rollout(
+                policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
+                seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
+                context=(contexts or {}).get(scenario.id),
+            )
+
+    async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
+        counts["exceptions"] += len(group.exceptions)
+        group.trajectories.sort(key=lambda t: t.rollout)  # completion order is not reproducible
+        scored = await score(group) if len(group.trajectories) > 1 else None
+        counts["dropped_groups"] += scored is None
+        return scored
+
+    groups = await art.gather_trajectory_groups(
+        (art.TrajectoryGroup(one(s, k) for k in range(rollouts_per_group)) for s in scenarios),
+        pbar_desc=None,
+        max_exceptions=max(1, int(max_exception_fraction * rollouts_per_group * len(scenarios))),
+        after_each=after_each,
+    )
+    trajectories = [t for g in groups for t in g.trajectories]
+    metrics = {
+        "rollouts": float(rollouts_per_group * len(scenarios)),
+        "rollout_exceptions": float(counts["exceptions"]),
+        "exception_rate": counts["exceptions"] / (rollouts_per_group * len(scenarios)),
+        "dropped_groups": float(counts["dropped_groups"]),
+        "finalized_fraction": float(np.mean([t.email is not None for t in trajectories])) if trajectories else 0.0,
+        "mean_turns": float(np.mean([t.turns for t in trajectories])) if trajectories else 0.0,
+        "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
+        "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,
+        "judge/cost_usd": float(sum(t.metrics.get("judge_cost_usd", 0.0) for t in trajectories)),
+        "duration/generate_and_score_s": time.monotonic() - started,
+    }
+    return Generation(groups, metrics)
