@@ -36,15 +36,32 @@ def _load_graph(path: Path | None):
         raise typer.BadParameter(str(exc), param_hint="--graph") from None
 
 
+# The options of `codreamer run` that are not the RunConfig field of the same name.
+_OPTION_OF_FIELD = {"graph_id": "--graph", "scenario_ids": "--scenario", "target_scenario_id": "--target"}
+
+
+def _option(error: dict) -> str:
+    field = str(error["loc"][0]) if error["loc"] else "options"
+    return _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+
+
+def _usage_error(exc: ValidationError) -> typer.BadParameter:
+    """The request's invalid fields, each by the option that set it (a usage error: exit code 2)."""
+    errors = exc.errors()
+    if len(errors) == 1:
+        return typer.BadParameter(errors[0]["msg"], param_hint=f"'{_option(errors[0])}'")
+    return typer.BadParameter("; ".join(f"{_option(error)}: {error['msg']}" for error in errors))
+
+
 @app.command()
 def run(
-    iterations: Annotated[int, typer.Option(min=1, max=200)] = 3,
-    rollouts_per_group: Annotated[int, typer.Option(min=2, max=64)] = 4,
-    max_turns: Annotated[int, typer.Option(min=1, max=32)] = 6,
-    learning_rate: Annotated[float | None, typer.Option(min=0.0, help="Default: the backend's.")] = None,
-    feedback_weight: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.3,
-    top_fraction: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.5,
-    seed: int = 0,
+    iterations: int | None = None,
+    rollouts_per_group: int | None = None,
+    max_turns: int | None = None,
+    learning_rate: float | None = None,
+    feedback_weight: float | None = None,
+    top_fraction: float | None = None,
+    seed: int | None = None,
     graph: Annotated[Path | None, typer.Option(help="A graph document (JSON); default: the bundled demo.")] = None,
     scenario: Annotated[list[str] | None, typer.Option(help="Training scenario id (repeatable).")] = None,
     target: Annotated[str | None, typer.Option(help="Scenario whose email is published.")] = None,
@@ -52,7 +69,9 @@ def run(
 ) -> None:
     """Run one learning loop in the foreground, then print a summary table and the final email.
 
-    It is the service's own workflow, executed in this process on a throwaway SQLite database.
+    It is the service's own workflow, executed in this process on a throwaway SQLite database. Each
+    knob (--iterations to --seed) is the field of the same name of POST /learn-loop, with its default
+    and bounds (see the README); a value out of bounds is a usage error naming the option.
     """
     os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
     import tempfile
@@ -65,14 +84,13 @@ def run(
 
     settings = _settings_or_exit()
     document = _load_graph(graph)
-    try:
-        request = LearnLoopRequest(
-            graph_id=document.id if document else "demo", scenario_ids=scenario, target_scenario_id=target,
-            iterations=iterations, rollouts_per_group=rollouts_per_group, max_turns=max_turns, learning_rate=learning_rate,
-            feedback_weight=feedback_weight, top_fraction=top_fraction, seed=seed,
-        )
+    given = {"graph_id": document.id if document else None, "scenario_ids": scenario, "target_scenario_id": target,
+             "iterations": iterations, "rollouts_per_group": rollouts_per_group, "max_turns": max_turns,
+             "learning_rate": learning_rate, "feedback_weight": feedback_weight, "top_fraction": top_fraction, "seed": seed}
+    try:  # what is left out takes RunConfig's default, as in a POST /learn-loop body
+        request = LearnLoopRequest(**{field: value for field, value in given.items() if value is not None})
     except ValidationError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise _usage_error(exc) from None
 
     async def main(data_dir: Path):
         async with local_service(data_dir, settings) as process:
@@ -82,7 +100,7 @@ def run(
                 TextColumn("[bold]learning"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(), console=console, transient=False,
             ) as progress:
-                task = progress.add_task("loop", total=iterations + 1, status="starting")
+                task = progress.add_task("loop", total=request.iterations + 1, status="starting")
 
                 def advance(event):
                     if event.type == "iteration.completed":

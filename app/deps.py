@@ -3,7 +3,7 @@
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
@@ -68,10 +68,6 @@ async def reject_unknown_query_params(request: Request) -> None:
         raise RequestValidationError(
             [{"loc": ("query", name), "msg": "unknown query parameter", "type": "extra_forbidden"} for name in unknown]
         )
-
-
-def not_found(what: str) -> HTTPException:
-    return HTTPException(404, f"{what} not found")
 
 
 class ErrorOut(BaseModel):

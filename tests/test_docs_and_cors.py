@@ -105,6 +105,15 @@ async def test_openapi_is_valid_with_stable_unique_operation_ids(client):
     assert not any(path.startswith(("/docs", "/redoc")) for path in spec["paths"])
 
 
+def test_every_list_is_a_named_page_with_has_more():
+    """Every list shares one envelope, and each keeps a plain schema name (not `Page_RunOut_`)."""
+    schemas = create_app(Settings(environment="test")).openapi()["components"]["schemas"]
+    assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
+    lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
+    assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList"}
+    assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
+
+
 async def test_cors_allows_configured_origins_only(client):
     async with client(cors_origins=[ORIGIN, "https://app.example.com"]) as http:
         response = await http.options("/learn-loop", headers=preflight("POST", "authorization, content-type, idempotency-key"))

@@ -9,7 +9,9 @@ import time
 import httpx
 import pytest
 
-from app.main import BodyLimit, create_app, excerpt, json_body_errors
+from app.http.errors import excerpt
+from app.http.middleware import BodyLimit, json_body_errors
+from app.main import create_app
 from app.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 

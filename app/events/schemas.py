@@ -10,6 +10,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.pages import Page
+
 
 class EventData(BaseModel):
     """An event's `data`: the same in the events list, the live stream and the webhook."""
@@ -61,5 +63,5 @@ class DeliveryOut(BaseModel):
     attempts_log: list[AttemptOut] = Field(default_factory=list, description="Every attempt, oldest first.")
 
 
-class DeliveryList(BaseModel):
-    data: list[DeliveryOut]
+class DeliveryList(Page[DeliveryOut]):
+    """Each webhook delivery of a run, with its attempts."""

@@ -4,6 +4,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from app.pages import Page
+
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL characters
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NO_NUL)]
@@ -92,3 +94,40 @@ class GraphDocument(Strict):
                 if seed not in node_ids:
                     raise ValueError(f"scenario {scenario.id!r} seed node {seed!r} is not a node of the graph")
         return self
+
+
+class GraphSummary(BaseModel):
+    """A graph as `GET /graphs` lists it, and as an upload or replacement answers."""
+
+    id: str
+    name: str
+    nodes: int
+    edges: int
+    scenarios: int
+
+    @classmethod
+    def of(cls, document: GraphDocument) -> "GraphSummary":
+        return cls(id=document.id, name=document.name, nodes=len(document.nodes), edges=len(document.edges),
+                   scenarios=len(document.scenarios))
+
+
+class GraphList(Page[GraphSummary]):
+    """The graphs the tenant may use: its own and the shared ones."""
+
+
+class NodePage(Page[Node]):
+    """A graph's nodes by id, a page at a time."""
+
+
+class ScenarioList(Page[Scenario]):
+    """A graph's scenarios in upload order."""
+
+
+class Neighbor(BaseModel):
+    id: str
+    relation: str
+    direction: str
+
+
+class NodeDetail(Node):
+    neighbors: list[Neighbor]

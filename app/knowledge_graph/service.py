@@ -1,4 +1,5 @@
-"""Where graphs come from: the bundled demo (with its simulator-only preferences) and uploaded documents."""
+"""Where graphs come from (the bundled demo, with its simulator-only preferences, and uploaded documents),
+and who may read, replace or delete one."""
 
 import json
 from collections import OrderedDict
@@ -10,6 +11,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
+from app.errors import Conflict, NotFound
 from app.knowledge_graph import repository
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import GraphDocument
@@ -79,6 +81,44 @@ class RunsOnGraph(Protocol):
     so that a graph in use is neither replaced nor deleted, without this domain knowing what a run is."""
 
     async def __call__(self, session: AsyncSession, graph_id: str, *, active_only: bool) -> int: ...
+
+
+async def require_visible(session: AsyncSession, graph_id: str, tenant: str) -> None:
+    """404 unless the graph is the tenant's own or a shared one (the demo)."""
+    if not await repository.visible(session, graph_id, tenant):
+        raise NotFound(f"graph {graph_id!r} not found")
+
+
+async def require_changeable(session: AsyncSession, graph_id: str, tenant: str) -> None:
+    """404 for a graph the tenant cannot see, 409 for a shared one (the demo): nobody may change it."""
+    await require_visible(session, graph_id, tenant)
+    if await repository.owned(session, graph_id, tenant) is None:
+        raise Conflict(f"graph {graph_id!r} is shared with every tenant and cannot be replaced or deleted")
+
+
+async def create(session: AsyncSession, document: GraphDocument, tenant: str) -> None:
+    """Stores a new graph as the tenant's; graph ids are one namespace across tenants (409 when taken)."""
+    if await repository.exists(session, document.id):
+        raise Conflict(f"graph id {document.id!r} is taken; choose another")
+    await repository.save(session, document, tenant)
+
+
+async def replace(session: AsyncSession, document: GraphDocument, tenant: str, runs_on_graph: RunsOnGraph) -> None:
+    """Swaps the tenant's graph for the document; refused (409) while a run on it is queued or running,
+    since a run keeps the version it started with by refusal, not by a copy."""
+    await require_changeable(session, document.id, tenant)
+    if active := await runs_on_graph(session, document.id, active_only=True):
+        raise Conflict(f"graph {document.id!r} is in use by {active} queued or running run(s); "
+                       "wait for them to finish or cancel them")
+    await repository.replace(session, document)
+
+
+async def delete(session: AsyncSession, graph_id: str, tenant: str, runs_on_graph: RunsOnGraph) -> None:
+    """Removes the tenant's graph; refused (409) while any run, finished or not, refers to it."""
+    await require_changeable(session, graph_id, tenant)
+    if runs := await runs_on_graph(session, graph_id, active_only=False):
+        raise Conflict(f"graph {graph_id!r} is in use by {runs} run(s); delete them first (DELETE /runs/{{id}})")
+    await repository.remove(session, graph_id)
 
 
 async def get_graph_cache(request: Request) -> GraphCache:

@@ -3,31 +3,26 @@ from contextlib import AsyncExitStack
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
 from app.backends.registry import model_name
 from app.core import ServicesDep
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep, not_found
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.errors import Conflict, NotFound
 from app.events import service as events
 from app.events import stream
-from app.runs.status import RunStatus
-from app.runs.events import CATALOGUE, EventList
 from app.events.schemas import DeliveryList
+from app.pages import cursor_params
 from app.runs import repository, service, transitions, workflow
+from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
-    IterationDetail,
-    IterationList,
-    JudgeList,
-    LearnLoopRequest,
-    NodeScoresOut,
-    RunCreated,
-    RunList,
-    RunOut,
+    IterationDetail, IterationList, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut,
 )
+from app.runs.status import RunStatus
 
 router = APIRouter(tags=["runs"])
 MAX_ITERATION = 2**31 - 1  # iteration numbers are 32-bit integers in the database
@@ -45,12 +40,7 @@ async def create_learn_loop(
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
 ) -> RunCreated:
     """Queues a run that trains on the graph's scenarios and publishes an email per iteration."""
-    try:
-        created, replayed = await service.create_run(svc, body, idempotency_key, tenant)
-    except transitions.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
-    except service.TooManyRuns as exc:
-        raise HTTPException(429, str(exc), headers={"Retry-After": "30"}) from None
+    created, replayed = await service.create_run(svc, body, idempotency_key, tenant)
     if replayed:
         response.status_code = status.HTTP_200_OK
     return created
@@ -67,19 +57,18 @@ async def list_judges(svc: ServicesDep, tenant: TenantDep) -> dict:
 async def _run_or_404(session, run_id: str, tenant: str) -> Run:
     run = await repository.owned_run(session, run_id, tenant)
     if run is None:
-        raise not_found(f"run {run_id!r}")
+        raise NotFound(f"run {run_id!r} not found")
     return run
 
 
+RunsCursor = cursor_params(Annotated[str | None, Query(max_length=64, description="A run id: the page starts after it.")],
+                           default_limit=20, max_limit=100)
+
+
 @router.get("/runs", response_model=RunList, summary="List runs, newest first")
-async def list_runs(
-    tenant: TenantDep, session: ReadSession,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    after: Annotated[str | None, Query(max_length=64, description="A run id: the page starts after it.")] = None,
-    status: RunStatus | None = None,
-) -> dict:
+async def list_runs(tenant: TenantDep, session: ReadSession, page: RunsCursor, status: RunStatus | None = None) -> dict:
     """Cursor-paginated, optionally filtered by status."""
-    runs, has_more = await repository.list_runs(session, tenant=tenant, limit=limit, after=after, status=status)
+    runs, has_more = await repository.list_runs(session, tenant=tenant, limit=page.limit, after=page.after, status=status)
     return {"data": runs, "has_more": has_more}
 
 
@@ -88,20 +77,15 @@ async def get_run(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
     """Status, effective config, progress and the latest and final emails."""
     view = await repository.get_run_view(session, run_id, tenant)
     if view is None:
-        raise not_found(f"run {run_id!r}")
+        raise NotFound(f"run {run_id!r} not found")
     return view
 
 
 async def _transition(svc: ServicesDep, run_id: str, tenant: str, change) -> Run:
-    """Applies a status change in its own transaction, mapping its refusals to 404 and 409."""
-    try:
-        async with svc.db.transaction() as session:
-            await _run_or_404(session, run_id, tenant)
-            return await change(session, run_id)
-    except LookupError:
-        raise not_found(f"run {run_id!r}") from None
-    except transitions.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    """Applies a status change to the tenant's run in its own transaction (refusals are 404 and 409)."""
+    async with svc.db.transaction() as session:
+        await _run_or_404(session, run_id, tenant)
+        return await change(session, run_id)
 
 
 @router.post("/runs/{run_id}/cancel", response_model=RunOut, status_code=status.HTTP_202_ACCEPTED, summary="Cancel a run",
@@ -138,7 +122,7 @@ async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int
     await _run_or_404(session, run_id, tenant)
     detail = await repository.iteration_detail(session, run_id, iteration)
     if detail is None:
-        raise not_found(f"iteration {iteration} of run {run_id!r}")
+        raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
     return detail
 
 
@@ -158,13 +142,13 @@ async def get_node_scores(
     run = await _run_or_404(session, run_id, tenant)
     scenario_ids = run.config["scenario_ids"]
     if scenario_id is not None and scenario_id not in scenario_ids:
-        raise not_found(f"scenario {scenario_id!r} among the scenarios of run {run_id!r}")
+        raise NotFound(f"scenario {scenario_id!r} among the scenarios of run {run_id!r} not found")
     graph = await svc.graphs.get(run.graph_id)
     latest = await repository.latest_iteration(session, run_id)
     if iteration is None:
         iteration, scores = latest or 0, await repository.current_scores(session, run_id)
     elif latest is None or iteration > latest:
-        raise not_found(f"iteration {iteration} of run {run_id!r}")
+        raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
     else:
         scores = await repository.scores_after(session, run_id, iteration)
     moved = scores.of(scenario_id) if scenario_id is not None else scores.mean(scenario_ids)
@@ -179,14 +163,14 @@ EVENT_STREAM = {
     }}},
     204: {"description": "Stream only: the run is finished and has no event after the cursor (EventSource stops reconnecting)."},
 }
+EventsCursor = cursor_params(Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")], first=0,
+                             default_limit=100, max_limit=1000, limit_help="Page size (JSON only).")
 
 
 @router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order; live with Accept: text/event-stream",
             responses={**EVENT_STREAM, **NOT_FOUND})
 async def list_events(
-    tenant: TenantDep, run_id: str, request: Request, svc: ServicesDep,
-    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000, description="Page size (JSON only).")] = 100,
+    tenant: TenantDep, run_id: str, request: Request, svc: ServicesDep, page: EventsCursor,
     last_event_id: Annotated[int | None, Header(
         alias="Last-Event-ID", ge=0, le=MAX_SEQ, description="The seq of the last event seen; takes precedence over `after`.")] = None,
 ):
@@ -200,12 +184,12 @@ async def list_events(
     `run.cancelled`); reconnecting after that event, once the run is finished, answers 204, which
     tells a browser's EventSource to stop. Other Accept values get a JSON page.
     """
-    after = after if last_event_id is None else last_event_id
+    after = page.after if last_event_id is None else last_event_id
     async with svc.db.read() as session:  # closed before streaming: the run's one poller feeds every stream
         run = await _run_or_404(session, run_id, tenant)
         if not stream.wants_event_stream(request.headers.get("accept")):
-            page, has_more = await events.events_page(session, run_id, after=after, limit=limit)
-            return {"data": page, "has_more": has_more}
+            listed, has_more = await events.events_page(session, run_id, after=after, limit=page.limit)
+            return {"data": listed, "has_more": has_more}
     if run.status.terminal and run.last_seq <= after:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after)),
@@ -241,7 +225,7 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Respon
     async with svc.db.transaction() as session:
         run = await _run_or_404(session, run_id, tenant)
         if not run.status.terminal:
-            raise HTTPException(409, f"run {run_id!r} is {run.status}; cancel it first")
+            raise Conflict(f"run {run_id!r} is {run.status}; cancel it first")
         await repository.delete_run(session, run, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -281,7 +265,7 @@ async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Stream
         await session.connection()  # the whole export's connection, before the 200
         view = await repository.get_run_view(session, run_id, tenant)
         if view is None:
-            raise not_found(f"run {run_id!r}")
+            raise NotFound(f"run {run_id!r} not found")
         numbers = await repository.iteration_numbers(session, run_id)
     except BaseException:
         await held.aclose()

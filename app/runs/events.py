@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, create_model
 from app.agent.schemas import FinalEmail, PublishedEmail
 from app.events.schemas import Catalogue, EventData
 from app.loop.schemas import RewardStats
+from app.pages import Page
 from app.runs.status import RunError, RunStatus
 
 
@@ -88,6 +89,5 @@ WEBHOOK_MODELS = {
 AnyEvent = Annotated[Union[tuple(EVENT_MODELS)], Field(discriminator="type")]  # noqa: UP007
 
 
-class EventList(BaseModel):
-    data: list[AnyEvent]
-    has_more: bool
+class EventList(Page[AnyEvent]):
+    """A run's events in seq order."""

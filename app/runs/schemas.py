@@ -8,6 +8,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 from app.agent.schemas import Email, FinalEmail, PublishedEmail, ScenarioContext
 from app.runs.status import RunError, RunStatus
 from app.loop.schemas import RewardStats, RunConfig
+from app.pages import Page
 from app.settings import BackendName
 
 
@@ -40,8 +41,8 @@ class JudgeOut(BaseModel):
     model: str = Field(description="Its litellm model string (`embedded`: the embedded server's judge).")
 
 
-class JudgeList(BaseModel):
-    data: list[JudgeOut]
+class JudgeList(Page[JudgeOut]):
+    """Every judge a run may name."""
 
 
 class RunLinks(BaseModel):
@@ -94,9 +95,8 @@ class RunOut(BaseModel):
     best_email: FinalEmail | None = Field(None, description="The best-scoring published email so far (by the judge), with its iteration.")
 
 
-class RunList(BaseModel):
-    data: list[RunOut]
-    has_more: bool
+class RunList(Page[RunOut]):
+    """The tenant's runs, newest first."""
 
 
 class TrainingOut(BaseModel):
@@ -133,8 +133,8 @@ class IterationDetail(IterationOut):
     trajectories: list[TrajectoryOut]
 
 
-class IterationList(BaseModel):
-    data: list[IterationOut]
+class IterationList(Page[IterationOut]):
+    """A run's recorded iterations, the baseline (0) first."""
 
 
 class NodeScoresOut(BaseModel):

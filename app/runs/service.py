@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from app.auth import OPEN_TENANT
 from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.core import Services
+from app.errors import Conflict, TooManyRequests
 from app.runs.status import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret
@@ -22,7 +23,6 @@ from app.knowledge_graph import repository as graphs
 from app.runs import workflow
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
-from app.runs.transitions import Conflict
 
 
 def invalid(field: str, message: str) -> RequestValidationError:
@@ -37,10 +37,6 @@ def links(run_id: str) -> dict:
 def request_hash(body: LearnLoopRequest) -> str:
     fields = body.model_dump(mode="json", exclude_unset=True)
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-class TooManyRuns(Exception):
-    """The tenant has as many queued or running runs as it may; the message says how many."""
 
 
 async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -> EffectiveConfig:
@@ -132,8 +128,8 @@ async def create_run(
             active = await session.scalar(select(func.count()).select_from(Run).where(
                 Run.tenant == tenant, Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))))
             if active >= svc.settings.max_active_runs_per_tenant:
-                raise TooManyRuns(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
-                                  f"{svc.settings.max_active_runs_per_tenant}; retry when one ends")
+                raise TooManyRequests(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
+                                      f"{svc.settings.max_active_runs_per_tenant}; retry when one ends", retry_after_s=30)
             session.add(run)
             if idempotency_key:
                 await session.flush()

@@ -3,6 +3,7 @@
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import errors
 from app.db import utcnow
 from app.events import service as events
 from app.events.schemas import EventData
@@ -19,11 +20,11 @@ FULL_SCORES_MAX_NODES = 2000
 TRUNCATED_TOP = 500
 
 
-class Conflict(Exception):
+class Conflict(errors.Conflict):
     """The run is not in a state that allows the change; the message says which."""
 
 
-class RunGone(LookupError):
+class RunGone(errors.NotFound, LookupError):
     """The run was deleted (a finished run may be, while its workflow is still letting go of it)."""
 
 

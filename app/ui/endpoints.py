@@ -5,7 +5,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
-from app.deps import not_found
+from app.errors import NotFound
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}  # nothing else under /ui is served
@@ -32,5 +32,5 @@ async def dashboard() -> FileResponse:
 @router.get("/ui/{asset}")
 async def dashboard_asset(asset: str) -> FileResponse:
     if asset not in ASSETS:
-        raise not_found(f"dashboard file {asset!r}")
+        raise NotFound(f"dashboard file {asset!r} not found")
     return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=HEADERS)
