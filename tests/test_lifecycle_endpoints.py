@@ -164,8 +164,11 @@ async def test_delete_run_removes_everything_it_owns(env):
     assert all(before[t] for t in ("runs", "iterations", "trajectories", "events", "webhook_deliveries",
                                    "webhook_attempts", "idempotency_keys", "policy_checkpoints")), before
     other_before = counts(other, other_ids)
+    art_folder = Path(settings.art_path) / settings.art_project / "models" / model_name(settings, run_id)
+    assert (art_folder / "history.jsonl").exists()  # ART logged the run's training there
     assert (await client.delete(f"/runs/{run_id}")).status_code == 204
     assert set(counts(run_id, ids).values()) == {0}, counts(run_id, ids)
+    assert not art_folder.exists()
     assert counts(other, other_ids) == other_before  # another run is untouched
     assert (await client.get(f"/runs/{run_id}")).status_code == 404
     assert (await client.delete(f"/runs/{run_id}")).status_code == 404
@@ -196,3 +199,17 @@ async def test_a_run_deleted_as_its_workflow_lets_go_leaves_nothing_behind(env):
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM policy_checkpoints WHERE model_name = ?", (name,)).fetchone()[0] == 0
     assert not folder.exists()
+
+
+async def test_readiness_reports_the_model_server_down(env):
+    """A worker's model server that keeps dying is not ready, and says why (it was never restarted and /readyz said ready)."""
+    client, _, _ = env
+    services, executor = current().services, current()
+    assert executor.embedded.problem in services.health  # the worker's model server is checked
+    assert (await client.get("/readyz")).json() == {"status": "ready"}
+    services.health.append(lambda: "the embedded model server exited 5 times in a minute; it is restarted in 8 s")
+    try:
+        answer = await client.get("/readyz")
+    finally:
+        services.health.pop()
+    assert answer.status_code == 503 and "restarted in 8 s" in answer.json()["detail"]

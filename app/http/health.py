@@ -4,7 +4,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from app import migrations
-from app.deps import DatabaseDep
+from app.core import ServicesDep
 
 router = APIRouter(tags=["health"])
 
@@ -15,13 +15,17 @@ async def get_health() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: database reachable and migrated", responses={503: {"description": "Not ready"}})
-async def get_readiness(db: DatabaseDep) -> JSONResponse:
-    """200 when the database is reachable and at the migration the code expects, else 503."""
+@router.get("/readyz", summary="Readiness: database reachable and migrated, model server up",
+            responses={503: {"description": "Not ready"}})
+async def get_readiness(svc: ServicesDep) -> JSONResponse:
+    """200 when the database is reachable and at the migration the code expects, and what this process
+    runs on besides (the embedded model server, in a worker) is up; else 503 saying which is not."""
     try:
-        current = await migrations.current_revision(db.engine)
+        current = await migrations.current_revision(svc.db.engine)
     except Exception as exc:  # any database failure means "not ready", never a 500
         return JSONResponse({"status": "unavailable", "detail": f"database unreachable: {type(exc).__name__}"}, 503)
     if current != migrations.head_revision():
         return JSONResponse({"status": "unavailable", "detail": f"database at {current}, code expects {migrations.head_revision()}"}, 503)
+    if problems := [problem for check in svc.health if (problem := check())]:
+        return JSONResponse({"status": "unavailable", "detail": "; ".join(problems)}, 503)
     return JSONResponse({"status": "ready"})

@@ -8,7 +8,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
-from app.backends.registry import model_name
+from app.backends.registry import delete_local_files, model_name
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.errors import Conflict, NotFound
@@ -221,12 +221,14 @@ async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadS
                responses={**CONFLICT, **NOT_FOUND})
 async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Response:
     """Removes a finished run and everything it owns (iterations, trajectories, scores, events,
-    webhook deliveries, checkpoints) in one transaction. A queued or running run → 409: cancel it first."""
+    webhook deliveries, checkpoints) in one transaction, then ART's folder for it on this machine (its
+    logged conversations). A queued or running run → 409: cancel it first."""
     async with svc.db.transaction() as session:
         run = await _run_or_404(session, run_id, tenant)
         if not run.status.terminal:
             raise Conflict(f"run {run_id!r} is {run.status}; cancel it first")
         await repository.delete_run(session, run, model_name(svc.settings, run_id))
+    await anyio.to_thread.run_sync(delete_local_files, svc.settings, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
