@@ -5,7 +5,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import JSON, DateTime, MetaData, String, event
+from sqlalchemy import JSON, DateTime, MetaData, String, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -58,6 +58,13 @@ class StrEnumText(TypeDecorator):
 
     def process_result_value(self, value, dialect):
         return None if value is None else self.enum(value)
+
+
+async def serialize_on(session: AsyncSession, name: str) -> None:
+    """Makes concurrent transactions that name the same lock take turns until they end: a PostgreSQL
+    advisory lock on the name; SQLite's write transactions (BEGIN IMMEDIATE) take turns already."""
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"), {"name": name})
 
 
 def utcnow() -> datetime:

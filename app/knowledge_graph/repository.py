@@ -99,6 +99,10 @@ async def scenarios(session: AsyncSession, graph_id: str) -> list[Scenario]:
     return [_scenario(r) for r in rows]
 
 
+async def scenario_ids(session: AsyncSession, graph_id: str) -> set[str]:
+    return set((await session.scalars(select(GraphScenario.id).where(GraphScenario.graph_id == graph_id))).all())
+
+
 async def load(session: AsyncSession, graph_id: str) -> KnowledgeGraph | None:
     graph = await session.get(Graph, graph_id)
     if graph is None:
@@ -139,6 +143,13 @@ async def remove(session: AsyncSession, graph_id: str) -> None:
     for model in (GraphNode, GraphEdge, GraphScenario):
         await session.execute(delete(model).where(model.graph_id == graph_id))
     await session.execute(delete(Graph).where(Graph.id == graph_id))
+
+
+async def lock(session: AsyncSession, graph_id: str, *, shared: bool = False):
+    """The graph's version, its row locked until the transaction ends: shared by runs being created on it,
+    exclusive for a replacement or a deletion, so neither slips between the other's check and its write.
+    None if it does not exist. (SQLite's write transactions take turns anyway.)"""
+    return await session.scalar(select(Graph.created_at).where(Graph.id == graph_id).with_for_update(read=shared))
 
 
 async def version(session: AsyncSession, graph_id: str):

@@ -106,6 +106,7 @@ async def create(session: AsyncSession, document: GraphDocument, tenant: str) ->
 async def replace(session: AsyncSession, document: GraphDocument, tenant: str, runs_on_graph: RunsOnGraph) -> None:
     """Swaps the tenant's graph for the document; refused (409) while a run on it is queued or running,
     since a run keeps the version it started with by refusal, not by a copy."""
+    await repository.lock(session, document.id)
     await require_changeable(session, document.id, tenant)
     if active := await runs_on_graph(session, document.id, active_only=True):
         raise Conflict(f"graph {document.id!r} is in use by {active} queued or running run(s); "
@@ -115,6 +116,7 @@ async def replace(session: AsyncSession, document: GraphDocument, tenant: str, r
 
 async def delete(session: AsyncSession, graph_id: str, tenant: str, runs_on_graph: RunsOnGraph) -> None:
     """Removes the tenant's graph; refused (409) while any run, finished or not, refers to it."""
+    await repository.lock(session, graph_id)
     await require_changeable(session, graph_id, tenant)
     if runs := await runs_on_graph(session, graph_id, active_only=False):
         raise Conflict(f"graph {graph_id!r} is in use by {runs} run(s); delete them first (DELETE /runs/{{id}})")

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from app.auth import OPEN_TENANT
 from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.core import Services
+from app.db import serialize_on
 from app.errors import Conflict, TooManyRequests
 from app.runs.status import RunStatus
 from app.events.service import new_id
@@ -47,6 +48,8 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
     if graph is None:
         raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
     scenario_ids = body.scenario_ids or list(graph.scenarios)
+    if not scenario_ids:  # a graph without scenarios, or one read as it was being deleted
+        raise invalid("graph_id", f"graph {body.graph_id!r} has no scenarios to train on")
     caps = svc.settings
     if len(scenario_ids) > caps.max_scenarios_per_run:
         raise invalid("scenario_ids", f"{len(scenario_ids)} scenarios is over the cap MAX_SCENARIOS_PER_RUN="
@@ -109,6 +112,18 @@ async def _replay(svc: Services, tenant: str, key: str, body_hash: str) -> RunCr
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=None, webhook_secret_note=note, links=links(run.id))
 
 
+async def _still_fits(session, config: EffectiveConfig) -> None:
+    """The graph the run was validated against, locked until the run is stored: a replacement or deletion
+    waits for it (and is then refused, the graph being in use), or went first and is seen here. Read in
+    the transaction's own session: a second connection could wait on a pool its peers hold."""
+    if await graphs.lock(session, config.graph_id, shared=True) is None:
+        raise invalid("graph_id", f"unknown graph {config.graph_id!r}; see GET /graphs")
+    gone = sorted({*config.scenario_ids, config.target_scenario_id} - await graphs.scenario_ids(session, config.graph_id))
+    if gone:
+        raise Conflict(f"graph {config.graph_id!r} was replaced while the run was being created and no longer has "
+                       f"scenario(s) {gone}; start the run again")
+
+
 async def create_run(
     svc: Services, body: LearnLoopRequest, idempotency_key: str | None = None, tenant: str = OPEN_TENANT,
 ) -> tuple[RunCreated, bool]:
@@ -125,17 +140,22 @@ async def create_run(
     )
     try:
         async with svc.db.transaction() as session:
+            await serialize_on(session, f"runs-of-tenant:{tenant}")  # the cap's count and the insert, one at a time
             active = await session.scalar(select(func.count()).select_from(Run).where(
                 Run.tenant == tenant, Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))))
             if active >= svc.settings.max_active_runs_per_tenant:
                 raise TooManyRequests(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
                                       f"{svc.settings.max_active_runs_per_tenant}; retry when one ends", retry_after_s=30)
+            await _still_fits(session, config)
             session.add(run)
             if idempotency_key:
                 await session.flush()
                 session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))
     except IntegrityError:  # a concurrent request with the same key won the race
-        return await _replay(svc, tenant, idempotency_key, body_hash), True
+        replayed = await _replay(svc, tenant, idempotency_key, body_hash) if idempotency_key else None
+        if replayed is None:
+            raise Conflict("the run could not be stored as it was validated; retry") from None
+        return replayed, True
     await workflow.enqueue(run.id)
     note = "shown once: keep it, later responses never include it" if secret else None
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id)), False
