@@ -69,7 +69,8 @@ class GraphCache:
                 cached = self._graphs[graph_id] = (version, graph)
                 while len(self._graphs) > self.size:
                     self._graphs.popitem(last=False)
-        self._graphs.move_to_end(graph_id)
+        if graph_id in self._graphs:  # a concurrent deletion may have dropped it meanwhile
+            self._graphs.move_to_end(graph_id)
         return cached[1]
 
     def invalidate(self, graph_id: str) -> None:
