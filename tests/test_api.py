@@ -53,6 +53,7 @@ def test_auth(server, client):
         ({"seed": "x"}, "seed"), ({"seed": 1e40}, "seed"), ({"seed": 2**80}, "seed"), ({"iterations": -5}, "iterations"),
         ({"iterations": 10**30}, "iterations"), ({"learning_rate": 1e308}, "learning_rate"), ({"max_turns": 2.5}, "max_turns"),
         ({"webhook_url": "ftp://example.com/x"}, "webhook_url"), ({"webhook_url": "not a url"}, "webhook_url"),
+        ({"webhook_url": "https://user:pass@example.com/hooks"}, "webhook_url"), ({"webhook_url": "https://user@example.com/x"}, "webhook_url"),
         ({"backend": "gpu"}, "backend"), ({"graph_id": "nope"}, "graph_id"),
         ({"scenario_ids": []}, "scenario_ids"), ({"scenario_ids": ["nope"]}, "scenario_ids"),
         ({"scenario_ids": [SCENARIO, SCENARIO]}, "scenario_ids"), ({"target_scenario_id": "nope"}, "target_scenario_id"),

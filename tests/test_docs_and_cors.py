@@ -103,6 +103,8 @@ async def test_openapi_is_valid_with_stable_unique_operation_ids(client):
     for op in operations:
         assert op.get("summary") and op.get("description"), op["operationId"]
     assert not any(path.startswith(("/docs", "/redoc")) for path in spec["paths"])
+    for path, method, code in (("/learn-loop", "post", "429"), ("/runs/{run_id}/export", "get", "503")):  # refusals a client must handle
+        assert "Retry-After" in spec["paths"][path][method]["responses"][code]["headers"], (path, code)
 
 
 def test_every_list_is_a_named_page_with_has_more():

@@ -66,12 +66,14 @@ async def test_graphs_belong_to_their_tenant_and_the_demo_is_shared(clients):
 
 async def test_webhook_secrets_are_shown_once_and_urls_redacted(clients):
     alice, _ = clients
-    body = BODY | {"webhook_url": "http://user:pass@127.0.0.1:9/hooks?token=abc"}
+    refused = await alice.post("/learn-loop", json=BODY | {"webhook_url": "http://user:s3cr3t@127.0.0.1:9/hooks"})
+    assert refused.status_code == 422 and "credentials" in refused.text and "s3cr3t" not in refused.json()["detail"][0]["msg"]
+    body = BODY | {"webhook_url": "http://127.0.0.1:9/hooks?token=abc"}
     first = await alice.post("/learn-loop", json=body, headers={"Idempotency-Key": "with-secret"})
     replay = await alice.post("/learn-loop", json=body, headers={"Idempotency-Key": "with-secret"})
     assert first.json()["webhook_secret"].startswith("whsec_")
     assert replay.status_code == 200 and replay.json()["webhook_secret"] is None
     assert "shown once" in replay.json()["webhook_secret_note"]
     run = (await alice.get(f"/runs/{first.json()['run_id']}")).json()
-    assert run["config"]["webhook_url"] == "http://***@127.0.0.1:9/hooks?***"
-    assert "pass" not in str(run) and "abc" not in str(run)
+    assert run["config"]["webhook_url"] == "http://127.0.0.1:9/hooks?***"
+    assert "abc" not in str(run)

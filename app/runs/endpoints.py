@@ -28,12 +28,15 @@ router = APIRouter(tags=["runs"])
 MAX_ITERATION = 2**31 - 1  # iteration numbers are 32-bit integers in the database
 IterationNumber = Path(ge=0, le=MAX_ITERATION, description="0 is the baseline.")
 CONFLICT = {409: {"model": ErrorOut, "description": "The run's state does not allow it"}}
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
 @router.post(
     "/learn-loop", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED, summary="Start a learning loop",
     responses={200: {"model": RunCreated, "description": "Replay of an earlier request with the same Idempotency-Key"},
-               409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"}, **BODY_ERRORS},
+               409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"},
+               429: {"model": ErrorOut, "headers": RETRY_AFTER,
+                     "description": "The tenant has MAX_ACTIVE_RUNS_PER_TENANT runs queued or running"}, **BODY_ERRORS},
 )
 async def create_learn_loop(
     body: LearnLoopRequest, response: Response, svc: ServicesDep, tenant: TenantDep,
@@ -233,7 +236,9 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Respon
 
 
 EXPORT = {200: {"content": {"application/x-ndjson": {
-    "schema": {"type": "string", "description": "JSON Lines: the run first, then each iteration with its trajectories."}}}}}
+    "schema": {"type": "string", "description": "JSON Lines: the run first, then each iteration with its trajectories."}}}},
+          503: {"model": ErrorOut, "headers": RETRY_AFTER,
+                "description": "No database connection is free: nothing was sent; retry (an export is never cut short)"}}
 
 
 class _HeldStream(StreamingResponse):

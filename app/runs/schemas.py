@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from app.agent.schemas import Email, FinalEmail, PublishedEmail, ScenarioContext
 from app.runs.status import RunError, RunStatus
@@ -21,7 +21,18 @@ class LearnLoopRequest(RunConfig):
                                           "webhook_url": "https://example.com/hooks/codreamer"}]},
     )
 
-    webhook_url: AnyHttpUrl | None = Field(None, description="Receives this run's events, signed (Standard Webhooks).")
+    webhook_url: AnyHttpUrl | None = Field(
+        None, description="Receives this run's events, signed (Standard Webhooks). No credentials (`user:pass@`): "
+        "the receiver authenticates the service by the signature.")
+
+    @field_validator("webhook_url")
+    @classmethod
+    def no_credentials(cls, url: AnyHttpUrl | None) -> AnyHttpUrl | None:
+        """They would be kept with the run and never sent: a receiver verifies the signature instead."""
+        if url is not None and (url.username or url.password):
+            raise ValueError("webhook_url must not carry credentials (user:pass@); the receiver verifies the "
+                             "webhook-signature header with the run's webhook_secret instead")
+        return url
 
 
 class EffectiveConfig(RunConfig):
