@@ -1,12 +1,15 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]  # the tree under test, not whichever copy is installed
 
 
 def codreamer(*args, cwd):
     """The command line in its own process, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "TQDM_DISABLE": "1", "COLUMNS": "200"})
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1", "COLUMNS": "200"})
 
 
 def test_bad_graph_file_names_the_culprit(tmp_path):
