@@ -82,6 +82,7 @@ class Process:
     api: Services
     executor: Executor | None = None
     relay: WebhookRelay | None = None
+    housekeeper: Housekeeper | None = None
     background: list[asyncio.Task] = field(default_factory=list)  # the relay and the housekeeping
 
 
@@ -142,16 +143,17 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
         worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
     )
     if worker:
-        housekeeper = Housekeeper(db, settings)
+        process.housekeeper = housekeeper = Housekeeper(db, settings)
         await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
         process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
 
 
+# How long the relay's poll or the housekeeping round in progress gets to finish at shutdown.
+BACKGROUND_STOP_S = 10.0
+
+
 async def stop(process: Process) -> None:
-    for task in process.background:
-        task.cancel()
-    # wait for them to unwind, so no session of theirs is still open when the engine is disposed
-    await asyncio.gather(*process.background, return_exceptions=True)
+    await stop_background(process)
     if process.relay is not None:
         await process.relay.close()
     interrupted = await drain(process.api.settings)
@@ -166,6 +168,26 @@ async def stop(process: Process) -> None:
     executor.install(None)
     await process.api.feed.close()
     await process.api.db.close()
+
+
+async def stop_background(process: Process) -> None:
+    """Stops the relay and the housekeeping between two rounds, so that no session of theirs is open when the engine
+    is disposed.
+
+    They are asked to stop, not cancelled: a cancellation can land while a session hands its connection back to the
+    pool (the rollback that resets it), which SQLAlchemy then logs as a traceback and abandons the connection, its
+    driver thread still working for an event loop that is about to close. Only a round stuck longer than
+    BACKGROUND_STOP_S (a database that does not answer) is cancelled.
+    """
+    for loop in (process.relay, process.housekeeper):
+        if loop is not None:
+            loop.stop()
+    if not process.background:
+        return
+    _, stuck = await asyncio.wait(process.background, timeout=BACKGROUND_STOP_S)
+    for task in stuck:
+        task.cancel()
+    await asyncio.gather(*process.background, return_exceptions=True)
 
 
 async def drain(settings: Settings) -> set[asyncio.Task]:

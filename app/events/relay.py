@@ -87,6 +87,7 @@ class WebhookRelay:
         self.slots_per_run = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
         self.lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
         self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._sending = 0  # this worker's attempts in flight; the database counts every worker's per run
         self._tasks: set[asyncio.Task] = set()
         self._client = httpx.AsyncClient(
@@ -97,12 +98,17 @@ class WebhookRelay:
     def wake(self) -> None:
         self._wake.set()
 
+    def stop(self) -> None:
+        """`run_forever` returns after the poll in progress, if any: a poll is never cut off mid-transaction."""
+        self._stopping.set()
+        self._wake.set()
+
     @property
     def in_flight(self) -> int:
         return self._sending
 
     async def run_forever(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             self._wake.clear()
             try:
                 await self.fill_slots()

@@ -30,16 +30,24 @@ class Housekeeper:
         self.db = db
         self.settings = settings
         self.executor_id = settings.executor_id
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """`run_forever` returns after the round in progress, if any: a round is never cut off mid-transaction."""
+        self._stopping.set()
 
     async def run_forever(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.beat()
                 await self.take_over_dead_workers()
                 await self.reconcile()
             except Exception as exc:  # a database outage: the next round tries again
                 log.warning("worker housekeeping skipped a round: %s", type(exc).__name__)
-            await asyncio.sleep(self.settings.worker_heartbeat_s)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.settings.worker_heartbeat_s)
+            except TimeoutError:
+                pass
 
     async def beat(self) -> None:
         async with self.db.transaction() as session:
