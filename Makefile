@@ -1,4 +1,5 @@
-# The two commands of the README: `make serve` (the service on the embedded default) and `make test`.
+# The two commands of the README: `make serve` (the service on the embedded default) and `make test`;
+# `make test-unit`, `test-service` and `test-e2e` run one kind of test each.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast bench
+.PHONY: install serve run test test-fast test-unit test-service test-e2e bench
 install: $(BIN)/codreamer
 
 serve: install
@@ -18,12 +19,39 @@ serve: install
 run: install
 	$(BIN)/codreamer run --iterations 10
 
-test: install  # in two workers, then the tests that must run alone
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not serial"
-	$(BIN)/python -m pytest -m serial
+# Tests by kind (tests/unit, tests/service, tests/e2e); ARGS passes more to pytest (ARGS="-x --durations=20").
+# Two workers, a test file per worker at a time: a module's server or app starts once, and the files
+# are handed out in collection order (e2e, service, unit), the longest kinds first.
+PYTEST := $(BIN)/python -m pytest
+PARALLEL := -n 2 --dist loadfile
+ARGS ?=
 
-test-fast: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not serial"
+# $(1): the tests. The part in two workers, then the tests marked serial (they restart PostgreSQL) alone;
+# the serial part runs even when the first failed, and the target fails when either did.
+define parallel_then_serial
+	@parallel=0; serial=0; \
+	$(PYTEST) $(PARALLEL) -m "not serial" $(ARGS) $(1) || parallel=$$?; \
+	$(PYTEST) -m serial $(ARGS) $(1) || serial=$$?; \
+	if [ $$serial -eq 5 ]; then serial=0; fi; \
+	echo "tests in two workers: $$([ $$parallel -eq 0 ] && echo passed || echo "FAILED (exit $$parallel)");" \
+	     "tests run alone: $$([ $$serial -eq 0 ] && echo passed || echo "FAILED (exit $$serial)")"; \
+	[ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
+endef
+
+test: install  # the whole suite, as CI runs it (.ci/run)
+	$(call parallel_then_serial,tests)
+
+test-fast: install  # all but the cases marked slow (and the serial one)
+	$(PYTEST) $(PARALLEL) -m "not slow and not serial" $(ARGS)
+
+test-unit: install  # pure functions, in one process (a second worker costs more imports than it saves)
+	$(PYTEST) $(ARGS) tests/unit
+
+test-service: install  # the app in process: ASGI, DBOS, the model server, SQLite and PostgreSQL
+	$(PYTEST) $(PARALLEL) $(ARGS) tests/service
+
+test-e2e: install  # real processes, kill -9, chromium, Schemathesis; then the PostgreSQL restart alone
+	$(call parallel_then_serial,tests/e2e)
 
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"

@@ -1,18 +1,70 @@
 """Loopback stand-ins for remote services that cannot be reached from here, speaking their real
-protocols over real HTTP: the W&B Training API that `art.ServerlessBackend` calls, and a
-misbehaving OpenAI-compatible judge."""
+protocols over real HTTP: the W&B Training API that `art.ServerlessBackend` calls, OpenAI-compatible
+models and judges that misbehave, and webhook receivers.
 
+Each is a `LoopbackStandIn`: one server on a free loopback port, run by a daemon thread of the
+test process, stopped by `close()` (or by leaving a `with` block)."""
+
+import asyncio
 import json
 import re
 import secrets
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
 
 from app.backends.embedded.policy import Checkpoint
 from app.backends.embedded.server import LoopbackServer, policy_turn
 
 
-class WandbTrainingStandIn:
+class LoopbackStandIn:
+    """A server on a free loopback port, in a daemon thread of this process.
+
+    `server` is an ASGI app (served by uvicorn: the JSON APIs) or a `BaseHTTPRequestHandler` class
+    (served by `http.server`: for receivers that write the bytes on the wire themselves).
+    """
+
+    def __init__(self, server: FastAPI | type[BaseHTTPRequestHandler]):
+        if isinstance(server, type) and issubclass(server, BaseHTTPRequestHandler):
+            self._http = ThreadingHTTPServer(("127.0.0.1", 0), server)
+            self.port = self._http.server_address[1]
+            threading.Thread(target=self._http.serve_forever, daemon=True).start()
+            self._asgi = None
+        else:
+            self._http = None
+            self._asgi = LoopbackServer(server)
+            self._asgi.start()
+            self.port = self._asgi.port
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """Where an OpenAI-compatible client points."""
+        return f"{self.origin}/v1"
+
+    def close(self) -> None:
+        if self._asgi is not None:
+            self._asgi.stop()
+        else:
+            self._http.shutdown()
+            self._http.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class WandbTrainingStandIn(LoopbackStandIn):
     """Models, checkpoints, training jobs with their events, and chat completions (the embedded policy)."""
 
     def __init__(self, api_key: str):
@@ -27,8 +79,6 @@ class WandbTrainingStandIn:
         @app.middleware("http")
         async def authenticate(request: Request, call_next):
             if request.headers.get("authorization") != f"Bearer {self.api_key}":
-                from fastapi.responses import JSONResponse
-
                 return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
             return await call_next(request)
 
@@ -89,15 +139,10 @@ class WandbTrainingStandIn:
                 "usage": {"prompt_tokens": 1, "completion_tokens": len(tokens), "total_tokens": 1 + len(tokens)},
             }
 
-        self.server = LoopbackServer(app)
-        self.server.start()
-        self.base_url = self.server.base_url
-
-    def close(self) -> None:
-        self.server.stop()
+        super().__init__(app)
 
 
-class UnreliableJudge:
+class UnreliableJudge(LoopbackStandIn):
     """An OpenAI-compatible judge that answers RULER requests badly, in a fixed rotation."""
 
     BEHAVIOURS = ("out_of_range", "malformed", "wrong_count", "good")
@@ -124,21 +169,13 @@ class UnreliableJudge:
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
             }
 
-        self.server = LoopbackServer(app)
-        self.server.start()
-        self.base_url = self.server.base_url
-
-    def close(self) -> None:
-        self.server.stop()
+        super().__init__(app)
 
 
-class SwitchableProxy:
+class SwitchableProxy(LoopbackStandIn):
     """An OpenAI-compatible endpoint that forwards to another one, or answers 503 while `down`."""
 
     def __init__(self, upstream: str):
-        import httpx
-        from fastapi.responses import JSONResponse, Response
-
         self.down = False
         self.refused = 0
         app = FastAPI()
@@ -155,20 +192,13 @@ class SwitchableProxy:
                 )
             return Response(upstream_response.content, upstream_response.status_code, media_type="application/json")
 
-        self.server = LoopbackServer(app)
-        self.server.start()
-        self.base_url = self.server.base_url
-
-    def close(self) -> None:
-        self.server.stop()
+        super().__init__(app)
 
 
-class HangingModel:
+class HangingModel(LoopbackStandIn):
     """An OpenAI-compatible endpoint that answers only after `delay` seconds."""
 
     def __init__(self, delay: float):
-        import asyncio
-
         self.calls = 0
         app = FastAPI()
 
@@ -178,15 +208,10 @@ class HangingModel:
             await asyncio.sleep(delay)
             return {"error": "too late"}
 
-        self.server = LoopbackServer(app)
-        self.server.start()
-        self.base_url = self.server.base_url
-
-    def close(self) -> None:
-        self.server.stop()
+        super().__init__(app)
 
 
-class RecordingModel:
+class RecordingModel(LoopbackStandIn):
     """A fixed (untrainable) OpenAI-compatible chat model that records every request it receives.
 
     It answers with the embedded policy's untrained checkpoint, which acts only on what the
@@ -208,9 +233,83 @@ class RecordingModel:
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
 
-        self.server = LoopbackServer(app)
-        self.server.start()
-        self.base_url = self.server.base_url
+        super().__init__(app)
+
+
+class Receiver(LoopbackStandIn):
+    """A webhook receiver on loopback; `answer(n)` gives (status, delay seconds) for the n-th request."""
+
+    def __init__(self, answer=lambda n: (200, 0.0)):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
+                with receiver._lock:
+                    n = len(receiver.requests)
+                    status, delay = receiver.answer(n)
+                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status, "at": time.time()})
+                time.sleep(delay)
+                self.send_response(status)
+                if status in (301, 302, 307):
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(Handler)
+        self.url = f"{self.origin}/hooks"
+
+    def delivered(self) -> list[dict]:
+        """Requests answered 2xx, as (headers, parsed body)."""
+        with self._lock:
+            return [r for r in self.requests if 200 <= r["status"] < 300]
+
+
+class DripReceiver(LoopbackStandIn):
+    """Answers every POST one byte per `interval` seconds (81 bytes: 81 s at 1 s), on loopback."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 16\r\n\r\n" + b"x" * 16
+
+    def __init__(self, interval: float = 1.0):
+        self.requests: list[dict] = []
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                request = {"id": self.headers.get("webhook-id"), "at": time.time(), "ended": None}
+                with receiver._lock:
+                    receiver.requests.append(request)
+                try:
+                    for byte in receiver.ANSWER:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        if receiver._stop.wait(interval):
+                            break
+                except OSError:  # the sender hung up (its deadline)
+                    pass
+                request["ended"] = time.time()
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(Handler)
+        self.url = f"{self.origin}/hooks"
+
+    def per_event(self) -> Counter:
+        with self._lock:
+            return Counter(r["id"] for r in self.requests)
 
     def close(self) -> None:
-        self.server.stop()
+        self._stop.set()
+        super().close()

@@ -1,4 +1,5 @@
-"""Real processes and servers for end-to-end tests: `codreamer serve`, a webhook receiver, databases."""
+"""Real processes for the service and end-to-end tests: `codreamer serve` and `worker`, databases, a TCP
+proxy that can go down, and the helpers that wait on them (the stand-in servers are in standins.py)."""
 
 import asyncio
 import json
@@ -11,7 +12,6 @@ import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -158,45 +158,6 @@ def wait_for_status(client: httpx.Client, run_id: str, statuses=("succeeded", "f
     return wait_for(lambda: (run := client.get(f"/runs/{run_id}").json())["status"] in statuses and run, timeout)
 
 
-class Receiver:
-    """A webhook receiver on loopback; `answer(n)` gives (status, delay seconds) for the n-th request."""
-
-    def __init__(self, answer=lambda n: (200, 0.0)):
-        self.answer = answer
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
-                with receiver._lock:
-                    n = len(receiver.requests)
-                    status, delay = receiver.answer(n)
-                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status, "at": time.time()})
-                time.sleep(delay)
-                self.send_response(status)
-                if status in (301, 302, 307):
-                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def delivered(self) -> list[dict]:
-        """Requests answered 2xx, as (headers, parsed body)."""
-        with self._lock:
-            return [r for r in self.requests if 200 <= r["status"] < 300]
-
-    def close(self) -> None:
-        self.server.shutdown()
-
-
 def postgres_available() -> str | None:
     """None when PostgreSQL answers, else why not. On CI it must answer (`.ci/run` starts it)."""
     try:
@@ -206,13 +167,17 @@ def postgres_available() -> str | None:
         return f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL} ({exc.__class__.__name__}); set TEST_POSTGRES_URL"
 
 
+def skip_unless_ci(reason: str, on_ci: str) -> None:
+    """Skips here with the reason; on CI (`CI` set, as `CI=true`) fails instead: there it must run."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: {on_ci}")
+    pytest.skip(reason)
+
+
 def require_postgres() -> None:
     reason = postgres_available()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}: on CI the PostgreSQL tests must run")
-    pytest.skip(reason)
+    if reason is not None:
+        skip_unless_ci(reason, "on CI the PostgreSQL tests must run")
 
 
 class FreshPostgresDatabase:
@@ -259,6 +224,12 @@ async def lifespan(app):
         await task
 
 
+async def chunked(data: bytes, size: int = 512):
+    """A request body sent in chunks, without a Content-Length."""
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
 def connect(app) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
@@ -272,6 +243,22 @@ def assert_exactly_once(client: httpx.Client, run_id: str, iterations: int) -> N
     assert [i["training"]["step"] for i in recorded[1:]] == list(range(1, iterations + 1))
     completed = [e["data"]["iteration"] for e in events(client, run_id) if e["type"] == "iteration.completed"]
     assert completed == list(range(iterations + 1))
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a zombie nobody has reaped yet: either way it no longer runs."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def wait_until(predicate, timeout: float = 30) -> None:
+    """`wait_for` for async tests: polls a plain predicate without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
 
 
 async def finished(client: httpx.AsyncClient, run_id: str, timeout: float = 120) -> dict:

@@ -9,13 +9,14 @@ import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra: make install")
 
-from tests.support import Receiver, Server, wait_for, wait_for_status
+from tests.standins import Receiver
+from tests.support import Server, wait_for, wait_for_status
 
 pytestmark = pytest.mark.slow
 KEY = "dashboard-key"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 # The README's screenshot is rewritten only on request: UPDATE_SCREENSHOT=1 make test
-README_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "dashboard.png"
+README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 

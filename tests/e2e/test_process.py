@@ -1,11 +1,10 @@
 """The `codreamer` process as an operator meets it: start-up failures are one line, stops are clean.
 
-Real subprocesses: a taken port, an unreachable database, SIGTERM to an idle server and to one
+Real subprocesses: a taken port, an unreachable database, production without API keys, SIGTERM to an idle server and to one
 with a run in flight (restarted with the same EXECUTOR_ID, the run resumes and finishes), and a
 cancel, which the server logs as one line.
 """
 
-import logging
 import os
 import signal
 import socket
@@ -15,7 +14,6 @@ import time
 
 import pytest
 
-from app import logs
 from app.knowledge_graph.service import demo_document
 from tests.support import Server, assert_exactly_once, free_port, wait_for, wait_for_status
 
@@ -68,42 +66,14 @@ def test_an_invalid_database_url_does_not_echo_it(tmp_path):
     assert "secret" not in result.stdout + result.stderr
 
 
-def dbos_records(*records: tuple[int, str, BaseException | None]) -> list[logging.LogRecord]:
-    """What DBOS's logger lets through, with the filter installed."""
-    kept = []
-    line = logs.CancellationLine()
-    for level, message, exc in records:
-        record = logging.LogRecord("dbos", level, __file__, 1, message, (), (type(exc), exc, None) if exc else None)
-        if line.filter(record):
-            kept.append(record)
-    return kept
-
-
-def test_a_cancellation_traceback_becomes_one_line_per_run_and_other_errors_stay():
-    from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSException, DBOSWorkflowCancelledError
-
-    chained = RuntimeError("outer")
-    chained.__context__ = DBOSWorkflowCancelledError("Workflow run_b was cancelled")
-    kept = dbos_records(
-        (logging.WARNING, "Workflow run_a is no longer owned by this execution. Waiting for the owner's recorded outcome", None),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", DBOSAwaitedWorkflowCancelledError("run_a.2")),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", DBOSAwaitedWorkflowCancelledError("run_a.2")),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", chained),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", ValueError("a real failure")),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", DBOSException("System database accessed before DBOS was launched")),
+def test_production_without_api_keys_refuses_to_start(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "API_KEYS"} | {"ENVIRONMENT": "production"}
+    result = subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", "serve", "--port", "1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )
-    shown = [(r.levelno, r.getMessage(), r.exc_info is not None) for r in kept if r.levelno >= logging.WARNING]
-    assert shown == [
-        (logging.WARNING, "run run_a cancelled", False),
-        (logging.WARNING, "run run_b cancelled", False),
-        (logging.ERROR, "Exception encountered in asynchronous workflow:", True),  # not a cancellation: kept whole
-    ]
-
-
-def test_masked_urls():
-    assert logs.masked_url("postgresql://u:secret@127.0.0.1:1/db") == "postgresql://u:***@127.0.0.1:1/db"
-    assert logs.masked_url("postgresql://u@host/db?password=x&sslmode=require") == "postgresql://u@host/db?password=***&sslmode=require"
-    assert logs.masked_url("sqlite:///./data/codreamer.sqlite") == "sqlite:///./data/codreamer.sqlite"
+    assert result.returncode == 1
+    assert "API_KEYS" in result.stdout + result.stderr and "refusing to start" in result.stdout + result.stderr
 
 
 def sigterm(server: Server, timeout: float = 60) -> int:

@@ -4,7 +4,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from app.knowledge_graph.service import demo_document
-from tests.support import FreshPostgresDatabase, Receiver, Server, events, parse, require_postgres, wait_for, wait_for_status
+from tests.standins import Receiver
+from tests.support import FreshPostgresDatabase, Server, events, parse, require_postgres, wait_for, wait_for_status
 
 pytestmark = pytest.mark.slow
 SCENARIOS = [s.id for s in demo_document().scenarios[:2]]

@@ -1,14 +1,8 @@
 """The embedded backend through ART's own entry points, over real HTTP on loopback."""
 
-import asyncio
-import inspect
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import art
 import httpx
@@ -22,20 +16,7 @@ from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
 from app.agent.prompt import initial_messages
 from app.agent.tools import TOOLS
-
-# The eight members NOTES.md lists for art.Backend in openpipe-art 0.5.18.
-BACKEND_MEMBERS = {
-    "_model_inference_name", "close", "register", "_get_step", "_delete_checkpoint_files",
-    "_prepare_backend_for_training", "train", "_train_sft",
-}
-
-
-def test_backend_protocol_is_the_one_we_implement(backend):
-    protocol_members = {name for name in vars(art.Backend) if not name.startswith("__") and callable(getattr(art.Backend, name))}
-    assert protocol_members == BACKEND_MEMBERS, "art.Backend changed: update EmbeddedBackend and this pin"
-    for name in BACKEND_MEMBERS:
-        ours, theirs = inspect.signature(getattr(backend, name)), inspect.signature(getattr(art.Backend, name))
-        assert list(theirs.parameters)[1:len(ours.parameters) + 1][: len(ours.parameters)] == list(ours.parameters)[: len(theirs.parameters) - 1] or name == "train"
+from tests.support import process_gone, wait_until
 
 
 async def _groups(model, scenario_ids, k=4):
@@ -149,28 +130,13 @@ async def test_close_stops_the_server_and_leaves_the_process(backend):
             await http.get(f"{url}/models")
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie nobody has reaped yet: either way it no longer runs."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-async def _wait_until(predicate, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.1)
-
-
 async def test_the_model_server_runs_in_its_own_process_and_stops_with_the_backend(backend):
     model = art.TrainableModel(name="apart", project="p", base_model="embedded", report_metrics=[])
     await model.register(backend)
     pid = await backend.server_pid()
-    assert pid != os.getpid() and not _gone(pid)
+    assert pid != os.getpid() and not process_gone(pid)
     await backend.close()
-    assert _gone(pid)
+    assert process_gone(pid)
 
 
 async def test_a_model_server_that_dies_is_restarted_with_every_checkpoint(backend, tmp_path, monkeypatch):
@@ -183,7 +149,7 @@ async def test_a_model_server_that_dies_is_restarted_with_every_checkpoint(backe
     assert (await backend.train(model, groups)).step == 1
     pid = await backend.server_pid()
     os.kill(pid, signal.SIGKILL)
-    await _wait_until(lambda: _gone(pid))
+    await wait_until(lambda: process_gone(pid))
     assert await backend.server_pid() != pid  # the request waited in the socket's backlog for the new server
     async with httpx.AsyncClient(base_url=backend.base_url, headers={"Authorization": f"Bearer {backend.api_key}"}) as http:
         served = {m["id"] for m in (await http.get("/models")).json()["data"]}
@@ -201,33 +167,10 @@ async def test_a_model_server_that_keeps_dying_is_restarted_after_a_pause_not_gi
         pids.append(await backend.server_pid())  # waits in the backlog for each new server
         assert pids[-1] not in pids[:-1]
         os.kill(pids[-1], signal.SIGKILL)
-        await _wait_until(lambda: _gone(pids[-1]))
-    await _wait_until(lambda: backend.problem() is not None)
+        await wait_until(lambda: process_gone(pids[-1]))
+    await wait_until(lambda: backend.problem() is not None)
     assert "exited" in backend.problem() and "restarted in" in backend.problem()
     assert await backend.server_pid() not in pids  # it came back: a request made while it was down waited for it
     assert backend.problem() is None
 
 
-ORPHAN = """
-import asyncio, art
-from app.backends.embedded import EmbeddedBackend
-
-async def main():
-    backend = EmbeddedBackend()
-    await art.TrainableModel(name="orphan", project="p", base_model="embedded", report_metrics=[]).register(backend)
-    print(await backend.server_pid(), flush=True)
-    await asyncio.sleep(600)
-
-asyncio.run(main())
-"""
-
-
-async def test_the_model_server_exits_when_its_parent_is_killed(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], cwd=tmp_path, stdout=subprocess.PIPE)
-    try:
-        pid = int(await asyncio.to_thread(parent.stdout.readline))
-        assert not _gone(pid)
-    finally:
-        parent.kill()  # kill -9: no shutdown code of the parent runs
-        parent.wait()
-    await _wait_until(lambda: _gone(pid), timeout=15)

@@ -51,11 +51,6 @@ def flaky_judges(judge: UnreliableJudge) -> dict:
     return {"flaky": {"model": "openai/flaky-judge", "base_url": judge.base_url, "api_key": JUDGE_KEY}}
 
 
-def test_reserved_judge_names_are_refused():
-    with pytest.raises(ValueError, match="reserved"):
-        Settings(_env_file=None, judges={"default": {"model": "openai/x"}})
-
-
 async def test_a_run_names_one_of_the_configured_judges(unreliable_judge, learn):
     learned = await learn(
         LearnLoopRequest(iterations=1, scenario_ids=[demo_document().scenarios[0].id], rollouts_per_group=2, max_turns=2,

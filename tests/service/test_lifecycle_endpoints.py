@@ -16,7 +16,8 @@ from app.main import create_app
 from app.runs import workflow
 from app.runs.executor import current
 from app.settings import Settings
-from tests.support import Receiver, connect, finished, lifespan
+from tests.standins import Receiver
+from tests.support import connect, finished, lifespan
 
 SCENARIO = demo_document().scenarios[0].id
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [SCENARIO], "max_turns": 2}

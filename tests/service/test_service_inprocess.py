@@ -1,14 +1,12 @@
-"""The service path in process (httpx.ASGITransport): run endpoints, the workflow, the relay, and their formulas."""
+"""The service path in process (httpx.ASGITransport): run endpoints, the workflow, the relay, and the reward blend."""
 
 import asyncio
 
-import art
 import pytest
 from standardwebhooks import Webhook
 
 from app.backends.registry import create_model
-from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
-from app.knowledge_graph.schemas import GraphDocument
+from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
@@ -16,9 +14,9 @@ from app.loop.feedback import create_feedback
 from app.runs.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.main import create_app
-from app.runs.transitions import FULL_SCORES_MAX_NODES, TRUNCATED_TOP, webhook_scores
 from app.settings import Settings
-from tests.support import Receiver, connect, finished, lifespan
+from tests.standins import Receiver
+from tests.support import connect, finished, lifespan
 
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_turns": 4}
 
@@ -30,8 +28,6 @@ async def api(tmp_path_factory):
     app = create_app(settings)
     async with lifespan(app), connect(app) as client:
         yield client
-
-
 
 
 async def test_a_run_with_a_webhook_end_to_end(api):
@@ -128,35 +124,3 @@ async def test_the_reward_blend(backend, tmp_path):
         assert t.scenario_id == "scn-healthcare-cto" and t.email is not None
 
 
-def graph_of(size: int) -> KnowledgeGraph:
-    nodes = [{"id": f"n{i}", "type": "t", "title": "T", "text": "x"} for i in range(size)]
-    scenario = {"id": "s", "goal": "g", "seed_nodes": ["n0"],
-                "prospect": {"name": "N", "role": "R", "company": "C", "industry": "I", "pains": ["p"]}}
-    return KnowledgeGraph(GraphDocument.model_validate({"id": "g", "name": "g", "nodes": nodes, "edges": [], "scenarios": [scenario]}))
-
-
-def test_webhook_node_scores_are_whole_up_to_the_limit_then_top_plus_changes():
-    small = graph_of(FULL_SCORES_MAX_NODES)
-    assert webhook_scores(small, {"n1": 2.0}, {"n1": 2.0}) == {"node_scores": small.initial_scores | {"n1": 2.0}}
-
-    large = graph_of(FULL_SCORES_MAX_NODES + 1)
-    moved = {f"n{i}": 1.0 + i / 10_000 for i in range(1, 700)}
-    changed = {"n1": moved["n1"]}  # the lowest moved score: outside the top 500
-    scores = webhook_scores(large, moved, changed)
-    assert scores["truncated"] is True
-    assert len(scores["node_scores"]) == TRUNCATED_TOP + 1 == 501
-    top = sorted(moved, key=lambda n: -moved[n])[:TRUNCATED_TOP]
-    assert set(scores["node_scores"]) == set(top) | {"n1"}
-    few = webhook_scores(large, {"n5": 3.0}, {"n5": 3.0})["node_scores"]  # padded with unmoved nodes at 1.0
-    assert len(few) == TRUNCATED_TOP and few["n5"] == 3.0 and sorted(set(few.values())) == [1.0, 3.0]
-
-
-def test_a_trajectory_survives_storage_with_its_email(tmp_path):
-    from app.agent.schemas import Email
-    from app.loop.schemas import EmailTrajectory
-
-    original = EmailTrajectory(messages_and_choices=[{"role": "user", "content": "hi"}], scenario_id="s", rollout=3, turns=2,
-                               email=Email(subject="S", body="B", citations=["a"]), reward=0.5)
-    restored = EmailTrajectory.from_json(original.to_json())
-    assert (restored.scenario_id, restored.rollout, restored.turns, restored.email, restored.reward) == ("s", 3, 2, original.email, 0.5)
-    assert isinstance(art.TrajectoryGroup([restored]).trajectories[0], EmailTrajectory)

@@ -4,7 +4,6 @@ import hashlib
 
 import pytest
 
-from app.auth import parse_api_keys
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
@@ -13,16 +12,6 @@ from tests.support import connect, lifespan
 BOB_KEY = "bob-secret-key"
 KEYS = f"alice:alice-key,bob:sha256:{hashlib.sha256(BOB_KEY.encode()).hexdigest()},lonely-key"
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 2}
-
-
-def test_api_keys_name_their_tenant():
-    alice, bob, bare = parse_api_keys(KEYS.split(","))
-    assert (alice.tenant, bob.tenant) == ("alice", "bob")
-    assert bare.tenant.startswith("key-") and "lonely" not in bare.tenant
-    assert bob.digest == hashlib.sha256(BOB_KEY.encode()).digest()
-    with pytest.raises(ValueError, match="entry 1") as bad:
-        parse_api_keys(["carol:sha256:nothex"])
-    assert "nothex" not in str(bad.value)
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,10 @@ deadline) for one run, a healthy receiver for another.
 """
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import select
@@ -29,56 +27,11 @@ from app.main import create_app
 from app.runs import repository as runs_repository
 from app.runs.models import Run
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, Receiver, connect, lifespan, require_postgres
+from tests.standins import DripReceiver, Receiver
+from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_turns": 4}
 DEADLINE_S = 2.0
-
-
-class DripReceiver:
-    """Answers every POST one byte per `interval` seconds (81 bytes: 81 s at 1 s), on loopback."""
-
-    ANSWER = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 16\r\n\r\n" + b"x" * 16
-
-    def __init__(self, interval: float = 1.0):
-        self.requests: list[dict] = []
-        self._lock, self._stop = threading.Lock(), threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                request = {"id": self.headers.get("webhook-id"), "at": time.time(), "ended": None}
-                with receiver._lock:
-                    receiver.requests.append(request)
-                try:
-                    for byte in receiver.ANSWER:
-                        self.wfile.write(bytes([byte]))
-                        self.wfile.flush()
-                        if receiver._stop.wait(interval):
-                            break
-                except OSError:  # the sender hung up (its deadline)
-                    pass
-                request["ended"] = time.time()
-                self.close_connection = True
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def per_event(self) -> Counter:
-        with self._lock:
-            return Counter(r["id"] for r in self.requests)
-
-    def close(self) -> None:
-        self._stop.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 async def until(predicate, timeout: float, interval: float = 0.1):

@@ -1,27 +1,48 @@
 """GRPO on the embedded policy: advantages, clipping, KL and the direction of the update."""
 
+import json
+
 import art
+import httpx
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
 
 from app.backends.embedded.grpo import group_samples, grpo_update
 from app.backends.embedded.policy import Checkpoint, logprob_and_grad
+from app.backends.embedded.server import policy_turn
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
 
 
-@pytest.fixture
-async def group(backend):
-    """Eight real rollouts of one scenario from the initial policy."""
-    model = art.TrainableModel(name="grpo", project="p", base_model="embedded", report_metrics=[])
-    await model.register(backend)
+def policy_client(checkpoint: Checkpoint) -> AsyncOpenAI:
+    """An OpenAI client whose requests the policy answers in this process: the model server's chat
+    turn (`policy_turn`) without the server, so the rollouts are the ones it would serve."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        message, tokens = policy_turn(checkpoint, body)
+        return httpx.Response(200, json={
+            "id": "chatcmpl-unit", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls",
+                         "logprobs": {"content": tokens} if body.get("logprobs") else None}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": len(tokens), "total_tokens": 1 + len(tokens)},
+        })
+
+    return AsyncOpenAI(base_url="http://policy.invalid/v1", api_key="unit",
+                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+
+
+@pytest.fixture(scope="module")
+async def group():
+    """Eight real rollouts of one scenario from the initial policy (read, never changed, by the tests)."""
     graph = demo_graph()
     scenario = next(iter(graph.scenarios.values()))
-    client = AsyncOpenAI(base_url=model.inference_base_url, api_key=model.inference_api_key)
+    client = policy_client(Checkpoint.initial())
     trajectories = [
         await rollout(client, "grpo@0", graph, scenario, graph.initial_scores, max_turns=6, seed=i * 64) for i in range(8)
     ]
+    await client.close()
     for t in trajectories:  # reward long explorations: a preference the initial policy does not have
         t.reward = float(t.turns)
     assert len({t.reward for t in trajectories}) > 1

@@ -1,0 +1,41 @@
+"""Fixtures of the in-process service tests."""
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from app.knowledge_graph.schemas import GraphDocument
+from app.local import add_graph, local_service, run_to_end
+from app.runs import repository
+from app.runs.schemas import LearnLoopRequest
+from app.settings import Settings
+
+
+@dataclass
+class LearnedRun:
+    """A finished run as the API shows it: the run, and each iteration with its trajectories."""
+
+    run: dict
+    iterations: list[dict]
+
+    def rewards(self, iteration: int) -> float:
+        return self.iterations[iteration]["rewards"]["mean"]
+
+
+@pytest.fixture
+def learn(tmp_path):
+    """Runs a learning loop through the service's own workflow, in-process, on a fresh SQLite database."""
+
+    async def learn(request: LearnLoopRequest, document: GraphDocument | None = None, **settings) -> LearnedRun:
+        data_dir = tmp_path / uuid.uuid4().hex[:8]
+        async with local_service(data_dir, Settings(_env_file=None, **settings)) as process:
+            if document is not None:
+                await add_graph(process, document)
+            run = await run_to_end(process, request)
+            async with process.api.db.read() as session:
+                details = [await repository.iteration_detail(session, run["run_id"], i["iteration"])
+                           for i in await repository.iterations(session, run["run_id"])]
+        return LearnedRun(run, details)
+
+    return learn
