@@ -20,10 +20,12 @@ run: install
 	$(BIN)/codreamer run --iterations 10
 
 # Tests by kind (tests/unit, tests/service, tests/e2e); ARGS passes more to pytest (ARGS="-x --durations=20").
-# Two workers, a test file per worker at a time: a module's server or app starts once, and the files
-# are handed out in collection order (e2e, service, unit), the longest kinds first.
+# Two workers, a test file per worker at a time (--dist loadfile): a module's server or app starts
+# once, not once per worker. Files are handed out in collection order (e2e, service, unit: the longest
+# kinds first, the short unit files fill the end) rather than xdist's default, most tests first, which
+# left the long end-to-end files with few tests for last.
 PYTEST := $(BIN)/python -m pytest
-PARALLEL := -n 2 --dist loadfile
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ARGS ?=
 
 # $(1): the tests. The part in two workers, then the tests marked serial (they restart PostgreSQL) alone;
