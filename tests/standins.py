@@ -1,6 +1,6 @@
 """Loopback stand-ins for remote services that cannot be reached from here, speaking their real
 protocols over real HTTP: the W&B Training API that `art.ServerlessBackend` calls, OpenAI-compatible
-models and judges that misbehave, and webhook receivers.
+models and judges that misbehave, and webhook receivers (healthy, dripping, or answering 50 MB).
 
 Each is a `LoopbackStandIn`: one server on a free loopback port, run by a daemon thread of the
 test process, stopped by `close()` (or by leaving a `with` block)."""
@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 import secrets
+import socket
 import threading
 import time
 from collections import Counter
@@ -313,3 +314,45 @@ class DripReceiver(LoopbackStandIn):
     def close(self) -> None:
         self._stop.set()
         super().close()
+
+
+class HugeAnswerReceiver(LoopbackStandIn):
+    """Answers every POST with `status` and a 50 MB body, sent as fast as the client takes it."""
+
+    BODY_BYTES = 50 * 1024 * 1024
+    CHUNK = 64 * 1024
+
+    def __init__(self, status: int):
+        self.sent: list[int] = []  # per request: body bytes the kernel accepted before the client hung up
+        self.done = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, receiver.CHUNK)  # little in flight
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(status)
+                self.send_header("content-type", "application/octet-stream")
+                self.send_header("content-length", str(receiver.BODY_BYTES))
+                self.end_headers()
+                sent, chunk = 0, b"x" * receiver.CHUNK
+                try:
+                    while sent < receiver.BODY_BYTES:
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                except OSError:  # the relay hung up
+                    pass
+                receiver.sent.append(sent)
+                receiver.done.set()
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(Handler)
+        self.url = f"{self.origin}/hooks"

@@ -6,9 +6,6 @@ loopback, a real database, the real relay; the receiver counts the bytes it got 
 """
 
 import asyncio
-import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import art  # noqa: F401  (its httpx patch is what a worker runs with)
 import pytest
@@ -24,53 +21,7 @@ from app.knowledge_graph.service import demo_document
 from app.runs import repository as runs_repository
 from app.runs.models import Run
 from app.settings import Settings
-
-BODY_BYTES = 50 * 1024 * 1024
-CHUNK = 64 * 1024
-
-
-class HugeAnswerReceiver:
-    """Answers every POST with `status` and a 50 MB body, sent as fast as the client takes it."""
-
-    def __init__(self, status: int):
-        self.sent: list[int] = []  # per request: body bytes the kernel accepted before the client hung up
-        self.done = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self):
-                super().setup()
-                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHUNK)  # little in flight
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                self.send_response(status)
-                self.send_header("content-type", "application/octet-stream")
-                self.send_header("content-length", str(BODY_BYTES))
-                self.end_headers()
-                sent, chunk = 0, b"x" * CHUNK
-                try:
-                    while sent < BODY_BYTES:
-                        self.wfile.write(chunk)
-                        sent += len(chunk)
-                except OSError:  # the relay hung up
-                    pass
-                receiver.sent.append(sent)
-                receiver.done.set()
-                self.close_connection = True
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from tests.standins import HugeAnswerReceiver
 
 
 async def one_due_webhook(settings: Settings, url: str) -> None:
