@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# make serve PORT=8001 (HOST=0.0.0.0 to listen beyond this machine)
+PORT ?= 8000
+HOST ?= 127.0.0.1
 
 $(BIN)/codreamer: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +17,7 @@ $(BIN)/codreamer: pyproject.toml
 install: $(BIN)/codreamer
 
 serve: install
-	$(BIN)/codreamer serve
+	$(BIN)/codreamer serve --host $(HOST) --port $(PORT)
 
 run: install
 	$(BIN)/codreamer run --iterations 10
