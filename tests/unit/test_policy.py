@@ -3,7 +3,7 @@
 import pytest
 
 from app.agent.prompt import initial_messages
-from app.agent.schemas import Email
+from app.agent.schemas import Email, ScenarioContext
 from app.agent.tools import AgentTools
 from app.agent.transcript import SeenNode, Transcript, parse_transcript
 from app.backends.embedded.composer import angle_of, compose, is_context
@@ -43,8 +43,8 @@ def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
     angle = {"tone": "direct", "length": "long", "cta": "question"}
     subject, body = compose(prospect, seen, **angle, goal=scenario.goal)
     assert angle_of(without.body, prospect, scenario.goal) != angle  # not what it writes anyway
-    context = {"exemplar": {"subject": subject, "body": body, "citations": [n.id for n in cited], "reward": 0.9,
-                            "iteration": 1}, "playbook": []}
+    context = ScenarioContext.model_validate({"exemplar": {"subject": subject, "body": body, "citations": [n.id for n in cited],
+                                                           "reward": 0.9, "iteration": 1}, "playbook": []})
     kept, _ = _email(graph, scenario, context)
     assert {n.id for n in cited} <= set(kept.citations)
     assert angle_of(kept.body, prospect, scenario.goal) == angle
