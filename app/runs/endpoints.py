@@ -20,7 +20,7 @@ from app.runs import repository, service, transitions, workflow
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
-    IterationDetail, IterationList, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut,
+    EffectiveConfig, IterationDetail, IterationList, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut,
 )
 from app.runs.status import RunStatus
 
@@ -143,7 +143,7 @@ async def get_node_scores(
     over the run's scenarios (the mean of log-scores).
     """
     run = await _run_or_404(session, run_id, tenant)
-    scenario_ids = run.config["scenario_ids"]
+    scenario_ids = EffectiveConfig.model_validate(run.config).scenario_ids
     if scenario_id is not None and scenario_id not in scenario_ids:
         raise NotFound(f"scenario {scenario_id!r} among the scenarios of run {run_id!r} not found")
     graph = await svc.graphs.get(run.graph_id)
