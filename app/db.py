@@ -1,5 +1,6 @@
 """Database engine and sessions: one SQLAlchemy async code path for SQLite and PostgreSQL."""
 
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -149,9 +150,14 @@ def _chain(exc: BaseException):
         exc = exc.__cause__ or exc.__context__
 
 
+# Below this much free space on the SQLite file's disk, writes are about to fail (SQLite needs room for its journal).
+MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
+
+
 class Database:
     def __init__(self, settings: Settings):
         self.engine = create_engine(settings)
+        self._sqlite_folder = settings.sqlite_path.parent if settings.is_sqlite else None
         self._writers = async_sessionmaker(self.engine.execution_options(writer=True), expire_on_commit=False)
         # Reads need no transaction: autocommit saves a BEGIN and a COMMIT round trip per request.
         self._readers = async_sessionmaker(self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
@@ -166,6 +172,22 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         async with self._readers() as session:
             yield session
+
+    def problem(self) -> str | None:
+        """Why the embedded database cannot take writes now (its disk is full), for readiness; None otherwise.
+
+        A full disk fails every write while reads go on working, so `SELECT 1` alone would say ready.
+        """
+        if self._sqlite_folder is None:
+            return None  # PostgreSQL reports its own disk trouble as an error readiness already sees
+        try:
+            free = shutil.disk_usage(self._sqlite_folder).free
+        except OSError as exc:
+            return f"the database's folder {self._sqlite_folder} cannot be read: {exc.strerror}"
+        if free < MIN_FREE_DISK_BYTES:
+            return (f"the disk holding the database ({self._sqlite_folder}) is full: {free // 1024} KiB free, "
+                    f"{MIN_FREE_DISK_BYTES // 1024 // 1024} MiB needed; runs cannot record their progress")
+        return None
 
     async def close(self) -> None:
         await self.engine.dispose()

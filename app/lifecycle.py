@@ -106,6 +106,7 @@ async def start(settings: Settings, *, worker: bool) -> Process:
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
                                    runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db)))
+    process.api.health.append(db.problem)
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
         process.executor = Executor(process.api, wake_relay=process.relay.wake)
@@ -225,7 +226,9 @@ async def interrupt(tasks: set[asyncio.Task], settings: Settings) -> None:
     with logs.quiet_interruptions():
         for task in tasks:
             task.cancel()
-        await asyncio.wait(tasks, timeout=5)
+        _, stuck = await asyncio.wait(tasks, timeout=BACKGROUND_STOP_S)
+    if stuck:  # asyncio.run cancels them again on its way out; say so rather than let that look routine
+        log.warning("%d interrupted run(s) still unwinding after %g s", len(stuck), BACKGROUND_STOP_S)
     log.warning("%d run(s) interrupted by shutdown; they resume when a worker with EXECUTOR_ID=%s starts",
                 len(tasks), settings.executor_id)
 

@@ -5,11 +5,13 @@ PENDING under its executor id and keep their queue slots. Every worker therefore
 heartbeat; a live worker that finds a heartbeat older than `WORKER_TIMEOUT_S` claims that
 worker (one claimant wins) and asks DBOS to recover its pending workflows, which re-enqueues
 them for any live worker. Reconciliation ends the runs whose workflow ended without saying so
-(a workflow in ERROR, say after the database went away while it recorded a failure).
+(a workflow in ERROR, say after the database went away while it recorded a failure), and those whose
+workflow stopped executing here without an outcome (DBOS could not record one: a full disk).
 """
 
 import asyncio
 import logging
+import time
 from datetime import timedelta
 
 from dbos import DBOS
@@ -31,6 +33,7 @@ class Housekeeper:
         self.settings = settings
         self.executor_id = settings.executor_id
         self._stopping = asyncio.Event()
+        self._stalled: dict[str, float] = {}  # our PENDING workflows not executing here, since when
 
     def stop(self) -> None:
         """`run_forever` returns after the round in progress, if any: a round is never cut off mid-transaction."""
@@ -78,10 +81,14 @@ class Housekeeper:
             active = (await session.execute(
                 select(Run.id, Run.attempt, Run.status).where(Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING)))
             )).all()
+        now = time.monotonic()
         if not active:
+            self._stalled = {}
             return []
         by_workflow = {workflow.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
         known = {w.workflow_id: w for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
+        running_here = set(workflow.running_here())
+        stalled = {}
         ended = []
         for workflow_id, (run_id, attempt, status) in by_workflow.items():
             found = known.get(workflow_id)
@@ -100,6 +107,20 @@ class Housekeeper:
                                          "recorded iteration.")
                 log.warning("run %s: its workflow is of version %s; marked failed (resumable)", run_id, found.app_version)
                 ended.append(run_id)
+            elif state == "PENDING" and found.executor_id == self.executor_id and workflow_id not in running_here:
+                # Ours, yet not executing here: it died recording its outcome (a full disk, say) and nothing would
+                # ever run it again before a restart. Once that has lasted WORKER_TIMEOUT_S (recovery at start-up
+                # may take a moment to pick a workflow up), the run ends, resumable.
+                stalled[workflow_id] = since = self._stalled.get(workflow_id, now)
+                if now - since >= self.settings.worker_timeout_s:
+                    await DBOS.cancel_workflow_async(workflow_id)
+                    await self._fail(run_id, "the run's workflow stopped without recording its outcome (the database could "
+                                             "not be written; see the server log). Resume it to continue after its last "
+                                             "recorded iteration.")
+                    log.warning("run %s: its workflow stopped executing without an outcome; marked failed (resumable)", run_id)
+                    ended.append(run_id)
+                    del stalled[workflow_id]
+        self._stalled = stalled
         return ended
 
     async def _fail(self, run_id: str, message: str) -> None:

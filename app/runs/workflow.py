@@ -286,20 +286,23 @@ async def let_go(run_id: str) -> None:
     then writes for nobody (a policy checkpoint, ART's log folder), so that goes too.
     """
     executor = current()
-    await executor.release(run_id)
-    async with executor.services.db.transaction() as session:
-        gone = await session.get(Run, run_id) is None
+    try:
+        async with executor.services.db.transaction() as session:
+            gone = await session.get(Run, run_id) is None
+            if gone:
+                await delete_stored_checkpoints(session, model_name(executor.settings, run_id))
+            else:
+                await repository.drop_unrecorded_trajectories(session, run_id)
         if gone:
-            await delete_stored_checkpoints(session, model_name(executor.settings, run_id))
-        else:
-            await repository.drop_unrecorded_trajectories(session, run_id)
-    if gone:
-        await asyncio.to_thread(delete_local_files, executor.settings, model_name(executor.settings, run_id))
+            await asyncio.to_thread(delete_local_files, executor.settings, model_name(executor.settings, run_id))
+    finally:  # last: while the worker holds the run, what it left behind may still be there
+        await executor.release(run_id)
 
 
 @DBOS.workflow(name="learning_run")
 async def learning_run(run_id: str) -> str | None:
     """The run's status when its workflow ends; None when the run was deleted meanwhile."""
+    interrupted = False
     try:
         state = await start_step(run_id)
         if state.status != RunStatus.RUNNING:
@@ -336,8 +339,23 @@ async def learning_run(run_id: str) -> str | None:
     except transitions.RunGone:
         log.info("run %s was deleted while its workflow ran; it stops here", run_id)
         return None
+    except asyncio.CancelledError:
+        # Only a shutdown cancels the task (a user's cancel reaches the workflow as DBOS's own error, between steps).
+        # The run stays running for recovery, and DBOS is already gone: nothing may be recorded now, and an error
+        # from a database being closed would reach DBOS as the workflow's outcome.
+        interrupted = True
+        raise
     finally:  # success, failure, cancellation or deletion: the worker lets go of the run
-        await let_go(run_id)
+        if not interrupted:
+            await let_go(run_id)
+
+
+def running_here() -> list[str]:
+    """The workflow ids this process is executing now."""
+    from dbos import _dbos
+
+    instance = _dbos._dbos_global_instance
+    return instance._active_workflows_set.activeList() if instance is not None else []
 
 
 def workflow_id(run_id: str, attempt: int) -> str:
