@@ -24,6 +24,18 @@ class BadRequest(ServiceError):
     status_code = 400
 
 
+class Unauthorized(ServiceError):
+    """A credential other than the API key (an email provider's signature) is missing, wrong or stale."""
+
+    status_code = 401
+
+
+class Unprocessable(ServiceError):
+    """A body that is well-formed but not what the route takes (a provider payload of the wrong shape)."""
+
+    status_code = 422
+
+
 class NotFound(ServiceError):
     """No such thing, or not the caller's (a tenant learns nothing about another's ids)."""
 

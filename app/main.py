@@ -13,6 +13,7 @@ from app.http import errors
 from app.http.health import router as health_router
 from app.http.middleware import BodyLimit, StrictInput
 from app.knowledge_graph.endpoints import router as graphs_router
+from app.outcomes.endpoints import router as outcomes_router
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
 from app.settings import Settings, get_settings
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     secured = {"dependencies": [Depends(api_key_scheme), Depends(reject_unknown_query_params)], "responses": UNAUTHORIZED}
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
+    app.include_router(outcomes_router, **secured)
     document_webhooks(app.webhooks, WEBHOOK_MODELS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)

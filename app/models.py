@@ -3,10 +3,11 @@
 from app.backends.embedded.models import PolicyCheckpoint
 from app.db import Base
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
-from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
+from app.runs.models import EmailRef, IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
+from app.outcomes.models import OutcomeNonce, OutcomeRecord, OutcomeSource
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 
 __all__ = [
-    "Base", "Event", "Graph", "GraphEdge", "GraphNode", "GraphScenario", "IdempotencyKey", "Iteration", "NodeScore",
-    "NodeScoreChange", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery", "Worker",
+    "Base", "EmailRef", "Event", "Graph", "GraphEdge", "GraphNode", "GraphScenario", "IdempotencyKey", "Iteration", "NodeScore",
+    "NodeScoreChange", "OutcomeNonce", "OutcomeRecord", "OutcomeSource", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery", "Worker",
 ]

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     max_graph_edges: int = Field(1_000_000, ge=0, description="Edges of one uploaded graph.")
     max_graph_scenarios: int = Field(10_000, ge=1, description="Scenarios of one uploaded graph.")
     max_active_runs_per_tenant: int = Field(20, ge=1, description="Queued or running runs one tenant may have (429 above).")
+    message_id_domain: str = Field(
+        "codreamer.invalid", pattern=r"^[A-Za-z0-9.-]{1,200}$",
+        description="The domain of the Message-ID suggested for each email (use your sending domain).")
+    store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
     trajectory_retention_iterations: int = Field(
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")
     cors_origins: Annotated[list[str], NoDecode] = Field(

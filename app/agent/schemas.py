@@ -9,7 +9,17 @@ class Email(BaseModel):
     citations: list[str] = Field(default_factory=list)
 
 
-class PublishedEmail(Email):
+class TracedEmail(Email):
+    """An email as the service hands it out: with the ref its outcomes are reported under."""
+
+    ref: str | None = Field(None, description=(
+        "Opaque and unique (`eml_…`): send it as `codreamer_ref` in your email provider's custom data, so that "
+        "opens, clicks and replies come back to this email. Null on emails written before refs existed."))
+    message_id: str | None = Field(None, description=(
+        "A suggested RFC 5322 Message-ID: send the email with it and replies thread back to this email."))
+
+
+class PublishedEmail(TracedEmail):
     """An email a run published (one per iteration), with the run's judge's score of it."""
 
     score: float | None = Field(

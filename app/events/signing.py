@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import hmac
 import secrets
 from datetime import datetime
 
@@ -32,6 +33,11 @@ class SecretBox:
 
     def __init__(self, secret_key: str):
         self._fernet = Fernet(base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest()))
+        self._pseudonym_key = hashlib.sha256(b"pseudonym\0" + secret_key.encode()).digest()
+
+    def pseudonym(self, value: str) -> str:
+        """A keyed hash (HMAC-SHA256) of a value kept only to tell occurrences apart, such as a recipient's address."""
+        return hmac.new(self._pseudonym_key, value.strip().lower().encode(), hashlib.sha256).hexdigest()
 
     def seal(self, secret: str) -> str:
         return self._fernet.encrypt(secret.encode()).decode()

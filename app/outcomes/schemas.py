@@ -2,9 +2,11 @@
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from app.pages import Page
 
 
 class OutcomeType(StrEnum):
@@ -47,3 +49,107 @@ class OutcomeEvent(BaseModel):
     recipient: Text = Field(description="Any stable key of the recipient (an address); stored only as a salted hash.")
     machine: bool = Field(False, description="A machine open or click (a privacy proxy's prefetch, a link scanner).")
     sentiment: Sentiment | None = Field(None, description="Optional, on a reply.")
+
+
+MAX_EVENTS_PER_REQUEST = 10_000
+
+
+class OutcomeBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[OutcomeEvent] = Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)
+
+
+class IngestResult(BaseModel):
+    accepted: int = Field(description="Events stored for the first time.")
+    duplicates: int = Field(description="Events whose id was seen before (for this tenant), counted once.")
+    unattributed: int = Field(description="Events with no ref, or one the tenant does not know: acknowledged, not stored.")
+
+
+Secret = Annotated[str, StringConstraints(min_length=8, max_length=4096, strip_whitespace=True)]
+
+
+class OutcomeSourceCreate(BaseModel):
+    """An email provider's webhooks, with what verifies them: SendGrid's `verification_key` (the Event Webhook's
+    ECDSA public key, base64), Mailgun's `signing_key` (the HTTP webhook signing key), Resend's `secret` (`whsec_…`);
+    Postmark needs none (the answer carries basic-auth credentials for its webhook URL, shown once)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Provider
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)] | None = None
+    verification_key: Secret | None = None
+    signing_key: Secret | None = None
+    secret: Secret | None = None
+
+    NEEDS: ClassVar[dict[Provider, str]] = {Provider.SENDGRID: "verification_key", Provider.MAILGUN: "signing_key", Provider.RESEND: "secret"}
+
+    @model_validator(mode="after")
+    def _material_fits_the_provider(self) -> "OutcomeSourceCreate":
+        given = {name for name in ("verification_key", "signing_key", "secret") if getattr(self, name) is not None}
+        needed = self.NEEDS.get(self.provider)
+        if needed is not None and needed not in given:
+            raise ValueError(f"provider {self.provider.value} needs `{needed}`")
+        if given - {needed}:
+            raise ValueError(f"provider {self.provider.value} takes no {', '.join(f'`{name}`' for name in sorted(given - {needed}))}")
+        return self
+
+    def material(self) -> str:
+        return getattr(self, self.NEEDS[self.provider]) if self.provider in self.NEEDS else ""
+
+
+class BasicAuth(BaseModel):
+    username: str
+    password: str
+
+
+class OutcomeSourceOut(BaseModel):
+    id: str
+    provider: Provider
+    name: str | None
+    url: str = Field(description="Point the provider's event webhook here (no API key: the provider's signature).")
+    inbound_url: str = Field(description="Point inbound mail here (raw RFC 822, or SendGrid Inbound Parse with the raw message).")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, source) -> "OutcomeSourceOut":
+        return cls(id=source.id, provider=source.provider, name=source.name, url=f"/outcomes/hooks/{source.id}",
+                   inbound_url=f"/outcomes/hooks/{source.id}/inbound", created_at=source.created_at)
+
+
+class OutcomeSourceCreated(OutcomeSourceOut):
+    basic_auth: BasicAuth | None = Field(None, description="Postmark only: the webhook URL's credentials, shown this once.")
+
+
+class OutcomeSourceList(Page[OutcomeSourceOut]):
+    pass
+
+
+class SentEmailOutcomes(BaseModel):
+    """What happened to one sent email; counts are distinct recipients, rates are over `delivered`."""
+
+    iteration: int
+    ref: str
+    sends: int = Field(description="Recipients with any event.")
+    delivered: int
+    opens: int = Field(description="Human opens (machine opens are left out).")
+    machine_opens: int
+    clicks: int = Field(description="Human clicks.")
+    replies: int = Field(description="Replies (auto-replies are left out).")
+    positive_replies: int
+    bounces: int
+    open_rate: float | None
+    reply_rate: float | None
+    reply_rate_interval: tuple[float, float] | None = Field(description="95 % Wilson interval of the reply rate.")
+    judge_score: float | None
+
+
+class Calibration(BaseModel):
+    spearman: float | None = Field(description="Rank correlation of judge score and reply rate over the sent emails "
+                                               "(null below 5 emails with both).")
+    n: int
+
+
+class RunOutcomes(BaseModel):
+    data: list[SentEmailOutcomes]
+    calibration: Calibration

@@ -12,7 +12,8 @@ from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.schemas import EmailTrajectory
-from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
+from app.runs import refs
+from app.runs.models import EmailRef, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
 
 # ---------------------------------------------------------------- node scores
@@ -51,17 +52,25 @@ def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, flo
 # ---------------------------------------------------------------- trajectories
 
 
-async def replace_trajectories(session: AsyncSession, run_id: str, iteration: int, groups: list[art.TrajectoryGroup]) -> None:
-    """Idempotent: a re-run generate step replaces what an interrupted one wrote."""
+async def replace_trajectories(session: AsyncSession, run_id: str, iteration: int, groups: list[art.TrajectoryGroup],
+                               message_id_domain: str) -> None:
+    """Idempotent: a re-run generate step replaces what an interrupted one wrote (with the same refs)."""
     await session.execute(delete(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration))
+    await session.execute(delete(EmailRef).where(EmailRef.run_id == run_id, EmailRef.iteration == iteration,
+                                                 EmailRef.slot != refs.PUBLISHED))
     position = 0
     for group_index, group in enumerate(groups):
         for t in group.trajectories:
+            email = None
+            if t.email is not None:
+                ref = refs.email_ref(run_id, iteration, position)
+                email = t.email.model_dump() | {"ref": ref, "message_id": refs.message_id(ref, message_id_domain)}
+                session.add(EmailRef(ref=ref, run_id=run_id, iteration=iteration, slot=position, scenario_id=t.scenario_id))
             session.add(TrajectoryRecord(
                 run_id=run_id, iteration=iteration, position=position, group_index=group_index,
                 scenario_id=t.scenario_id, reward=float(t.reward),
                 judge_score=t.metrics.get("judge_score"), feedback_score=t.metrics.get("feedback_score"),
-                email=t.email.model_dump() if t.email else None, turns=t.turns, trajectory=t.to_json(),
+                email=email, turns=t.turns, trajectory=t.to_json(),
             ))
             position += 1
 

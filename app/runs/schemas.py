@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
-from app.agent.schemas import Email, FinalEmail, PublishedEmail, ScenarioContext
+from app.agent.schemas import FinalEmail, PublishedEmail, ScenarioContext, TracedEmail
 from app.runs.status import RunError, RunStatus
 from app.loop.schemas import RewardStats, RunConfig
 from app.pages import Page
@@ -136,7 +136,7 @@ class TrajectoryOut(BaseModel):
     reward: float
     judge_score: float | None
     feedback_score: float | None
-    email: Email | None
+    email: TracedEmail | None
     turns: int
 
 

@@ -31,7 +31,7 @@ from app.loop.reward import Scorer, ScoringFailed, reward_stats
 from app.loop.schemas import TrainingOutcome
 from app.loop.training import train
 from app.observability import call_with_trace
-from app.runs import repository, transitions
+from app.runs import refs, repository, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
 from app.runs.records import Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState
@@ -175,7 +175,8 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
                                      f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
     async with executor.services.db.transaction() as session:
-        await repository.replace_trajectories(session, run_id, iteration, generation.groups)
+        await repository.replace_trajectories(session, run_id, iteration, generation.groups,
+                                              current().settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
     return GenerationResult(started_at=started_at, metrics=generation.metrics, trace_url=trace_url,
                             rewards=reward_stats(generation.groups))
@@ -233,7 +234,9 @@ async def email_step(run_id: str, iteration: int, reweighted: ReweightResult) ->
     if email is None:
         raise StepFailed(Step.EMAIL, f"the policy wrote no email for {target.id} within {config.max_turns} turns")
     fault_point(Step.EMAIL, iteration)
-    return EmailResult(email=email.model_dump() | {"score": score}, started_at=started,
+    ref = refs.email_ref(run_id, iteration, refs.PUBLISHED)
+    traced = {"ref": ref, "message_id": refs.message_id(ref, current().settings.message_id_domain)}
+    return EmailResult(email=email.model_dump() | {"score": score} | traced, started_at=started,
                        seconds=(utcnow() - started).total_seconds())
 
 

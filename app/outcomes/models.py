@@ -1,0 +1,53 @@
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.outcomes.schemas import OutcomeType, Provider, Sentiment
+
+
+class OutcomeSource(Base):
+    """An email provider's webhooks, pointed at `/outcomes/hooks/{id}`, with what verifies them (sealed)."""
+
+    __tablename__ = "outcome_sources"
+    __table_args__ = (Index("ix_outcome_sources_tenant_id", "tenant", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    provider: Mapped[Provider] = mapped_column(StrEnumText(Provider))
+    name: Mapped[str | None] = mapped_column(String(200))
+    secret: Mapped[str | None] = mapped_column(Text)  # sealed by Services.secrets
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OutcomeRecord(Base):
+    """One attributed outcome of one sent email; an event id counts once per tenant."""
+
+    __tablename__ = "outcome_events"
+    __table_args__ = (UniqueConstraint("tenant", "event_id"), Index("ix_outcome_events_run_ref", "run_id", "ref"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    event_id: Mapped[str] = mapped_column(String(500))
+    source_id: Mapped[str | None] = mapped_column(String(40))  # null: POST /outcomes
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    iteration: Mapped[int]
+    ref: Mapped[str] = mapped_column(String(40))
+    type: Mapped[OutcomeType] = mapped_column(StrEnumText(OutcomeType))
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    recipient: Mapped[str] = mapped_column(String(64))  # HMAC-SHA256 under SECRET_KEY, never the address
+    machine: Mapped[bool] = mapped_column(default=False)
+    sentiment: Mapped[Sentiment | None] = mapped_column(StrEnumText(Sentiment))
+    text: Mapped[str | None] = mapped_column(Text)  # a reply's text, only with STORE_REPLY_TEXT
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OutcomeNonce(Base):
+    """A signature's one-time token (Mailgun's), refused when seen again."""
+
+    __tablename__ = "outcome_nonces"
+
+    source_id: Mapped[str] = mapped_column(ForeignKey("outcome_sources.id", ondelete="CASCADE"), primary_key=True)
+    nonce: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

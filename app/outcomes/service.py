@@ -1,0 +1,139 @@
+"""Taking outcomes in (from the caller, a provider's webhook or a reply) and reading them back per run."""
+
+import math
+import secrets
+from collections import defaultdict
+
+import polars as pl
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db import Database
+from app.errors import NotFound
+from app.events.service import new_id
+from app.events.signing import SecretBox
+from app.outcomes import repository
+from app.outcomes.models import OutcomeSource
+from app.outcomes.schemas import (
+    BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
+    OutcomeType, Provider, RunOutcomes, Sentiment, SentEmailOutcomes,
+)
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
+
+
+async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
+                 texts: dict[str, str] | None = None) -> IngestResult:
+    """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one."""
+    async with db.transaction() as session:
+        known = await repository.origins(session, {event.ref for event in events if event.ref})
+        rows, seen, unattributed, repeated = [], set(), 0, 0
+        for event in events:
+            origin = known.get(event.ref) if event.ref else None
+            if origin is None or origin.tenant != tenant:
+                unattributed += 1
+                continue
+            if event.id in seen:  # twice in one batch: once
+                repeated += 1
+                continue
+            seen.add(event.id)
+            rows.append({
+                "tenant": tenant, "event_id": event.id, "source_id": source_id, "run_id": origin.run_id,
+                "iteration": origin.iteration, "ref": event.ref, "type": event.type, "occurred_at": event.occurred_at,
+                "recipient": box.pseudonym(event.recipient), "machine": event.machine, "sentiment": event.sentiment,
+                "text": (texts or {}).get(event.id),
+            })
+        accepted = await repository.insert_new(session, rows) if rows else 0
+    return IngestResult(accepted=accepted, duplicates=repeated + len(rows) - accepted, unattributed=unattributed)
+
+
+# ---------------------------------------------------------------- sources
+
+
+async def create_source(db: Database, box: SecretBox, tenant: str, body: OutcomeSourceCreate) -> OutcomeSourceCreated:
+    """The provider's verification material is sealed; Postmark's basic-auth password is made here and shown once."""
+    source_id = new_id("src")
+    basic_auth = None
+    material = body.material()
+    if body.provider == Provider.POSTMARK:
+        basic_auth = BasicAuth(username=source_id, password=secrets.token_urlsafe(24))
+        material = basic_auth.password
+    source = OutcomeSource(id=source_id, tenant=tenant, provider=body.provider, name=body.name, secret=box.seal(material))
+    async with db.transaction() as session:
+        session.add(source)
+    return OutcomeSourceCreated(**OutcomeSourceOut.of(source).model_dump(), basic_auth=basic_auth)
+
+
+async def list_sources(session: AsyncSession, tenant: str) -> list[OutcomeSourceOut]:
+    rows = await session.scalars(select(OutcomeSource).where(OutcomeSource.tenant == tenant).order_by(OutcomeSource.id))
+    return [OutcomeSourceOut.of(source) for source in rows]
+
+
+async def source_of(session: AsyncSession, source_id: str, tenant: str | None = None) -> OutcomeSource:
+    source = await session.get(OutcomeSource, source_id)
+    if source is None or (tenant is not None and source.tenant != tenant):
+        raise NotFound(f"outcome source {source_id!r} not found")
+    return source
+
+
+async def delete_source(db: Database, source_id: str, tenant: str) -> None:
+    async with db.transaction() as session:
+        await session.delete(await source_of(session, source_id, tenant))
+
+
+# ---------------------------------------------------------------- reading back
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
+    """The Wilson score interval of a rate: honest at 0 of 3 or 3 of 3, where the normal approximation is not."""
+    if trials == 0:
+        return None
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Rank correlation (ties share their mean rank); None below MIN_CALIBRATION_EMAILS pairs or with no spread."""
+    if len(xs) < MIN_CALIBRATION_EMAILS:
+        return None
+    value = pl.DataFrame({"x": xs, "y": ys}).select(pl.corr("x", "y", method="spearman")).item()
+    return None if value is None or math.isnan(value) else float(value)
+
+
+async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
+    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score."""
+    counts: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    iterations: dict[str, int] = {}
+    for ref, iteration, kind, machine, sentiment, recipients in await repository.counts_by_ref(session, run_id):
+        iterations[ref] = iteration
+        tally = counts[ref]
+        if kind == OutcomeType.OPENED:
+            tally["machine_opens" if machine else "opens"] += recipients
+        elif kind == OutcomeType.CLICKED and not machine:
+            tally["clicks"] += recipients
+        elif kind == OutcomeType.REPLIED:
+            tally["replies"] += recipients
+            tally["positive_replies"] += recipients if sentiment == Sentiment.POSITIVE else 0
+        elif kind in (OutcomeType.DELIVERED, OutcomeType.BOUNCED):
+            tally["delivered" if kind == OutcomeType.DELIVERED else "bounces"] += recipients
+    sends = await repository.recipients_by_ref(session, run_id)
+    scores = await repository.judge_scores(session, run_id, set(iterations))
+    emails = []
+    for ref in sorted(iterations, key=lambda r: (iterations[r], r)):
+        tally, delivered = counts[ref], counts[ref]["delivered"]
+        emails.append(SentEmailOutcomes(
+            iteration=iterations[ref], ref=ref, sends=sends.get(ref, 0), delivered=delivered, opens=tally["opens"],
+            machine_opens=tally["machine_opens"], clicks=tally["clicks"], replies=tally["replies"],
+            positive_replies=tally["positive_replies"], bounces=tally["bounces"],
+            open_rate=min(1.0, tally["opens"] / delivered) if delivered else None,
+            reply_rate=min(1.0, tally["replies"] / delivered) if delivered else None,
+            reply_rate_interval=wilson_interval(min(tally["replies"], delivered), delivered),
+            judge_score=scores.get(ref),
+        ))
+    paired = [(e.judge_score, e.reply_rate) for e in emails if e.judge_score is not None and e.reply_rate is not None]
+    return RunOutcomes(data=emails, calibration=Calibration(
+        spearman=spearman([s for s, _ in paired], [r for _, r in paired]), n=len(paired)))

@@ -1,0 +1,150 @@
+"""Outcomes reported by the caller: refs on every email, attribution within the tenant, dedup, and the per-run view."""
+
+import asyncio
+import hashlib
+from datetime import UTC, datetime
+
+import pytest
+
+from app.knowledge_graph.service import demo_document
+from app.main import create_app
+from app.settings import Settings
+from tests.support import connect, finished, lifespan
+
+KEYS = "alice:alice-key,bob:bob-key"
+BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
+AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
+
+
+@pytest.fixture(scope="module")
+async def world(tmp_path_factory):
+    """Alice with a finished run, and Bob, on one service."""
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path_factory.mktemp('outcomes')}/db.sqlite",
+                        environment="test", api_keys=KEYS, secret_key="test-secret-key-for-outcomes",
+                        message_id_domain="mail.example.test")
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as alice, connect(app) as bob:
+        alice.headers["Authorization"] = "Bearer alice-key"
+        bob.headers["Authorization"] = "Bearer bob-key"
+        run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
+        assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
+        yield alice, bob, run_id
+
+
+def event(ref, kind, event_id, recipient="priya@example.org", **extra) -> dict:
+    return {"ref": ref, "type": kind, "occurred_at": AT, "id": event_id, "recipient": recipient} | extra
+
+
+async def published_ref(alice, run_id: str, iteration: int = 1) -> str:
+    return (await alice.get(f"/runs/{run_id}/iterations/{iteration}")).json()["email"]["ref"]
+
+
+async def test_every_email_carries_a_unique_ref_and_a_message_id_that_names_it(world):
+    alice, _, run_id = world
+    refs = []
+    for iteration in (0, 1):
+        detail = (await alice.get(f"/runs/{run_id}/iterations/{iteration}")).json()
+        emails = [detail["email"]] + [t["email"] for t in detail.get("trajectories", []) if t["email"]]
+        for email in emails:
+            assert email["ref"].startswith("eml_") and len(email["ref"]) == 24
+            assert email["message_id"] == f"<{email['ref']}@mail.example.test>"
+            refs.append(email["ref"])
+    assert len(refs) == len(set(refs)) >= 3  # two baselines and trajectories, all different
+    events = (await alice.get(f"/runs/{run_id}/events")).json()["data"]
+    published = [e["data"]["email"]["ref"] for e in events if e["type"] == "iteration.completed"]
+    assert published == [await published_ref(alice, run_id, 0), await published_ref(alice, run_id, 1)]
+
+
+async def test_outcomes_count_once_per_event_id_and_only_for_the_tenant_that_owns_the_ref(world):
+    alice, bob, run_id = world
+    ref = await published_ref(alice, run_id)
+    batch = [
+        event(ref, "delivered", "d1", "a@example.org"), event(ref, "delivered", "d2", "b@example.org"),
+        event(ref, "delivered", "d3", "c@example.org"), event(ref, "bounced", "b1", "d@example.org"),
+        event(ref, "opened", "o1", "a@example.org"), event(ref, "opened", "o2", "b@example.org", machine=True),
+        event(ref, "replied", "r1", "a@example.org", sentiment="positive"),
+        event(ref, "delivered", "d1", "a@example.org"),  # the same id again in the batch
+        event("eml_" + "a" * 20, "opened", "x1"),  # nobody's ref
+        event(None, "opened", "x2"),
+    ]
+    answer = await alice.post("/outcomes", json={"events": batch})
+    assert answer.status_code == 202, answer.text
+    assert answer.json() == {"accepted": 7, "duplicates": 1, "unattributed": 2}
+    again = await alice.post("/outcomes", json={"events": batch[:3]})  # a sender's retry
+    assert again.json() == {"accepted": 0, "duplicates": 3, "unattributed": 0}
+    # Bob's events naming Alice's ref are unattributed: nothing of his reaches her run.
+    theirs = await bob.post("/outcomes", json={"events": [event(ref, "replied", "bob-r1", "z@example.org")]})
+    assert theirs.json() == {"accepted": 0, "duplicates": 0, "unattributed": 1}
+    assert (await bob.get(f"/runs/{run_id}/outcomes")).status_code == 404
+
+    seen = (await alice.get(f"/runs/{run_id}/outcomes")).json()
+    [email] = [e for e in seen["data"] if e["ref"] == ref]
+    assert {k: email[k] for k in ("iteration", "sends", "delivered", "opens", "machine_opens", "replies",
+                                  "positive_replies", "bounces", "clicks")} == {
+        "iteration": 1, "sends": 4, "delivered": 3, "opens": 1, "machine_opens": 1, "replies": 1,
+        "positive_replies": 1, "bounces": 1, "clicks": 0}
+    assert email["open_rate"] == pytest.approx(1 / 3) and email["reply_rate"] == pytest.approx(1 / 3)
+    low, high = email["reply_rate_interval"]
+    assert 0 < low < 1 / 3 < high < 1
+    published = (await alice.get(f"/runs/{run_id}/iterations/1")).json()["email"]
+    assert email["judge_score"] == published["score"]
+    assert seen["calibration"] == {"spearman": None, "n": 1}
+
+
+async def test_a_concurrent_replay_of_one_batch_counts_each_event_once(world):
+    alice, _, run_id = world
+    detail = (await alice.get(f"/runs/{run_id}/iterations/1")).json()
+    ref = detail["trajectories"][0]["email"]["ref"]
+    batch = {"events": [event(ref, "delivered", f"replay-{n}", f"r{n}@example.org") for n in range(200)]}
+    answers = await asyncio.gather(*(alice.post("/outcomes", json=batch) for _ in range(5)))
+    assert all(a.status_code == 202 for a in answers)
+    assert sum(a.json()["accepted"] for a in answers) == 200
+    assert sum(a.json()["duplicates"] for a in answers) == 800
+    [email] = [e for e in (await alice.get(f"/runs/{run_id}/outcomes")).json()["data"] if e["ref"] == ref]
+    assert email["delivered"] == 200 and email["judge_score"] == detail["trajectories"][0]["judge_score"]
+
+
+async def test_recipients_are_stored_only_as_keyed_hashes(world):
+    alice, _, run_id = world
+    ref = await published_ref(alice, run_id, 0)
+    await alice.post("/outcomes", json={"events": [event(ref, "delivered", "hash-1", "Secret.Person@Example.org")]})
+    database = alice._transport.app.state.services.db  # noqa: SLF001 - the rows as stored
+    from sqlalchemy import select
+
+    from app.outcomes.models import OutcomeRecord
+    async with database.read() as session:
+        stored = await session.scalar(select(OutcomeRecord.recipient).where(OutcomeRecord.event_id == "hash-1"))
+    assert "secret" not in stored.lower() and len(stored) == 64
+    assert stored != hashlib.sha256(b"secret.person@example.org").hexdigest()  # keyed, not a bare hash
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"events": []}, "at least 1"),
+    ({"events": [event("eml_x", "sent", "e1")]}, "type"),
+    ({"events": [event("eml_x", "opened", "e1") | {"occurred_at": "yesterday"}]}, "occurred_at"),
+    ({"events": [event("eml_x", "opened", "")]}, "id"),
+    ({"events": [event("eml_x", "opened", "e1") | {"colour": "red"}]}, "colour"),
+])
+async def test_a_malformed_batch_is_a_422_naming_the_field(world, body, message):
+    alice, _, _ = world
+    answer = await alice.post("/outcomes", json=body)
+    assert answer.status_code == 422 and message in answer.text
+
+
+async def test_outcome_sources_belong_to_their_tenant_and_show_secrets_once(world):
+    alice, bob, _ = world
+    assert (await alice.post("/outcome-sources", json={"provider": "sendgrid"})).status_code == 422  # no key
+    assert (await alice.post("/outcome-sources", json={"provider": "postmark", "secret": "whsec_abcdefgh"})).status_code == 422
+    created = await alice.post("/outcome-sources", json={"provider": "postmark", "name": "transactional"})
+    assert created.status_code == 201, created.text
+    source = created.json()
+    assert source["id"].startswith("src_") and source["url"] == f"/outcomes/hooks/{source['id']}"
+    assert source["inbound_url"] == f"/outcomes/hooks/{source['id']}/inbound"
+    assert source["basic_auth"]["username"] and len(source["basic_auth"]["password"]) >= 24
+    shown = (await alice.get(f"/outcome-sources/{source['id']}")).json()
+    assert "basic_auth" not in shown and "secret" not in shown
+    assert source["id"] in [s["id"] for s in (await alice.get("/outcome-sources")).json()["data"]]
+    assert (await bob.get(f"/outcome-sources/{source['id']}")).status_code == 404
+    assert (await bob.delete(f"/outcome-sources/{source['id']}")).status_code == 404
+    assert (await alice.delete(f"/outcome-sources/{source['id']}")).status_code == 204
+    assert (await alice.get(f"/outcome-sources/{source['id']}")).status_code == 404
