@@ -9,26 +9,34 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
-from tests.support import connect, finished, lifespan
+from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
 
 
-@pytest.fixture(scope="module")
-async def world(tmp_path_factory):
-    """Alice with a finished run, and Bob, on one service."""
-    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path_factory.mktemp('outcomes')}/db.sqlite",
-                        environment="test", api_keys=KEYS, secret_key="test-secret-key-for-outcomes",
-                        message_id_domain="mail.example.test")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def world(request, tmp_path_factory):
+    """Alice with a finished run, and Bob, on one service, on each database (their inserts that skip a seen id differ)."""
+    postgres = None
+    if request.param == "postgresql":
+        require_postgres()
+        postgres = FreshPostgresDatabase()
+    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('outcomes')}/db.sqlite"
+    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
+                        secret_key="test-secret-key-for-outcomes", message_id_domain="mail.example.test")
     app = create_app(settings)
-    async with lifespan(app), connect(app) as alice, connect(app) as bob:
-        alice.headers["Authorization"] = "Bearer alice-key"
-        bob.headers["Authorization"] = "Bearer bob-key"
-        run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-        assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-        yield alice, bob, run_id
+    try:
+        async with lifespan(app), connect(app) as alice, connect(app) as bob:
+            alice.headers["Authorization"] = "Bearer alice-key"
+            bob.headers["Authorization"] = "Bearer bob-key"
+            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
+            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
+            yield alice, bob, run_id
+    finally:
+        if postgres:
+            postgres.drop()
 
 
 def event(ref, kind, event_id, recipient="priya@example.org", **extra) -> dict:
