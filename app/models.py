@@ -3,8 +3,8 @@
 from app.backends.embedded.models import PolicyCheckpoint
 from app.db import Base
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
-from app.runs.models import EmailRef, IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
-from app.outcomes.models import OutcomeNonce, OutcomeRecord, OutcomeSource
+from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
+from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, OutcomeSource
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 
 __all__ = [

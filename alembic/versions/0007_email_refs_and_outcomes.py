@@ -2,7 +2,7 @@
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-11-24 00:01:06.467734
+Create Date: 2026-11-24 00:07:14.089256
 
 """
 from typing import Sequence, Union
@@ -42,10 +42,12 @@ def upgrade() -> None:
     )
     op.create_table('email_refs',
     sa.Column('ref', sa.String(length=40), nullable=False),
+    sa.Column('tenant', sa.String(length=100), nullable=False),
     sa.Column('run_id', sa.String(length=40), nullable=False),
     sa.Column('iteration', sa.Integer(), nullable=False),
     sa.Column('slot', sa.Integer(), nullable=False),
     sa.Column('scenario_id', sa.String(length=200), nullable=False),
+    sa.Column('judge_score', sa.Double(), nullable=True),
     sa.ForeignKeyConstraint(['run_id'], ['runs.id'], name=op.f('fk_email_refs_run_id_runs'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('ref', name=op.f('pk_email_refs'))
     )

@@ -6,12 +6,10 @@ from fastapi import APIRouter, Path, status
 
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
-from app.errors import NotFound
 from app.outcomes import service
 from app.outcomes.schemas import (
-    IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut, RunOutcomes,
+    IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,
 )
-from app.runs import repository as runs
 
 router = APIRouter(tags=["outcomes"])
 SourceId = Annotated[str, Path(max_length=64)]
@@ -48,13 +46,3 @@ async def get_outcome_source(source_id: SourceId, session: ReadSession, tenant: 
 async def delete_outcome_source(source_id: SourceId, svc: ServicesDep, tenant: TenantDep) -> None:
     """Its webhooks are refused from now on; the outcomes it brought stay."""
     await service.delete_source(svc.db, source_id, tenant)
-
-
-@router.get("/runs/{run_id}/outcomes", response_model=RunOutcomes, summary="What the run's sent emails did",
-            responses=NOT_FOUND)
-async def get_run_outcomes(run_id: str, session: ReadSession, tenant: TenantDep) -> RunOutcomes:
-    """Per email with any outcome: counts of distinct recipients, open and reply rates over delivered (human opens
-    only), the reply rate's 95 % interval and the judge's score; and how well the judge's ranking matched replies."""
-    if await runs.owned_run(session, run_id, tenant) is None:
-        raise NotFound(f"run {run_id!r} not found")
-    return await service.run_outcomes(session, run_id)

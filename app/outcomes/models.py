@@ -7,6 +7,21 @@ from app.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.outcomes.schemas import OutcomeType, Provider, Sentiment
 
 
+class EmailRef(Base):
+    """Where an email the service wrote came from, by its ref: outcomes reported for the ref find their run here."""
+
+    __tablename__ = "email_refs"
+    __table_args__ = (Index("ix_email_refs_run_iteration", "run_id", "iteration"),)
+
+    ref: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))  # the run's, which never changes
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    iteration: Mapped[int]
+    slot: Mapped[int]  # app.outcomes.refs.PUBLISHED, or the trajectory's position
+    scenario_id: Mapped[str] = mapped_column(String(200))
+    judge_score: Mapped[float | None]
+
+
 class OutcomeSource(Base):
     """An email provider's webhooks, pointed at `/outcomes/hooks/{id}`, with what verifies them (sealed)."""
 

@@ -6,10 +6,8 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.outcomes.models import OutcomeRecord
+from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
-from app.runs.models import EmailRef, Iteration, Run, TrajectoryRecord
-from app.runs.refs import PUBLISHED
 
 BATCH_ROWS = 1000  # rows per INSERT: under SQLite's limit of bound parameters
 
@@ -26,8 +24,7 @@ async def origins(session: AsyncSession, refs: set[str]) -> dict[str, Origin]:
     if not refs:
         return {}
     rows = await session.execute(
-        select(EmailRef.ref, EmailRef.run_id, EmailRef.iteration, Run.tenant).join(Run, Run.id == EmailRef.run_id)
-        .where(EmailRef.ref.in_(refs))
+        select(EmailRef.ref, EmailRef.run_id, EmailRef.iteration, EmailRef.tenant).where(EmailRef.ref.in_(refs))
     )
     return {ref: Origin(run_id, iteration, tenant) for ref, run_id, iteration, tenant in rows}
 
@@ -63,24 +60,8 @@ async def recipients_by_ref(session: AsyncSession, run_id: str) -> dict[str, int
     return dict(rows.all())
 
 
-async def judge_scores(session: AsyncSession, run_id: str, refs: set[str]) -> dict[str, float | None]:
-    """The judge's score of each email: the published one's from its iteration, a candidate's from its trajectory."""
-    found = (await session.execute(
-        select(EmailRef.ref, EmailRef.iteration, EmailRef.slot).where(EmailRef.run_id == run_id, EmailRef.ref.in_(refs))
-    )).all()
-    scores: dict[str, float | None] = {}
-    published = {iteration: ref for ref, iteration, slot in found if slot == PUBLISHED}
-    if published:
-        for iteration, email in await session.execute(
-            select(Iteration.iteration, Iteration.email).where(Iteration.run_id == run_id, Iteration.iteration.in_(published))
-        ):
-            scores[published[iteration]] = (email or {}).get("score")
-    candidates = {(iteration, slot): ref for ref, iteration, slot in found if slot != PUBLISHED}
-    if candidates:
-        for iteration, position, score in await session.execute(
-            select(TrajectoryRecord.iteration, TrajectoryRecord.position, TrajectoryRecord.judge_score)
-            .where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration.in_({i for i, _ in candidates}))
-        ):
-            if (iteration, position) in candidates:
-                scores[candidates[iteration, position]] = score
-    return scores
+async def judge_scores(session: AsyncSession, refs: set[str]) -> dict[str, float | None]:
+    """The run's judge's score of each email, as it was written."""
+    if not refs:
+        return {}
+    return dict((await session.execute(select(EmailRef.ref, EmailRef.judge_score).where(EmailRef.ref.in_(refs)))).all())

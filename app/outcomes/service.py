@@ -121,7 +121,7 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
         elif kind in (OutcomeType.DELIVERED, OutcomeType.BOUNCED):
             tally["delivered" if kind == OutcomeType.DELIVERED else "bounces"] += recipients
     sends = await repository.recipients_by_ref(session, run_id)
-    scores = await repository.judge_scores(session, run_id, set(iterations))
+    scores = await repository.judge_scores(session, set(iterations))
     emails = []
     for ref in sorted(iterations, key=lambda r: (iterations[r], r)):
         tally, delivered = counts[ref], counts[ref]["delivered"]

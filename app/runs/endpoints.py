@@ -15,6 +15,8 @@ from app.errors import Conflict, NotFound
 from app.events import service as events
 from app.events import stream
 from app.events.schemas import DeliveryList
+from app.outcomes import service as outcomes
+from app.outcomes.schemas import RunOutcomes
 from app.pages import cursor_params
 from app.runs import repository, service, transitions, workflow
 from app.runs.events import CATALOGUE, EventList
@@ -290,3 +292,12 @@ async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Stream
 
     return _HeldStream(lines(), held.aclose, media_type="application/x-ndjson",
                        headers={"Content-Disposition": f'attachment; filename="{run_id}.jsonl"'})
+
+
+@router.get("/runs/{run_id}/outcomes", response_model=RunOutcomes, summary="What the run's sent emails did",
+            responses=NOT_FOUND)
+async def get_run_outcomes(tenant: TenantDep, run_id: str, session: ReadSession) -> RunOutcomes:
+    """Per email with any outcome: counts of distinct recipients, open and reply rates over delivered (human opens
+    only), the reply rate's 95 % interval and the judge's score; and how well the judge's ranking matched replies."""
+    await _run_or_404(session, run_id, tenant)
+    return await outcomes.run_outcomes(session, run_id)

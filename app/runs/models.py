@@ -64,19 +64,6 @@ class Iteration(Base):
         return fields | (self.extra or {})
 
 
-class EmailRef(Base):
-    """Where an email the service wrote came from, by its ref: outcomes reported for the ref find their run here."""
-
-    __tablename__ = "email_refs"
-    __table_args__ = (Index("ix_email_refs_run_iteration", "run_id", "iteration"),)
-
-    ref: Mapped[str] = mapped_column(String(40), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    iteration: Mapped[int]
-    slot: Mapped[int]  # app.runs.refs.PUBLISHED, or the trajectory's position
-    scenario_id: Mapped[str] = mapped_column(String(200))
-
-
 class TrajectoryRecord(Base):
     """A scored rollout with its full conversation, so training can resume on any worker."""
 

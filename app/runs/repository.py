@@ -7,13 +7,14 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.registry import delete_stored_checkpoints
+from app.outcomes import refs
+from app.outcomes.models import EmailRef
 from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.schemas import EmailTrajectory
-from app.runs import refs
-from app.runs.models import EmailRef, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
+from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
 
 # ---------------------------------------------------------------- node scores
@@ -52,9 +53,10 @@ def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, flo
 # ---------------------------------------------------------------- trajectories
 
 
-async def replace_trajectories(session: AsyncSession, run_id: str, iteration: int, groups: list[art.TrajectoryGroup],
+async def replace_trajectories(session: AsyncSession, run: Run, iteration: int, groups: list[art.TrajectoryGroup],
                                message_id_domain: str) -> None:
     """Idempotent: a re-run generate step replaces what an interrupted one wrote (with the same refs)."""
+    run_id = run.id
     await session.execute(delete(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration))
     await session.execute(delete(EmailRef).where(EmailRef.run_id == run_id, EmailRef.iteration == iteration,
                                                  EmailRef.slot != refs.PUBLISHED))
@@ -65,7 +67,8 @@ async def replace_trajectories(session: AsyncSession, run_id: str, iteration: in
             if t.email is not None:
                 ref = refs.email_ref(run_id, iteration, position)
                 email = t.email.model_dump() | {"ref": ref, "message_id": refs.message_id(ref, message_id_domain)}
-                session.add(EmailRef(ref=ref, run_id=run_id, iteration=iteration, slot=position, scenario_id=t.scenario_id))
+                session.add(EmailRef(ref=ref, tenant=run.tenant, run_id=run_id, iteration=iteration, slot=position,
+                                     scenario_id=t.scenario_id, judge_score=t.metrics.get("judge_score")))
             session.add(TrajectoryRecord(
                 run_id=run_id, iteration=iteration, position=position, group_index=group_index,
                 scenario_id=t.scenario_id, reward=float(t.reward),

@@ -31,7 +31,8 @@ from app.loop.reward import Scorer, ScoringFailed, reward_stats
 from app.loop.schemas import TrainingOutcome
 from app.loop.training import train
 from app.observability import call_with_trace
-from app.runs import refs, repository, transitions
+from app.outcomes import refs
+from app.runs import repository, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
 from app.runs.records import Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState
@@ -161,7 +162,7 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
     iteration distilled for it.
     """
     started_at = utcnow()
-    _, config, graph, scores = await _context(run_id)
+    run, config, graph, scores = await _context(run_id)
     contexts = await _distilled(run_id, iteration - 1) if config.in_context else None
     executor = current()
     policy = await executor.policy(run_id, config.backend)
@@ -175,8 +176,7 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
                                      f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
     async with executor.services.db.transaction() as session:
-        await repository.replace_trajectories(session, run_id, iteration, generation.groups,
-                                              current().settings.message_id_domain)
+        await repository.replace_trajectories(session, run, iteration, generation.groups, executor.settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
     return GenerationResult(started_at=started_at, metrics=generation.metrics, trace_url=trace_url,
                             rewards=reward_stats(generation.groups))
