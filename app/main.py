@@ -13,6 +13,7 @@ from app.http import errors
 from app.http.health import router as health_router
 from app.http.middleware import BodyLimit, StrictInput
 from app.knowledge_graph.endpoints import router as graphs_router
+from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
@@ -20,7 +21,7 @@ from app.settings import Settings, get_settings
 from app.ui.endpoints import router as ui_router
 
 PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
-PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/")  # StaticFiles refuses paths that escape its folder
+PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/", "/outcomes/hooks/")  # StaticFiles refuses paths that escape its folder
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
     app.include_router(outcomes_router, **secured)
+    app.include_router(outcome_hooks, dependencies=[Depends(reject_unknown_query_params)])
     document_webhooks(app.webhooks, WEBHOOK_MODELS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)

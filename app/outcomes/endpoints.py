@@ -2,11 +2,12 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Request, status
 
 from app.core import ServicesDep
-from app.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
-from app.outcomes import service
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.errors import Unprocessable
+from app.outcomes import inbound, service
 from app.outcomes.schemas import (
     IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,
 )
@@ -46,3 +47,38 @@ async def get_outcome_source(source_id: SourceId, session: ReadSession, tenant: 
 async def delete_outcome_source(source_id: SourceId, svc: ServicesDep, tenant: TenantDep) -> None:
     """Its webhooks are refused from now on; the outcomes it brought stay."""
     await service.delete_source(svc.db, source_id, tenant)
+
+
+hooks = APIRouter(tags=["outcomes"])  # public: each provider authenticates by its own scheme, not an API key
+HOOK_ANSWERS = {401: {"model": ErrorOut, "description": "Bad or missing signature (or credentials), or a stale timestamp; "
+                                                       "nothing is stored"},
+                404: {"model": ErrorOut, "description": "Unknown source"},
+                422: {"model": ErrorOut, "description": "Not the provider's payload"}, **BODY_ERRORS}
+
+
+@hooks.post("/outcomes/hooks/{source_id}", response_model=IngestResult, summary="A provider's event webhook",
+            responses=HOOK_ANSWERS, openapi_extra={"requestBody": {"content": {"application/json": {"schema": {}}}}})
+async def receive_provider_events(source_id: SourceId, request: Request, svc: ServicesDep) -> IngestResult:
+    """The provider's events, byte for byte as it sends them, verified by its scheme (SendGrid's ECDSA signature,
+    Mailgun's HMAC with one-time tokens, Resend's Svix signature, Postmark's basic auth). Events of refs the source's
+    tenant does not know are acknowledged and counted as unattributed, so the provider does not retry them."""
+    return await service.receive_webhook(svc.db, svc.secrets, source_id, request.headers, await request.body())
+
+
+@hooks.post("/outcomes/hooks/{source_id}/inbound", response_model=IngestResult, summary="An inbound reply",
+            responses=HOOK_ANSWERS, openapi_extra={"requestBody": {"content": {
+                "message/rfc822": {"schema": {"type": "string", "format": "binary"}},
+                "multipart/form-data": {"schema": {"type": "object", "properties": {"email": {"type": "string"}}}}}}})
+async def receive_reply(source_id: SourceId, request: Request, svc: ServicesDep) -> IngestResult:
+    """A reply, as a raw RFC 822 message or SendGrid Inbound Parse's form (with "POST the raw, full MIME message"),
+    matched to its email by `In-Reply-To` / `References` or a `+eml_…` address. Auto-replies are recorded as such and
+    are not replies. The reply's text is kept only with STORE_REPLY_TEXT."""
+    if request.headers.get("content-type", "").startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
+        form = await request.form()
+        try:
+            raw = inbound.parse_sendgrid_inbound({k: v for k, v in form.items() if isinstance(v, str)})
+        except ValueError as exc:
+            raise Unprocessable(str(exc)) from None
+    else:
+        raw = await request.body()
+    return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers, raw)

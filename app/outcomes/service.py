@@ -1,19 +1,24 @@
 """Taking outcomes in (from the caller, a provider's webhook or a reply) and reading them back per run."""
 
+import hashlib
 import math
 import secrets
+import time
 from collections import defaultdict
+from collections.abc import Mapping
 
 import polars as pl
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
-from app.errors import NotFound
+from app.errors import NotFound, Unauthorized, Unprocessable
 from app.events.service import new_id
 from app.events.signing import SecretBox
-from app.outcomes import repository
-from app.outcomes.models import OutcomeSource
+from app.settings import Settings
+from app.outcomes import inbound, providers, repository
+from app.outcomes.models import OutcomeNonce, OutcomeSource
 from app.outcomes.schemas import (
     BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
     OutcomeType, Provider, RunOutcomes, Sentiment, SentEmailOutcomes,
@@ -56,6 +61,11 @@ async def create_source(db: Database, box: SecretBox, tenant: str, body: Outcome
     source_id = new_id("src")
     basic_auth = None
     material = body.material()
+    if body.provider == Provider.SENDGRID:
+        try:
+            providers.load_sendgrid_key(material)
+        except ValueError as exc:
+            raise Unprocessable(f"verification_key: {exc}") from None
     if body.provider == Provider.POSTMARK:
         basic_auth = BasicAuth(username=source_id, password=secrets.token_urlsafe(24))
         material = basic_auth.password
@@ -80,6 +90,74 @@ async def source_of(session: AsyncSession, source_id: str, tenant: str | None = 
 async def delete_source(db: Database, source_id: str, tenant: str) -> None:
     async with db.transaction() as session:
         await session.delete(await source_of(session, source_id, tenant))
+
+
+# ---------------------------------------------------------------- providers' webhooks and replies
+
+
+async def _verified_source(db: Database, box: SecretBox, source_id: str) -> tuple[OutcomeSource, str]:
+    async with db.read() as session:
+        source = await source_of(session, source_id)
+    return source, box.open(source.secret) if source.secret else ""
+
+
+async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers: Mapping[str, str],
+                          body: bytes) -> IngestResult:
+    """Verifies the request by the source's provider's scheme (401, storing nothing, when it fails), then ingests."""
+    source, material = await _verified_source(db, box, source_id)
+    now = time.time()
+    try:
+        if source.provider == Provider.SENDGRID:
+            providers.verify_sendgrid(headers, body, public_key=material, now=now)
+            events = providers.parse_sendgrid(body)
+        elif source.provider == Provider.MAILGUN:
+            token = providers.verify_mailgun(body, signing_key=material, now=now)
+            if not await _first_use(db, source.id, token):
+                raise providers.BadSignature("this Mailgun token was used before (a replayed request)")
+            events = providers.parse_mailgun(body)
+        elif source.provider == Provider.RESEND:
+            providers.verify_resend(headers, body, secret=material, now=now)
+            events = providers.parse_resend(headers, body)
+        else:
+            providers.check_basic_auth(headers.get("authorization"), source.id, material)
+            events = providers.parse_postmark(body)
+    except providers.BadSignature as exc:
+        raise Unauthorized(str(exc)) from None
+    except ValueError as exc:
+        raise Unprocessable(str(exc)) from None
+    return await ingest(db, box, source.tenant, events, source_id=source.id)
+
+
+async def _first_use(db: Database, source_id: str, nonce: str) -> bool:
+    try:
+        async with db.transaction() as session:
+            session.add(OutcomeNonce(source_id=source_id, nonce=nonce))
+    except IntegrityError:
+        return False
+    return True
+
+
+async def receive_reply(db: Database, box: SecretBox, settings: Settings, source_id: str, headers: Mapping[str, str],
+                        raw: bytes) -> IngestResult:
+    """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
+
+    Postmark's inbound hook carries the source's basic auth; the other providers sign no inbound mail, so their
+    inbound URL (unguessable) is the credential.
+    """
+    source, material = await _verified_source(db, box, source_id)
+    if source.provider == Provider.POSTMARK:
+        try:
+            providers.check_basic_auth(headers.get("authorization"), source.id, material)
+        except providers.BadSignature as exc:
+            raise Unauthorized(str(exc)) from None
+    reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
+    if reply is None:
+        raise Unprocessable("not a reply: the body is no RFC 822 message, or is a delivery or read report")
+    event_id = reply.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()
+    event = OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
+                         occurred_at=reply.occurred_at, id=event_id[:500], recipient=reply.sender or "unknown")
+    texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
+    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
 
 
 # ---------------------------------------------------------------- reading back
