@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     message_id_domain: str = Field(
         "codreamer.invalid", pattern=r"^[A-Za-z0-9.-]{1,200}$",
         description="The domain of the Message-ID suggested for each email (use your sending domain).")
+    reply_window_s: float = Field(3 * 86400, gt=0, description=(
+        "How long after delivery a sent email without a reply counts as not replied to (a reply counts at once)."))
+    outcome_prior_sends: float = Field(20.0, gt=0, description=(
+        "Pseudo-sends at the population's rates behind every trait's rate in the outcome model: more, slower to "
+        "trust a trait; also the evidence at which feedback carries half its weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
     trajectory_retention_iterations: int = Field(
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")

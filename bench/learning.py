@@ -43,7 +43,9 @@ def _curve(args: tuple[str, str, int, int]) -> dict:
     async def run():
         document = synthetic_document(SYNTHETIC_SEED) if graph == "synthetic" else None
         request = LearnLoopRequest(graph_id=document.id if document else "demo", iterations=iterations,
-                                   rollouts_per_group=4, seed=seed, **VARIANTS[variant])
+                                   rollouts_per_group=4, seed=seed, **VARIANTS[variant],
+                                   # what these curves have always measured: the oracle on the demo, the judge alone elsewhere
+                                   feedback_source="none" if document else "oracle")
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
             async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
                 if document:

@@ -1,48 +1,24 @@
-"""Simulated online feedback: open and reply rates from prospects' hidden preferences.
+"""Online feedback for scoring: the outcome model's estimate (real or simulated sends), or the demo's oracle.
 
-Stands in for a real email channel. Preferences exist only for the demo graph's scenarios and
-are read from a file that neither the policy nor the judge can see; the simulator itself only
-sees the email a prospect would receive.
+The simulator's prospects have hidden preferences, only for the demo graph's scenarios, read from a
+file that neither the policy nor the judge can see; the simulator only sees the email a prospect
+would receive. As a provider (`app.outcomes.simulated`) it answers only for emails that are sent;
+as the oracle (`feedback_source: oracle`, for benchmarks) it rates every candidate at once.
 """
 
 import math
-import re
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from app.agent.schemas import Email
-from app.agent.text import words
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.service import hidden_preferences
+from app.loop.features import content_hash, email_features, perceived_cta, perceived_length, perceived_tone
+from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource, OutcomeModel
 
 SENDS = 50  # simulated recipients per email
-_QUESTION = re.compile(r"[^.!?\n]*\?")
-
-
-def perceived_tone(body: str) -> str:
-    greeting = body.strip().splitlines()[0].lower() if body.strip() else ""
-    if greeting.startswith("dear") or "regards" in body.lower() or "sincerely" in body.lower():
-        return "formal"
-    if greeting.startswith(("hi", "hello", "hey")) or "cheers" in body.lower():
-        return "friendly"
-    return "direct"
-
-
-def perceived_length(body: str) -> str:
-    n = words(body)
-    return "short" if n < 90 else "medium" if n < 150 else "long"
-
-
-def perceived_cta(body: str) -> str:
-    questions = [q.lower() for q in _QUESTION.findall(body)]
-    if not questions:
-        return "none"
-    last = questions[-1]
-    if any(w in last for w in ("call", "meeting", "minutes", "meet", "demo")):
-        return "meeting"
-    if any(w in last for w in ("send", "share", "summary", "guide", "report", "case study")):
-        return "resource"
-    return "question"
 
 
 def _sigmoid(x: float) -> float:
@@ -69,6 +45,12 @@ def reply_probabilities(email: Email, prospect: dict, preferences: dict) -> tupl
     return _sigmoid(open_logit), _sigmoid(reply_logit)
 
 
+class Feedback(Protocol):
+    """What scoring asks of online feedback: an estimate for one email (the seed makes a simulation repeatable)."""
+
+    def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate: ...
+
+
 class FeedbackSimulator:
     def __init__(self, preferences: dict[str, dict], prospects: dict[str, dict]):
         self.preferences = preferences
@@ -84,6 +66,25 @@ class FeedbackSimulator:
         replies = int(rng.binomial(opens, p_reply))
         score = 0.4 * opens / SENDS + 0.6 * (replies / opens if opens else 0.0)
         return score, opens / SENDS, replies / SENDS
+
+    def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate:
+        """The oracle: every candidate sent at once to look-alikes, full confidence (a benchmark's upper bound)."""
+        score, open_rate, reply_rate = self.observe(scenario_id, email, seed)
+        return Estimate(score, open_rate, reply_rate, 1.0, FeedbackSource.OBSERVED)
+
+
+@dataclass
+class OutcomeFeedback:
+    """The outcome model's estimate of each candidate, from the traits it shares with emails that were sent."""
+
+    model: OutcomeModel
+    prospects: dict[str, tuple[str, str]]  # scenario id: (prospect's name, company)
+
+    def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate:
+        if email is None:
+            return NO_ESTIMATE
+        name, company = self.prospects[scenario_id]
+        return self.model.estimate(email_features(email, name, company), content_hash(email))
 
 
 def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:

@@ -10,7 +10,8 @@ from art.metrics import MetricsBuilder
 from art.rewards import ruler_score_group
 
 from app.faults import fault_point
-from app.loop.feedback import FeedbackSimulator
+from app.loop.feedback import Feedback
+from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource
 from app.loop.schemas import RewardStats, RunConfig
 from app.observability import traced
 
@@ -48,6 +49,13 @@ def clamped(score: float) -> float:
     return min(1.0, max(0.0, float(score)))
 
 
+def blend(judge_score: float, feedback: Estimate, weight: float) -> float:
+    """reward = (1 - w·c) · judge + w·c · feedback, w the run's feedback_weight and c the feedback's confidence:
+    with no outcomes (c = 0) the reward is the judge's, and evidence earns feedback its weight."""
+    share = weight * feedback.confidence
+    return (1 - share) * judge_score + share * feedback.score
+
+
 def rollout_seed(seed: int, iteration: int, scenario_id: str, index: int) -> int:
     return zlib.crc32(f"{seed}:{iteration}:{scenario_id}:{index}".encode()) * 64
 
@@ -82,7 +90,7 @@ class Scorer:
     """Scores each group of one iteration as generation completes it."""
 
     judge: Judge
-    feedback: FeedbackSimulator | None
+    feedback: Feedback | None
     config: RunConfig
     iteration: int
 
@@ -99,16 +107,12 @@ class Scorer:
 async def score_group(
     group: art.TrajectoryGroup,
     judge: Judge,
-    feedback: FeedbackSimulator | None,
+    feedback: Feedback | None,
     config: RunConfig,
     *,
     iteration: int,
 ) -> art.TrajectoryGroup | None:
-    """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group.
-
-    reward = (1 - feedback_weight) · judge + feedback_weight · feedback, where feedback is
-    0.4 · open rate + 0.6 · reply rate (judge alone when the graph has no feedback channel).
-    """
+    """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group."""
     costs = MetricsBuilder("judge")
     started = time.monotonic()
     with costs.activate_context():
@@ -126,11 +130,13 @@ async def score_group(
             trajectory.metrics["judge_cost_usd"] = cost / len(judged.trajectories)
         judge_score = clamped(trajectory.reward)
         trajectory.metrics["judge_score"] = judge_score
-        reward = judge_score
+        estimate = NO_ESTIMATE
         if feedback is not None:
             feedback_seed = rollout_seed(config.seed, iteration, trajectory.scenario_id, trajectory.rollout)
-            feedback_score, open_rate, reply_rate = feedback.observe(trajectory.scenario_id, trajectory.email, feedback_seed)
-            trajectory.metrics |= {"feedback_score": feedback_score, "open_rate": open_rate, "reply_rate": reply_rate}
-            reward = (1 - config.feedback_weight) * judge_score + config.feedback_weight * feedback_score
-        trajectory.reward = reward
+            estimate = feedback.estimate(trajectory.scenario_id, trajectory.email, feedback_seed)
+        if estimate.source != FeedbackSource.NONE:
+            trajectory.metrics |= {"feedback_score": estimate.score, "open_rate": estimate.p_open,
+                                   "reply_rate": estimate.p_reply, "feedback_confidence": estimate.confidence,
+                                   "feedback_observed": float(estimate.source == FeedbackSource.OBSERVED)}
+        trajectory.reward = blend(judge_score, estimate, config.feedback_weight)
     return judged

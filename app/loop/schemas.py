@@ -1,5 +1,6 @@
 """Values that flow between the loop's steps (and out through the API)."""
 
+from enum import StrEnum
 from typing import Any
 
 import art
@@ -8,6 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.agent.schemas import Email
 from app.settings import BackendName
+
+
+class FeedbackMode(StrEnum):
+    OUTCOMES = "outcomes"
+    SIMULATED = "simulated"
+    NONE = "none"
+    ORACLE = "oracle"
 
 
 class RunConfig(BaseModel):
@@ -32,7 +40,13 @@ class RunConfig(BaseModel):
     rollouts_per_group: int = Field(4, ge=2, le=64)
     max_turns: int = Field(6, ge=1, le=32)
     learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
-    feedback_weight: float = Field(0.3, ge=0, le=1, description="Weight of online feedback in the blended reward.")
+    feedback_weight: float = Field(0.3, ge=0, le=1, description=(
+        "Weight of online feedback in the blended reward, at full confidence (scaled down by how much evidence there is)."))
+    feedback_source: FeedbackMode | None = Field(None, description=(
+        "Where online feedback comes from: `outcomes` (real opens and replies reported for the tenant's emails on this "
+        "graph), `simulated` (the demo's simulated provider, which receives each published email), `none` (the judge "
+        "alone), or `oracle` (benchmarks only: every candidate rated by the simulator at once). Default: `simulated` on "
+        "a graph with simulated prospects (the demo), `outcomes` elsewhere."))
     top_fraction: float = Field(0.5, gt=0, le=1, description="Share of each group's citing emails that earn node credit.")
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")

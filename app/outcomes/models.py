@@ -11,15 +11,18 @@ class EmailRef(Base):
     """Where an email the service wrote came from, by its ref: outcomes reported for the ref find their run here."""
 
     __tablename__ = "email_refs"
-    __table_args__ = (Index("ix_email_refs_run_iteration", "run_id", "iteration"),)
+    __table_args__ = (Index("ix_email_refs_run_iteration", "run_id", "iteration"), Index("ix_email_refs_tenant_graph", "tenant", "graph_id"))
 
     ref: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))  # the run's, which never changes
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     iteration: Mapped[int]
     slot: Mapped[int]  # app.outcomes.refs.PUBLISHED, or the trajectory's position
+    graph_id: Mapped[str] = mapped_column(String(200))
     scenario_id: Mapped[str] = mapped_column(String(200))
     judge_score: Mapped[float | None]
+    features: Mapped[list]  # app.loop.features.email_features: what the outcome model learns over
+    content_hash: Mapped[str] = mapped_column(String(64))
 
 
 class OutcomeSource(Base):

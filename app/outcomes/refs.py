@@ -7,11 +7,9 @@ Message-ID a reply threads to).
 
 import base64
 import hashlib
-import re
 
 PREFIX = "eml_"
 PUBLISHED = -1  # the slot of an iteration's published email; a trajectory's is its position
-REF = re.compile(r"eml_[a-z2-7]{20}")
 
 
 def email_ref(run_id: str, iteration: int, slot: int) -> str:
@@ -23,7 +21,3 @@ def message_id(ref: str, domain: str) -> str:
     """The RFC 5322 Message-ID to send the email with: a reply's In-Reply-To then names the ref."""
     return f"<{ref}@{domain}>"
 
-
-def find_ref(text: str) -> str | None:
-    found = REF.search(text or "")
-    return found.group(0) if found else None

@@ -1,11 +1,13 @@
 """Outcome rows: written once per event id and tenant, read back per run."""
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.loop.outcome_model import SentEmail
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
 
@@ -65,3 +67,29 @@ async def judge_scores(session: AsyncSession, refs: set[str]) -> dict[str, float
     if not refs:
         return {}
     return dict((await session.execute(select(EmailRef.ref, EmailRef.judge_score).where(EmailRef.ref.in_(refs)))).all())
+
+
+async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: datetime, graph_id: str | None = None,
+                      run_id: str | None = None) -> list[SentEmail]:
+    """The tenant's sent emails (on one graph, or of one run) with their mature outcomes, for the outcome model.
+
+    A delivery counts once it is older than the reply window (`mature_before`), or as soon as its recipient replied;
+    machine opens, bounces and auto-replies count for nothing.
+    """
+    recipient = OutcomeRecord.recipient
+    delivered = func.count(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before),
+                                 recipient)).distinct())
+    opens = func.count(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), recipient)).distinct())
+    replies = func.count(case((OutcomeRecord.type == OutcomeType.REPLIED, recipient)).distinct())
+    query = (select(OutcomeRecord.ref, delivered, opens, replies).where(OutcomeRecord.tenant == tenant)
+             .group_by(OutcomeRecord.ref))
+    if run_id is not None:
+        query = query.where(OutcomeRecord.run_id == run_id)
+    if graph_id is not None:
+        query = query.join(EmailRef, EmailRef.ref == OutcomeRecord.ref).where(EmailRef.graph_id == graph_id)
+    counts = {ref: (n, o, r) for ref, n, o, r in await session.execute(query)}
+    if not counts:
+        return []
+    traits = await session.execute(select(EmailRef.ref, EmailRef.features, EmailRef.content_hash).where(EmailRef.ref.in_(counts)))
+    return [SentEmail(features=features, content_hash=content, delivered=max(counts[ref][0], counts[ref][2]),
+                      opens=counts[ref][1], replies=counts[ref][2]) for ref, features, content in traits]

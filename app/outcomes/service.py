@@ -6,6 +6,7 @@ import secrets
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from datetime import timedelta
 
 import polars as pl
 from sqlalchemy import select
@@ -17,7 +18,10 @@ from app.errors import NotFound, Unauthorized, Unprocessable
 from app.events.service import new_id
 from app.events.signing import SecretBox
 from app.settings import Settings
-from app.outcomes import inbound, providers, repository
+from app.agent.schemas import Email
+from app.db import utcnow
+from app.loop.feedback import FeedbackSimulator
+from app.outcomes import inbound, providers, repository, simulated
 from app.outcomes.models import OutcomeNonce, OutcomeSource
 from app.outcomes.schemas import (
     BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
@@ -158,6 +162,22 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
                          occurred_at=reply.occurred_at, id=event_id[:500], recipient=reply.sender or "unknown")
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
     return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
+
+
+async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
+                         scenario_id: str, email: Email, ref: str, message_id: str, seed: int) -> IngestResult:
+    """The demo's provider sends the email and reports back through the providers' own parsers and `ingest`.
+
+    The campaign is dated a reply window back, so that its outcomes are mature when the next iteration is scored.
+    """
+    sent_at = utcnow() - timedelta(seconds=settings.reply_window_s + 3600)
+    events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at)
+    parsed = providers.parse_sendgrid(events)
+    for raw in replies:
+        reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
+        parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,
+                                   id=reply.message_id, recipient=reply.sender))
+    return await ingest(db, box, tenant, parsed)
 
 
 # ---------------------------------------------------------------- reading back

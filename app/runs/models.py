@@ -79,6 +79,8 @@ class TrajectoryRecord(Base):
     reward: Mapped[float]
     judge_score: Mapped[float | None]
     feedback_score: Mapped[float | None]
+    feedback_source: Mapped[str | None] = mapped_column(String(16))  # app.loop.outcome_model.FeedbackSource
+    feedback_confidence: Mapped[float | None]
     email: Mapped[dict | None]
     turns: Mapped[int]
     trajectory: Mapped[dict]

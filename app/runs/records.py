@@ -20,6 +20,7 @@ class StartState(BaseModel):
     status: RunStatus
     iterations_total: int
     next_iteration: int  # after the last recorded one, for a resumed run
+    simulated_sends: bool = False  # the demo's provider sends each published email (feedback_source `simulated`)
 
 
 class GenerationResult(BaseModel):

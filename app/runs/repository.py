@@ -13,6 +13,9 @@ from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
+from app.agent.schemas import Email
+from app.loop.features import content_hash, email_features
+from app.loop.outcome_model import FeedbackSource
 from app.loop.schemas import EmailTrajectory
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
@@ -53,8 +56,23 @@ def full_scores(graph: KnowledgeGraph, moved: dict[str, float]) -> dict[str, flo
 # ---------------------------------------------------------------- trajectories
 
 
-async def replace_trajectories(session: AsyncSession, run: Run, iteration: int, groups: list[art.TrajectoryGroup],
-                               message_id_domain: str) -> None:
+def feedback_source(metrics: dict[str, float]) -> FeedbackSource:
+    if "feedback_score" not in metrics:
+        return FeedbackSource.NONE
+    return FeedbackSource.OBSERVED if metrics.get("feedback_observed") else FeedbackSource.PREDICTED
+
+
+def email_ref(run: Run, graph: KnowledgeGraph, iteration: int, slot: int, scenario_id: str, email: Email,
+              judge_score: float | None) -> EmailRef:
+    """Where the email came from, and the traits the outcome model learns its outcomes over."""
+    prospect = graph.scenarios[scenario_id].prospect
+    return EmailRef(ref=refs.email_ref(run.id, iteration, slot), tenant=run.tenant, run_id=run.id, graph_id=run.graph_id,
+                    iteration=iteration, slot=slot, scenario_id=scenario_id, judge_score=judge_score,
+                    features=email_features(email, prospect.name, prospect.company), content_hash=content_hash(email))
+
+
+async def replace_trajectories(session: AsyncSession, run: Run, graph: KnowledgeGraph, iteration: int,
+                               groups: list[art.TrajectoryGroup], message_id_domain: str) -> None:
     """Idempotent: a re-run generate step replaces what an interrupted one wrote (with the same refs)."""
     run_id = run.id
     await session.execute(delete(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration))
@@ -65,14 +83,14 @@ async def replace_trajectories(session: AsyncSession, run: Run, iteration: int, 
         for t in group.trajectories:
             email = None
             if t.email is not None:
-                ref = refs.email_ref(run_id, iteration, position)
-                email = t.email.model_dump() | {"ref": ref, "message_id": refs.message_id(ref, message_id_domain)}
-                session.add(EmailRef(ref=ref, tenant=run.tenant, run_id=run_id, iteration=iteration, slot=position,
-                                     scenario_id=t.scenario_id, judge_score=t.metrics.get("judge_score")))
+                traced = email_ref(run, graph, iteration, position, t.scenario_id, t.email, t.metrics.get("judge_score"))
+                email = t.email.model_dump() | {"ref": traced.ref, "message_id": refs.message_id(traced.ref, message_id_domain)}
+                session.add(traced)
             session.add(TrajectoryRecord(
                 run_id=run_id, iteration=iteration, position=position, group_index=group_index,
                 scenario_id=t.scenario_id, reward=float(t.reward),
                 judge_score=t.metrics.get("judge_score"), feedback_score=t.metrics.get("feedback_score"),
+                feedback_source=feedback_source(t.metrics), feedback_confidence=t.metrics.get("feedback_confidence"),
                 email=email, turns=t.turns, trajectory=t.to_json(),
             ))
             position += 1
@@ -220,7 +238,8 @@ async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -
     )).all()
     return row.view() | {"trajectories": [
         {"scenario_id": t.scenario_id, "reward": t.reward, "judge_score": t.judge_score,
-         "feedback_score": t.feedback_score, "email": t.email, "turns": t.turns}
+         "feedback_score": t.feedback_score, "feedback_source": t.feedback_source or FeedbackSource.NONE,
+         "feedback_confidence": t.feedback_confidence, "email": t.email, "turns": t.turns}
         for t in trajectories
     ]}
 

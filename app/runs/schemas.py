@@ -7,7 +7,8 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from app.agent.schemas import FinalEmail, PublishedEmail, ScenarioContext, TracedEmail
 from app.runs.status import RunError, RunStatus
-from app.loop.schemas import RewardStats, RunConfig
+from app.loop.outcome_model import FeedbackSource
+from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
 from app.pages import Page
 from app.settings import BackendName
 
@@ -44,6 +45,7 @@ class EffectiveConfig(RunConfig):
     train_options: dict[str, Any]
     in_context: bool = False  # runs from before in-context learning had none
     judge: str = "default"  # runs from before judges per run had the JUDGE_MODEL judge
+    feedback_source: FeedbackMode = FeedbackMode.ORACLE  # runs from before outcomes had the simulator rate every candidate
     webhook_url: str | None = None
 
 
@@ -135,7 +137,11 @@ class TrajectoryOut(BaseModel):
     scenario_id: str
     reward: float
     judge_score: float | None
-    feedback_score: float | None
+    feedback_score: float | None = Field(description="The feedback blended into the reward: 0.4 · P(open) + 0.6 · P(reply).")
+    feedback_source: FeedbackSource = Field(description=(
+        "`observed`: this email was sent and its outcomes are mature; `predicted`: the outcome model's estimate from "
+        "emails like it (on `oracle`, the simulator's rating); `none`: no outcomes, the reward is the judge's."))
+    feedback_confidence: float | None = Field(description="The share of feedback_weight the feedback carried, in [0, 1].")
     email: TracedEmail | None
     turns: int
 

@@ -21,6 +21,8 @@ from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, redacted, resolve
 from app.knowledge_graph import repository as graphs
+from app.loop.feedback import create_feedback
+from app.loop.schemas import FeedbackMode
 from app.runs import workflow
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
@@ -92,7 +94,13 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
             await resolve(webhook_url, allow_private=svc.settings.webhook_allow_private)
         except UnsafeWebhookURL as exc:
             raise invalid("webhook_url", str(exc)) from None
+    simulated = create_feedback(graph) is not None
+    feedback_source = body.feedback_source or (FeedbackMode.SIMULATED if simulated else FeedbackMode.OUTCOMES)
+    if feedback_source in (FeedbackMode.SIMULATED, FeedbackMode.ORACLE) and not simulated:
+        raise invalid("feedback_source", f"graph {graph.id!r} has no simulated prospects (only the demo has); "
+                                         "use `outcomes` or `none`")
     return EffectiveConfig.model_validate(body.model_dump() | {
+        "feedback_source": feedback_source,
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
         "in_context": (not spec.trainable) if body.in_context is None else body.in_context, "judge": judge,

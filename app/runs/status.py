@@ -35,6 +35,7 @@ class Step(StrEnum):
     TRAIN = "train"
     REWEIGHT = "reweight"
     PUBLISH = "publish"
+    SEND = "send"  # the demo's simulated provider sends the published email
     FINISH = "finish"
 
 

@@ -8,7 +8,6 @@ from app.db import utcnow
 from app.events import service as events
 from app.events.schemas import EventData
 from app.outcomes import refs
-from app.outcomes.models import EmailRef
 from app.runs.events import IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData
 from app.runs.status import RunError, RunStatus, Step
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -95,9 +94,9 @@ async def record_iteration(session: AsyncSession, graph: KnowledgeGraph, run_id:
     changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in record.changed.values() for n in moved})}
     session.add(Iteration.of(run_id, record, node_scores_changed=changed_mean, finished_at=utcnow()))
     if record.email is not None and record.email.ref is not None:
-        session.add(EmailRef(ref=record.email.ref, tenant=run.tenant, run_id=run_id, iteration=record.iteration,
-                             slot=refs.PUBLISHED, scenario_id=EffectiveConfig.model_validate(run.config).target_scenario_id,
-                             judge_score=record.email.score))
+        target = EffectiveConfig.model_validate(run.config).target_scenario_id
+        # merged: a run forked back before this iteration recorded its ref already
+        await session.merge(repository.email_ref(run, graph, record.iteration, refs.PUBLISHED, target, record.email, record.email.score))
     if record.iteration > 0:
         run.iterations_completed = record.iteration
     await _announce(session, run, IterationCompletedData, iteration=record.iteration, email=record.email, rewards=record.rewards,

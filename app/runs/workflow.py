@@ -12,6 +12,7 @@ import functools
 import logging
 import time
 import typing
+from datetime import timedelta
 
 from dbos import DBOS, SetWorkflowID
 from pydantic import TypeAdapter, ValidationError
@@ -24,14 +25,19 @@ from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, judge_email, write_email
-from app.loop.feedback import create_feedback
+from app.agent.schemas import PublishedEmail
+from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import generate
 from app.loop.in_context import distil
-from app.loop.reward import Scorer, ScoringFailed, reward_stats
-from app.loop.schemas import TrainingOutcome
+from app.loop.outcome_model import OutcomeModel
+from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
+from app.loop.schemas import FeedbackMode, TrainingOutcome
 from app.loop.training import train
 from app.observability import call_with_trace
 from app.outcomes import refs
+from app.outcomes import repository as outcome_repository
+from app.outcomes import service as outcomes
+from app.outcomes.schemas import IngestResult
 from app.runs import repository, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
@@ -138,10 +144,12 @@ async def start_step(run_id: str) -> StartState:
     async with current().services.db.transaction() as session:
         run = await transitions.begin(session, run_id)
         status, total = run.status, run.iterations_total
+        simulated = EffectiveConfig.model_validate(run.config).feedback_source == FeedbackMode.SIMULATED
         latest = await repository.latest_iteration(session, run_id)
     current().wake_relay()
     fault_point(Step.START)
-    return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1)
+    return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1,
+                      simulated_sends=simulated)
 
 
 _CONTEXTS = TypeAdapter(Contexts | None)
@@ -166,7 +174,7 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
     contexts = await _distilled(run_id, iteration - 1) if config.in_context else None
     executor = current()
     policy = await executor.policy(run_id, config.backend)
-    scorer = Scorer(executor.judge_named(config.judge), create_feedback(graph), config, iteration)
+    scorer = Scorer(executor.judge_named(config.judge), await _feedback(run, config, graph), config, iteration)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
         {s: scores.of(s) for s in config.scenario_ids}, config,
@@ -176,7 +184,7 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
                                      f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
     async with executor.services.db.transaction() as session:
-        await repository.replace_trajectories(session, run, iteration, generation.groups, executor.settings.message_id_domain)
+        await repository.replace_trajectories(session, run, graph, iteration, generation.groups, executor.settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
     return GenerationResult(started_at=started_at, metrics=generation.metrics, trace_url=trace_url,
                             rewards=reward_stats(generation.groups))
@@ -257,6 +265,33 @@ async def publish_step(run_id: str, record: IterationRecord) -> RunStatus:
     return status
 
 
+@workflow_step(Step.SEND)
+async def send_step(run_id: str, iteration: int, email: PublishedEmail) -> IngestResult:
+    """On `simulated` feedback: the demo's provider sends the published email and reports its outcomes."""
+    run, config = await _run(run_id)
+    services = current().services
+    graph = await services.graphs.get(run.graph_id)
+    seed = rollout_seed(config.seed, iteration, config.target_scenario_id, -1)
+    return await outcomes.send_simulated(services.db, services.secrets, services.settings, run.tenant, create_feedback(graph),
+                                         config.target_scenario_id, email, email.ref, email.message_id, seed)
+
+
+async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) -> Feedback | None:
+    """What scoring blends with the judge: the outcome model of what was sent (the tenant's on this graph, or on
+    `simulated` this run's own), the oracle (benchmarks), or nothing."""
+    if config.feedback_source == FeedbackMode.NONE:
+        return None
+    if config.feedback_source == FeedbackMode.ORACLE:
+        return create_feedback(graph)
+    settings = current().settings
+    scope = {"run_id": run.id} if config.feedback_source == FeedbackMode.SIMULATED else {"graph_id": run.graph_id}
+    async with current().services.db.read() as session:
+        sent = await outcome_repository.sent_emails(
+            session, run.tenant, mature_before=utcnow() - timedelta(seconds=settings.reply_window_s), **scope)
+    prospects = {s.id: (s.prospect.name, s.prospect.company) for s in graph.scenarios.values()}
+    return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
+
+
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
     """Prunes checkpoints (keeping the latest and best), then marks the run succeeded."""
@@ -312,9 +347,11 @@ async def learning_run(run_id: str) -> str | None:
             return state.status
         if state.next_iteration == 0:
             baseline = await email_step(run_id, 0, ReweightResult())
-            await publish_step(run_id, IterationRecord(
+            status = await publish_step(run_id, IterationRecord(
                 iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds}, started_at=baseline.started_at,
             ))
+            if state.simulated_sends and status == RunStatus.RUNNING:
+                await send_step(run_id, 0, baseline.email)
         for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
             generation = await generate_step(run_id, iteration)
             training = await train_step(run_id, iteration)
@@ -329,6 +366,8 @@ async def learning_run(run_id: str) -> str | None:
                 changed=reweighted.changed, metrics=metrics, context=reweighted.context,
                 started_at=generation.started_at, trace_url=generation.trace_url,
             ))
+            if state.simulated_sends and status == RunStatus.RUNNING:
+                await send_step(run_id, iteration, email.email)
             if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
         await finish_step(run_id)

@@ -15,12 +15,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 
 from app.knowledge_graph.service import demo_document
+from app.knowledge_graph.synthetic import synthetic_document
 from app.main import create_app
 from app.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
-BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
+# judge-only: the outcomes these tests report are the only ones (the demo's simulated provider would send too)
+BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3,
+        "feedback_source": "none"}
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
 
 
@@ -306,3 +309,36 @@ async def test_a_sendgrid_inbound_parse_form_with_the_raw_message_is_a_reply(wor
     assert answer.status_code == 200 and answer.json()["accepted"] == 1, answer.text
     assert (await outcomes_of(alice, run_id, email["ref"]))["replies"] >= 1
     assert (await alice.post(source["inbound_url"], data={"text": "no raw message"})).status_code == 422
+
+
+# ---------------------------------------------------------------- the demo through the same path
+
+
+async def test_on_the_demo_a_simulated_provider_sends_each_published_email_and_scoring_uses_what_came_back(tmp_path):
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test",
+                        secret_key="test-secret-key-for-outcomes")
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        body = {key: value for key, value in BODY.items() if key != "feedback_source"} | {"iterations": 2}
+        run_id = (await client.post("/learn-loop", json=body)).json()["run_id"]
+        run = await finished(client, run_id, timeout=300)
+        assert run["status"] == "succeeded" and run["config"]["feedback_source"] == "simulated"
+        sent = (await client.get(f"/runs/{run_id}/outcomes")).json()["data"]
+        published = [(await client.get(f"/runs/{run_id}/iterations/{i}")).json()["email"]["ref"] for i in range(3)]
+        assert [e["ref"] for e in sent] == published  # only the published emails were sent
+        for email in sent:
+            assert email["sends"] == 50 and email["delivered"] + email["bounces"] == 50
+            assert email["machine_opens"] > 0 and email["opens"] <= email["delivered"]
+        # Iteration 1 was scored after the baseline's outcomes came back: predicted, with the confidence they earn.
+        delivered = sent[0]["delivered"]
+        for trajectory in (await client.get(f"/runs/{run_id}/iterations/1")).json()["trajectories"]:
+            assert trajectory["feedback_source"] == "predicted", trajectory
+            assert trajectory["feedback_confidence"] == pytest.approx(delivered / (delivered + settings.outcome_prior_sends))
+        # A graph without simulated prospects has no simulator to send with, nor an oracle.
+        document = synthetic_document(2)
+        assert (await client.post("/graphs", json=document.model_dump(mode="json"))).status_code == 201
+        for source in ("simulated", "oracle"):
+            refused = await client.post("/learn-loop", json={"graph_id": document.id, "feedback_source": source, "iterations": 1})
+            assert refused.status_code == 422 and "no simulated prospects" in refused.text
+        default = (await client.post("/learn-loop", json={"graph_id": document.id, "iterations": 1})).json()["run_id"]
+        assert (await client.get(f"/runs/{default}")).json()["config"]["feedback_source"] == "outcomes"

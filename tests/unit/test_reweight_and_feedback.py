@@ -2,7 +2,8 @@ import art
 import pytest
 
 from app.knowledge_graph.service import demo_graph
-from app.loop.feedback import FeedbackSimulator, perceived_cta, perceived_length, perceived_tone, reply_probabilities
+from app.loop.feedback import FeedbackSimulator, reply_probabilities
+from app.loop.features import perceived_cta, perceived_length, perceived_tone
 from app.loop.feedback import create_feedback
 from app.agent.schemas import Email
 from app.loop.schemas import EmailTrajectory, RunConfig
