@@ -1,5 +1,6 @@
 """Database engine and sessions: one SQLAlchemy async code path for SQLite and PostgreSQL."""
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -152,12 +153,14 @@ def _chain(exc: BaseException):
 
 # Below this much free space on the SQLite file's disk, writes are about to fail (SQLite needs room for its journal).
 MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
+CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the engine is disposed
 
 
 class Database:
     def __init__(self, settings: Settings):
         self.engine = create_engine(settings)
         self._sqlite_folder = settings.sqlite_path.parent if settings.is_sqlite else None
+        self._closing: set[asyncio.Future] = set()
         self._writers = async_sessionmaker(self.engine.execution_options(writer=True), expire_on_commit=False)
         # Reads need no transaction: autocommit saves a BEGIN and a COMMIT round trip per request.
         self._readers = async_sessionmaker(self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
@@ -165,13 +168,32 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A read-write transaction, committed on exit."""
-        async with self._writers() as session, session.begin():
-            yield session
+        session = self._writers()
+        try:
+            async with session.begin():
+                yield session
+        finally:
+            await self._close(session)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self._readers() as session:
+        session = self._readers()
+        try:
             yield session
+        finally:
+            await self._close(session)
+
+    async def _close(self, session: AsyncSession) -> None:
+        """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
+
+        The pool resets a returned connection with a rollback; a cancellation landing in that rollback (a workflow
+        interrupted at shutdown) makes SQLAlchemy log a traceback and abandon the connection. Shielded, the close
+        finishes on its own, and `close()` waits for any still finishing before it disposes of the engine.
+        """
+        closing = asyncio.ensure_future(session.close())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
 
     def problem(self) -> str | None:
         """Why the embedded database cannot take writes now (its disk is full), for readiness; None otherwise.
@@ -190,4 +212,6 @@ class Database:
         return None
 
     async def close(self) -> None:
+        if self._closing:
+            await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT_S)
         await self.engine.dispose()
