@@ -1,6 +1,6 @@
 """What every request and every run needs, built once at start-up; the lifespan puts it on `app.state`."""
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -24,6 +24,8 @@ class Services:
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)
+    # told which runs got new outcomes, so that a run waiting for them goes on (set by the lifecycle: the runs' workflow)
+    wake_waiting: Callable[[set[str]], Awaitable[None]] | None = None
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request

@@ -1,6 +1,7 @@
 """Start-up and shut-down shared by `codreamer serve` and `codreamer worker`."""
 
 import asyncio
+import functools
 import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -105,7 +106,8 @@ async def start(settings: Settings, *, worker: bool) -> Process:
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                                   runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db)))
+                                   runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db),
+                                   wake_waiting=functools.partial(workflow.wake_waiting, db)))
     process.api.health.append(db.problem)
     if worker:
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))

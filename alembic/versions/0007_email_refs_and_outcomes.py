@@ -1,8 +1,8 @@
-"""email refs and outcomes: where each email the service wrote came from, and what happened to it once sent
+"""email refs and outcomes: where each email the service wrote came from, what happened to it once sent, and what a run waits for
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-11-24 00:26:07.628559
+Create Date: 2026-11-24 00:37:54.076968
 
 """
 from typing import Sequence, Union
@@ -80,6 +80,9 @@ def upgrade() -> None:
     with op.batch_alter_table('outcome_events', schema=None) as batch_op:
         batch_op.create_index('ix_outcome_events_run_ref', ['run_id', 'ref'], unique=False)
 
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('waiting', sa.JSON(), nullable=True))
+
     with op.batch_alter_table('trajectories', schema=None) as batch_op:
         batch_op.add_column(sa.Column('feedback_source', sa.String(length=16), nullable=True))
         batch_op.add_column(sa.Column('feedback_confidence', sa.Double(), nullable=True))
@@ -93,6 +96,9 @@ def downgrade() -> None:
     with op.batch_alter_table('trajectories', schema=None) as batch_op:
         batch_op.drop_column('feedback_confidence')
         batch_op.drop_column('feedback_source')
+
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.drop_column('waiting')
 
     with op.batch_alter_table('outcome_events', schema=None) as batch_op:
         batch_op.drop_index('ix_outcome_events_run_ref')

@@ -18,6 +18,16 @@ class FeedbackMode(StrEnum):
     ORACLE = "oracle"
 
 
+class FeedbackWait(BaseModel):
+    """After publishing an iteration, wait for its emails' outcomes before scoring the next one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_delivered: int = Field(ge=1, le=10_000_000, description="Delivered events of the iteration's emails (published "
+                                                                "and candidates, all recipients) to wait for.")
+    timeout_s: int = Field(ge=1, le=30 * 86400, description="Go on with what arrived after this long.")
+
+
 class RunConfig(BaseModel):
     """Every knob of one learning loop, from the request to the workflow's steps.
 
@@ -42,6 +52,9 @@ class RunConfig(BaseModel):
     learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
     feedback_weight: float = Field(0.3, ge=0, le=1, description=(
         "Weight of online feedback in the blended reward, at full confidence (scaled down by how much evidence there is)."))
+    feedback_wait: FeedbackWait | None = Field(None, description=(
+        "Pace iterations by outcomes: after publishing an iteration (the baseline too, but not the last), the run waits, "
+        "durably and cancellably, until its emails have `min_delivered` delivered events or `timeout_s` passes."))
     feedback_source: FeedbackMode | None = Field(None, description=(
         "Where online feedback comes from: `outcomes` (real opens and replies reported for the tenant's emails on this "
         "graph), `simulated` (the demo's simulated provider, which receives each published email), `none` (the judge "

@@ -21,7 +21,7 @@ SourceId = Annotated[str, Path(max_length=64)]
 async def report_outcomes(body: OutcomeBatch, svc: ServicesDep, tenant: TenantDep) -> IngestResult:
     """What happened to sent emails, by their `ref`: each event id counts once; a ref this tenant does not know is
     acknowledged and counted as unattributed."""
-    return await service.ingest(svc.db, svc.secrets, tenant, body.events)
+    return await service.ingest(svc.db, svc.secrets, tenant, body.events, wake=svc.wake_waiting)
 
 
 @router.post("/outcome-sources", response_model=OutcomeSourceCreated, status_code=status.HTTP_201_CREATED,
@@ -62,7 +62,8 @@ async def receive_provider_events(source_id: SourceId, request: Request, svc: Se
     """The provider's events, byte for byte as it sends them, verified by its scheme (SendGrid's ECDSA signature,
     Mailgun's HMAC with one-time tokens, Resend's Svix signature, Postmark's basic auth). Events of refs the source's
     tenant does not know are acknowledged and counted as unattributed, so the provider does not retry them."""
-    return await service.receive_webhook(svc.db, svc.secrets, source_id, request.headers, await request.body())
+    return await service.receive_webhook(svc.db, svc.secrets, source_id, request.headers, await request.body(),
+                                         wake=svc.wake_waiting)
 
 
 @hooks.post("/outcomes/hooks/{source_id}/inbound", response_model=IngestResult, summary="An inbound reply",
@@ -81,4 +82,5 @@ async def receive_reply(source_id: SourceId, request: Request, svc: ServicesDep)
             raise Unprocessable(str(exc)) from None
     else:
         raw = await request.body()
-    return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers, raw)
+    return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers, raw,
+                                       wake=svc.wake_waiting)

@@ -31,15 +31,21 @@ async def origins(session: AsyncSession, refs: set[str]) -> dict[str, Origin]:
     return {ref: Origin(run_id, iteration, tenant) for ref, run_id, iteration, tenant in rows}
 
 
-async def insert_new(session: AsyncSession, rows: list[dict]) -> int:
-    """Inserts the rows whose (tenant, event_id) is not stored yet, concurrent inserts included; returns how many."""
+async def insert_new(session: AsyncSession, rows: list[dict]) -> set[str]:
+    """Inserts the rows whose (tenant, event_id) is not stored yet, concurrent inserts included; returns their event ids."""
     insert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
-    inserted = 0
+    inserted = set()
     for start in range(0, len(rows), BATCH_ROWS):
         statement = (insert(OutcomeRecord).values(rows[start:start + BATCH_ROWS])
-                     .on_conflict_do_nothing(index_elements=["tenant", "event_id"]).returning(OutcomeRecord.id))
-        inserted += len((await session.execute(statement)).all())
+                     .on_conflict_do_nothing(index_elements=["tenant", "event_id"]).returning(OutcomeRecord.event_id))
+        inserted |= set((await session.scalars(statement)).all())
     return inserted
+
+
+async def delivered(session: AsyncSession, run_id: str, iteration: int) -> int:
+    """Delivered events (every recipient) of the emails an iteration wrote."""
+    return await session.scalar(select(func.count()).select_from(OutcomeRecord).where(
+        OutcomeRecord.run_id == run_id, OutcomeRecord.iteration == iteration, OutcomeRecord.type == OutcomeType.DELIVERED))
 
 
 async def counts_by_ref(session: AsyncSession, run_id: str) -> list[tuple[str, int, OutcomeType, bool, str | None, int]]:

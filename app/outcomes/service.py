@@ -5,7 +5,7 @@ import math
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
 import polars as pl
@@ -32,8 +32,11 @@ Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
 
 
+Wake = Callable[[set[str]], Awaitable[None]]  # told which runs got new outcomes (the runs waiting for them go on)
+
+
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
-                 texts: dict[str, str] | None = None) -> IngestResult:
+                 texts: dict[str, str] | None = None, wake: Wake | None = None) -> IngestResult:
     """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one."""
     async with db.transaction() as session:
         known = await repository.origins(session, {event.ref for event in events if event.ref})
@@ -53,8 +56,10 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
                 "recipient": box.pseudonym(event.recipient), "machine": event.machine, "sentiment": event.sentiment,
                 "text": (texts or {}).get(event.id),
             })
-        accepted = await repository.insert_new(session, rows) if rows else 0
-    return IngestResult(accepted=accepted, duplicates=repeated + len(rows) - accepted, unattributed=unattributed)
+        stored = await repository.insert_new(session, rows) if rows else set()
+    if stored and wake is not None:
+        await wake({row["run_id"] for row in rows if row["event_id"] in stored})
+    return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
 
 
 # ---------------------------------------------------------------- sources
@@ -106,7 +111,7 @@ async def _verified_source(db: Database, box: SecretBox, source_id: str) -> tupl
 
 
 async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers: Mapping[str, str],
-                          body: bytes) -> IngestResult:
+                          body: bytes, wake: Wake | None = None) -> IngestResult:
     """Verifies the request by the source's provider's scheme (401, storing nothing, when it fails), then ingests."""
     source, material = await _verified_source(db, box, source_id)
     now = time.time()
@@ -129,7 +134,7 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
         raise Unauthorized(str(exc)) from None
     except ValueError as exc:
         raise Unprocessable(str(exc)) from None
-    return await ingest(db, box, source.tenant, events, source_id=source.id)
+    return await ingest(db, box, source.tenant, events, source_id=source.id, wake=wake)
 
 
 async def _first_use(db: Database, source_id: str, nonce: str) -> bool:
@@ -142,7 +147,7 @@ async def _first_use(db: Database, source_id: str, nonce: str) -> bool:
 
 
 async def receive_reply(db: Database, box: SecretBox, settings: Settings, source_id: str, headers: Mapping[str, str],
-                        raw: bytes) -> IngestResult:
+                        raw: bytes, wake: Wake | None = None) -> IngestResult:
     """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
 
     Postmark's inbound hook carries the source's basic auth; the other providers sign no inbound mail, so their
@@ -161,11 +166,12 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
     event = OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
                          occurred_at=reply.occurred_at, id=event_id[:500], recipient=reply.sender or "unknown")
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
-    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
+    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts, wake=wake)
 
 
 async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
-                         scenario_id: str, email: Email, ref: str, message_id: str, seed: int) -> IngestResult:
+                         scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
+                         wake: Wake | None = None) -> IngestResult:
     """The demo's provider sends the email and reports back through the providers' own parsers and `ingest`.
 
     The campaign is dated a reply window back, so that its outcomes are mature when the next iteration is scored.
@@ -177,7 +183,7 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
         parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,
                                    id=reply.message_id, recipient=reply.sender))
-    return await ingest(db, box, tenant, parsed)
+    return await ingest(db, box, tenant, parsed, wake=wake)
 
 
 # ---------------------------------------------------------------- reading back

@@ -24,6 +24,16 @@ class EventType(StrEnum):
     RUN_SUCCEEDED = "run.succeeded"
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
+    RUN_WAITING = "run.waiting"
+
+
+class Waiting(BaseModel):
+    """What a run waits for before scoring its next iteration."""
+
+    iteration: int = Field(description="The published iteration whose emails' outcomes it waits for.")
+    min_delivered: int
+    delivered: int = Field(description="Delivered events of those emails when the wait began.")
+    until: datetime = Field(description="When it goes on with what arrived.")
 
 
 class RunStartedData(EventData):
@@ -67,8 +77,14 @@ class RunCancelledData(RunEndedData):
     best_email: FinalEmail | None = Field(None, description="The best-scoring email published before the cancel.")
 
 
+class RunWaitingData(EventData):
+    type = EventType.RUN_WAITING
+    waiting: Waiting
+
+
 PAYLOADS: dict[EventType, type[EventData]] = {
-    data.type: data for data in (RunStartedData, IterationCompletedData, RunSucceededData, RunFailedData, RunCancelledData)
+    data.type: data for data in (RunStartedData, IterationCompletedData, RunWaitingData, RunSucceededData, RunFailedData,
+                                 RunCancelledData)
 }
 TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
 CATALOGUE = Catalogue(PAYLOADS, TERMINAL_EVENTS)

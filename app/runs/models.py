@@ -27,6 +27,7 @@ class Run(Base):
     webhook_url: Mapped[str | None] = mapped_column(Text)
     webhook_secret: Mapped[str | None] = mapped_column(Text)  # sealed by Services.secrets, never stored in the clear
     error: Mapped[dict | None]
+    waiting: Mapped[dict | None]  # app.runs.events.Waiting while the run waits for outcomes
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from app.agent.schemas import PublishedEmail, ScenarioContext
-from app.loop.schemas import RewardStats, TrainingOutcome
+from app.loop.schemas import FeedbackWait, RewardStats, TrainingOutcome
 from app.runs.status import RunStatus
 
 Contexts = dict[str, ScenarioContext]  # what in-context learning distilled, per scenario
@@ -21,6 +21,16 @@ class StartState(BaseModel):
     iterations_total: int
     next_iteration: int  # after the last recorded one, for a resumed run
     simulated_sends: bool = False  # the demo's provider sends each published email (feedback_source `simulated`)
+    feedback_wait: FeedbackWait | None = None
+
+
+class WaitState(BaseModel):
+    """Where a wait for outcomes stands; `until` is recorded once, so a recovered run keeps its deadline."""
+
+    until: datetime
+    delivered: int
+    done: bool
+    remaining_s: float
 
 
 class GenerationResult(BaseModel):

@@ -198,7 +198,7 @@ def run_view(run: Run, latest: dict | None, latest_iteration: int | None, best: 
         "run_id": run.id, "status": run.status, "iterations_total": run.iterations_total,
         "config": run.config | {"webhook_url": run.webhook_url and redacted(run.webhook_url)},
         "iterations_completed": run.iterations_completed, "created_at": run.created_at, "started_at": run.started_at,
-        "finished_at": run.finished_at, "error": run.error, "latest_email": latest,
+        "finished_at": run.finished_at, "error": run.error, "waiting": run.waiting, "latest_email": latest,
         "final_email": _final(latest, latest_iteration) if run.status == RunStatus.SUCCEEDED else None,
         "best_email": _final(best, best_iteration),
     }

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from app.agent.schemas import FinalEmail, PublishedEmail, ScenarioContext, TracedEmail
+from app.runs.events import Waiting
 from app.runs.status import RunError, RunStatus
 from app.loop.outcome_model import FeedbackSource
 from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
@@ -103,6 +104,7 @@ class RunOut(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     error: RunError | None
+    waiting: Waiting | None = Field(None, description="While the run waits for outcomes (feedback_wait): for what, until when.")
     latest_email: PublishedEmail | None
     final_email: FinalEmail | None = Field(description="When the run succeeded: the last iteration's email, with its iteration.")
     best_email: FinalEmail | None = Field(None, description="The best-scoring published email so far (by the judge), with its iteration.")

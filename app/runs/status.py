@@ -36,6 +36,7 @@ class Step(StrEnum):
     REWEIGHT = "reweight"
     PUBLISH = "publish"
     SEND = "send"  # the demo's simulated provider sends the published email
+    WAIT = "wait"  # feedback_wait: for the published iteration's outcomes
     FINISH = "finish"
 
 

@@ -8,7 +8,9 @@ from app.db import utcnow
 from app.events import service as events
 from app.events.schemas import EventData
 from app.outcomes import refs
-from app.runs.events import IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData
+from app.runs.events import (
+    IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData, RunWaitingData, Waiting,
+)
 from app.runs.status import RunError, RunStatus, Step
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph
@@ -108,7 +110,7 @@ async def finish(session: AsyncSession, run_id: str) -> None:
     run = await locked_run(session, run_id)
     if run.status != RunStatus.RUNNING:
         return
-    run.status, run.finished_at = RunStatus.SUCCEEDED, utcnow()
+    run.status, run.finished_at, run.waiting = RunStatus.SUCCEEDED, utcnow(), None
     await _announce(session, run, RunSucceededData, iterations_completed=run.iterations_completed,
                     **await repository.published(session, run_id))
 
@@ -117,17 +119,33 @@ async def fail(session: AsyncSession, run_id: str, step: Step | None, message: s
     run = await session.get(Run, run_id, with_for_update=True, populate_existing=True)
     if run is None or run.status.terminal:  # deleted once cancelled, or already ended
         return
-    run.status, run.finished_at = RunStatus.FAILED, utcnow()
+    run.status, run.finished_at, run.waiting = RunStatus.FAILED, utcnow(), None
     error = RunError(message=message, step=step)
     run.error = error.model_dump(mode="json")
     await _announce(session, run, RunFailedData, iterations_completed=run.iterations_completed, error=error)
+
+
+async def wait(session: AsyncSession, run_id: str, waiting: Waiting) -> bool:
+    """The run says what it waits for (once per wait); False when it is no longer running."""
+    run = await locked_run(session, run_id)
+    if run.status != RunStatus.RUNNING:
+        return False
+    if run.waiting is None:
+        run.waiting = waiting.model_dump(mode="json")
+        await _announce(session, run, RunWaitingData, waiting=waiting)
+    return True
+
+
+async def stop_waiting(session: AsyncSession, run_id: str) -> None:
+    run = await locked_run(session, run_id)
+    run.waiting = None
 
 
 async def cancel(session: AsyncSession, run_id: str) -> Run:
     run = await locked_run(session, run_id)
     if run.status.terminal:
         raise Conflict(f"run {run_id} already {run.status}; only queued or running runs can be cancelled")
-    run.status, run.finished_at = RunStatus.CANCELLED, utcnow()
+    run.status, run.finished_at, run.waiting = RunStatus.CANCELLED, utcnow(), None
     await _announce(session, run, RunCancelledData, iterations_completed=run.iterations_completed,
                     **await repository.published(session, run_id))
     return run

@@ -12,7 +12,7 @@ import functools
 import logging
 import time
 import typing
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from dbos import DBOS, SetWorkflowID
 from pydantic import TypeAdapter, ValidationError
@@ -20,7 +20,7 @@ from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from app.backends.registry import delete_local_files, delete_stored_checkpoints, model_name
-from app.db import describe, is_transient, utcnow
+from app.db import Database, describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.credit import reweight
@@ -31,7 +31,7 @@ from app.loop.generation import generate
 from app.loop.in_context import distil
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
-from app.loop.schemas import FeedbackMode, TrainingOutcome
+from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
 from app.observability import call_with_trace
 from app.outcomes import refs
@@ -41,7 +41,10 @@ from app.outcomes.schemas import IngestResult
 from app.runs import repository, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
-from app.runs.records import Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState
+from app.runs.events import Waiting
+from app.runs.records import (
+    Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState, WaitState,
+)
 from app.runs.schemas import EffectiveConfig
 from app.runs.status import RunStatus, Step
 
@@ -75,7 +78,7 @@ def through_database_trouble(retries: int = DB_RETRIES) -> AsyncRetrying:
     )
 
 
-def workflow_step(step: Step):
+def workflow_step(step: Step, name: str | None = None):
     """A DBOS step whose every failure becomes a StepFailed naming it, after retries of database trouble.
 
     The message is safe to show any caller (no SQL, parameters or trajectory text); the whole
@@ -102,7 +105,7 @@ def workflow_step(step: Step):
                 log.error("run %s: step %s failed", run_id, step.value, exc_info=exc)
                 raise StepFailed(step, describe(exc)) from None
 
-        checkpointed = DBOS.step(name=step.value)(checkpointed)
+        checkpointed = DBOS.step(name=name or step.value)(checkpointed)  # a name of its own where a step has two
 
         @functools.wraps(fn)
         async def typed(run_id: str, *args):
@@ -144,12 +147,12 @@ async def start_step(run_id: str) -> StartState:
     async with current().services.db.transaction() as session:
         run = await transitions.begin(session, run_id)
         status, total = run.status, run.iterations_total
-        simulated = EffectiveConfig.model_validate(run.config).feedback_source == FeedbackMode.SIMULATED
+        config = EffectiveConfig.model_validate(run.config)
         latest = await repository.latest_iteration(session, run_id)
     current().wake_relay()
     fault_point(Step.START)
     return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1,
-                      simulated_sends=simulated)
+                      simulated_sends=config.feedback_source == FeedbackMode.SIMULATED, feedback_wait=config.feedback_wait)
 
 
 _CONTEXTS = TypeAdapter(Contexts | None)
@@ -292,6 +295,57 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
 
 
+OUTCOMES_TOPIC = "outcomes"
+WAIT_POLL_S = 60.0  # a waiting run also looks this often (a wake sent while no worker held it is not lost, only late)
+
+
+async def wake_waiting(db: Database, run_ids: set[str]) -> None:
+    """Tells the runs among `run_ids` that wait for outcomes that some arrived."""
+    async with db.read() as session:
+        rows = (await session.execute(select(Run.id, Run.attempt, Run.waiting).where(
+            Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
+    for run_id, attempt, waiting in rows:
+        if waiting:
+            await DBOS.send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
+
+
+async def _wait_state(run_id: str, iteration: int, wait: FeedbackWait, until) -> WaitState:
+    async with current().services.db.read() as session:
+        delivered = await outcome_repository.delivered(session, run_id, iteration)
+    remaining = (until - utcnow()).total_seconds()
+    return WaitState(until=until, delivered=delivered, done=delivered >= wait.min_delivered or remaining <= 0,
+                     remaining_s=max(0.0, remaining))
+
+
+@workflow_step(Step.WAIT)
+async def wait_begin_step(run_id: str, iteration: int, wait: FeedbackWait) -> WaitState:
+    """Records the deadline and, unless the outcomes are there already, says that the run waits."""
+    state = await _wait_state(run_id, iteration, wait, utcnow() + timedelta(seconds=wait.timeout_s))
+    if not state.done:
+        async with current().services.db.transaction() as session:
+            await transitions.wait(session, run_id, Waiting(iteration=iteration, min_delivered=wait.min_delivered,
+                                                            delivered=state.delivered, until=state.until))
+        current().wake_relay()
+    return state
+
+
+@workflow_step(Step.WAIT, name="wait_check")
+async def wait_check_step(run_id: str, iteration: int, wait: FeedbackWait, until: datetime) -> WaitState:
+    state = await _wait_state(run_id, iteration, wait, until)
+    if state.done:
+        async with current().services.db.transaction() as session:
+            await transitions.stop_waiting(session, run_id)
+    return state
+
+
+async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> None:
+    """Durably: the deadline and each look are steps, each sleep a DBOS recv that ingestion's wake ends early."""
+    state = await wait_begin_step(run_id, iteration, wait)
+    while not state.done:
+        await DBOS.recv_async(OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
+        state = await wait_check_step(run_id, iteration, wait, state.until)
+
+
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
     """Prunes checkpoints (keeping the latest and best), then marks the run succeeded."""
@@ -352,6 +406,8 @@ async def learning_run(run_id: str) -> str | None:
             ))
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, 0, baseline.email)
+            if state.feedback_wait and status == RunStatus.RUNNING:
+                await await_outcomes(run_id, 0, state.feedback_wait)
         for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
             generation = await generate_step(run_id, iteration)
             training = await train_step(run_id, iteration)
@@ -368,6 +424,8 @@ async def learning_run(run_id: str) -> str | None:
             ))
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, iteration, email.email)
+            if state.feedback_wait and status == RunStatus.RUNNING and iteration < state.iterations_total:
+                await await_outcomes(run_id, iteration, state.feedback_wait)
             if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
         await finish_step(run_id)

@@ -342,3 +342,53 @@ async def test_on_the_demo_a_simulated_provider_sends_each_published_email_and_s
             assert refused.status_code == 422 and "no simulated prospects" in refused.text
         default = (await client.post("/learn-loop", json={"graph_id": document.id, "iterations": 1})).json()["run_id"]
         assert (await client.get(f"/runs/{default}")).json()["config"]["feedback_source"] == "outcomes"
+
+
+# ---------------------------------------------------------------- iterations paced by outcomes
+
+
+async def test_a_run_waits_for_its_outcomes_goes_on_when_they_arrive_and_can_be_cancelled_while_waiting(tmp_path):
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test",
+                        secret_key="test-secret-key-for-outcomes")
+    app = create_app(settings)
+    body = BODY | {"feedback_wait": {"min_delivered": 2, "timeout_s": 3600}}
+    async with lifespan(app), connect(app) as client:
+        run_id = (await client.post("/learn-loop", json=body)).json()["run_id"]
+        run = await waiting(client, run_id)
+        assert run["status"] == "running" and run["waiting"]["iteration"] == 0 and run["waiting"]["min_delivered"] == 2
+        assert run["waiting"]["delivered"] == 0
+        events = (await client.get(f"/runs/{run_id}/events")).json()["data"]
+        assert [e["data"]["waiting"]["iteration"] for e in events if e["type"] == "run.waiting"] == [0]
+        ref = (await client.get(f"/runs/{run_id}/iterations/0")).json()["email"]["ref"]
+        await client.post("/outcomes", json={"events": [event(ref, "delivered", "w1", "a@example.org")]})
+        await asyncio.sleep(1)
+        assert (await client.get(f"/runs/{run_id}")).json()["waiting"] is not None  # one of two: still waiting
+        await client.post("/outcomes", json={"events": [event(ref, "delivered", "w2", "b@example.org")]})
+        run = await finished(client, run_id, timeout=120)  # woken at once (the poll alone would take a minute)
+        assert run["status"] == "succeeded" and run["waiting"] is None and run["iterations_completed"] == 1
+
+        second = (await client.post("/learn-loop", json=body)).json()["run_id"]
+        await waiting(client, second)
+        assert (await client.post(f"/runs/{second}/cancel")).status_code == 202
+        run = await finished(client, second, timeout=60)
+        assert run["status"] == "cancelled" and run["waiting"] is None
+
+
+async def test_a_wait_ends_at_its_timeout_with_what_arrived(tmp_path):
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test",
+                        secret_key="test-secret-key-for-outcomes")
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        body = BODY | {"feedback_wait": {"min_delivered": 1000, "timeout_s": 3}}
+        run_id = (await client.post("/learn-loop", json=body)).json()["run_id"]
+        run = await finished(client, run_id, timeout=120)
+        assert run["status"] == "succeeded" and run["waiting"] is None
+
+
+async def waiting(client, run_id: str, timeout: float = 120) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        run = (await client.get(f"/runs/{run_id}")).json()
+        if run["waiting"] is not None or run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError("the run never waited")
