@@ -103,6 +103,9 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
         node = client.get(f"/graphs/demo/nodes/{first_citation}").json()
     assert node["title"] in page.text_content("#fact h4") and node["text"] in page.text_content("#fact")
     assert page.locator("#node-scores tbody tr").count() == 10
+    # the demo's simulated provider sent each published email: reply rate and judge score per iteration
+    sync_api.expect(page.locator("#outcomes-chart circle.reply-point")).to_have_count(7)
+    assert "rank correlation of judge and replies" in page.text_content("#calibration")
     sync_api.expect(page.locator("#key-form")).to_be_hidden()
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     if os.environ.get("UPDATE_SCREENSHOT"):

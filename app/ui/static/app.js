@@ -281,16 +281,18 @@ function startForm() {
 // --- one run
 
 async function showRun(runId, current) {
-  const state = { run: null, iterations: [], deliveries: [], selected: null, fact: null, scores: {} };
+  const state = { run: null, iterations: [], deliveries: [], outcomes: null, selected: null, fact: null, scores: {} };
   const path = `runs/${encodeURIComponent(runId)}`;
   const sections = {
     summary: h("div"), chart: h("div"), email: h("div"), nodes: h("div"), iterations: h("div"), webhooks: h("div"),
+    outcomes: h("div"),
   };
   $("#app").replaceChildren(
     sections.summary,
     h("div", { class: "grid" }, sections.chart, sections.nodes),
     sections.email,
-    h("div", { class: "grid" }, sections.iterations, sections.webhooks),
+    h("div", { class: "grid" }, sections.iterations, sections.outcomes),
+    sections.webhooks,
   );
 
   const render = () => {
@@ -301,6 +303,7 @@ async function showRun(runId, current) {
     sections.nodes.replaceChildren(nodeScores(shown, shown && scoresAround(shown.iteration)));
     sections.iterations.replaceChildren(iterationTable(state.iterations, shown, select));
     sections.webhooks.replaceChildren(webhookTable(state.run, state.deliveries));
+    sections.outcomes.replaceChildren(outcomesChart(state.outcomes, select));
   };
   const select = (iteration) => { state.selected = iteration; render(); };
   // Every node's score after iteration k and after k - 1, fetched once each (a recorded iteration never changes).
@@ -329,11 +332,11 @@ async function showRun(runId, current) {
 
   let pending = null;
   async function refresh() {
-    const [run, iterations, deliveries] = await Promise.all([
-      getJSON(path), getJSON(`${path}/iterations`), getJSON(`${path}/webhook-deliveries`),
+    const [run, iterations, deliveries, outcomes] = await Promise.all([
+      getJSON(path), getJSON(`${path}/iterations`), getJSON(`${path}/webhook-deliveries`), getJSON(`${path}/outcomes`),
     ]);
     if (current.abort.signal.aborted) return;
-    Object.assign(state, { run, iterations: iterations.data, deliveries: deliveries.data });
+    Object.assign(state, { run, iterations: iterations.data, deliveries: deliveries.data, outcomes });
     render();
   }
   // Many events can arrive at once (a reconnect, a finished run): one refresh for a burst.
@@ -377,6 +380,9 @@ function summary(run, refresh) {
       h("dt", {}, "Started"), h("dd", {}, when(run.started_at)),
       h("dt", {}, "Finished"), h("dd", {}, when(run.finished_at)),
     ),
+    run.waiting && h("p", { id: "waiting", class: "muted" },
+      `Waiting for outcomes of iteration ${run.waiting.iteration}: ${run.waiting.min_delivered} deliveries, `
+      + `until ${when(run.waiting.until)}`),
     run.error && h("p", { class: "error" }, `Failed at ${run.error.step || "?"}: ${run.error.message}`),
     !TERMINAL.has(run.status) && h("button", { type: "button", class: "quiet", onclick: cancel }, "Cancel run"),
   );
@@ -420,6 +426,48 @@ function rewardChart(run, iterations, select) {
   }
   return card("Reward", svg, h("p", { class: "legend" },
     h("span", { class: "swatch mean" }), "mean ", h("span", { class: "swatch band" }), "min–max across rollouts"));
+}
+
+/** Reply rate (with its 95 % interval) and judge score of each sent published email, per iteration. */
+function outcomesChart(outcomes, select) {
+  const sent = outcomes ? outcomes.data.slice().sort((a, b) => a.iteration - b.iteration) : [];
+  if (!sent.length) {
+    return card("Outcomes", h("p", { class: "muted" },
+      "No outcomes yet: report opens and replies of the emails you send (see the README), or run on the demo."));
+  }
+  const width = 560;
+  const height = 200;
+  const pad = { left: 44, right: 16, top: 12, bottom: 32 };
+  const first = sent[0].iteration;
+  const last = Math.max(sent[sent.length - 1].iteration, first + 1);
+  const x = (i) => pad.left + ((i - first) / (last - first)) * (width - pad.left - pad.right);
+  const y = (v) => pad.top + (1 - v) * (height - pad.top - pad.bottom);
+  const svg = h("svg:svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", id: "outcomes-chart",
+    "aria-label": `Reply rate and judge score of ${sent.length} sent emails` });
+  for (const v of [0, 0.5, 1]) {
+    svg.append(h("svg:line", { x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v), class: "grid" }),
+      h("svg:text", { x: pad.left - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, v.toFixed(1)));
+  }
+  const line = (points, cls) => points.length && h("svg:polyline", { points: points.join(" "), class: cls });
+  const replied = sent.filter((e) => e.reply_rate !== null);
+  svg.append(...[
+    line(replied.map((e) => `${x(e.iteration)},${y(e.reply_rate)}`), "reply"),
+    line(sent.filter((e) => e.judge_score !== null).map((e) => `${x(e.iteration)},${y(e.judge_score)}`), "judge"),
+  ].filter(Boolean));
+  for (const e of replied) {
+    const [low, high] = e.reply_rate_interval;
+    svg.append(h("svg:line", { x1: x(e.iteration), x2: x(e.iteration), y1: y(low), y2: y(high), class: "interval" }),
+      h("svg:circle", { cx: x(e.iteration), cy: y(e.reply_rate), r: 4, class: "reply-point", "data-iteration": e.iteration,
+        onclick: () => select(e.iteration) },
+      h("svg:title", {}, `Iteration ${e.iteration}: ${e.replies} replies of ${e.delivered} delivered `
+        + `(${fmt(e.reply_rate)}), ${e.opens} human opens, judge ${e.judge_score === null ? "–" : fmt(e.judge_score)}`)));
+  }
+  const rho = outcomes.calibration.spearman;
+  return card("Outcomes", svg, h("p", { class: "legend" },
+    h("span", { class: "swatch reply" }), "reply rate (95 % interval) ", h("span", { class: "swatch judge" }), "judge score",
+    h("span", { id: "calibration", class: "muted" }, rho === null
+      ? ` · judge and replies: too few sent emails to compare (${outcomes.calibration.n})`
+      : ` · rank correlation of judge and replies: ${rho.toFixed(2)} over ${outcomes.calibration.n} emails`)));
 }
 
 function emailCard(state, shown, select, showFact) {
