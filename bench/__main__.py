@@ -15,7 +15,7 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes")
 
 
 def machine() -> dict:
@@ -40,6 +40,10 @@ def run(section: str, workdir: Path):
         result = learning.measure()
         learning.plot(result, HERE / "learning.png")
         return result
+    if section == "outcomes":
+        from bench import outcomes
+
+        return outcomes.measure(workdir / "outcomes")
     from bench import scale
 
     return scale.measure(workdir / "scale")
@@ -56,7 +60,7 @@ def main() -> None:
     results["machine"] = machine()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for sub in ("api-postgresql-True", "api-postgresql-False", "api-sqlite-False", "scale"):
+        for sub in ("api-postgresql-True", "api-postgresql-False", "api-sqlite-False", "scale", "outcomes"):
             (workdir / sub).mkdir()
         for section in sections:
             print(f"== {section}", flush=True)

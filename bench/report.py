@@ -112,6 +112,8 @@ def write(results: dict, path: Path) -> None:
         lines += [""]
     if lr := results.get("learning"):
         lines += learning_section(lr)
+    if oc := results.get("outcomes"):
+        lines += outcomes_section(oc)
     if sc := results.get("scale"):
         lines += [
             "## 4. Scale",
@@ -215,3 +217,35 @@ def learning_section(lr: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def outcomes_section(oc: dict) -> list[str]:
+    lr, ing = oc["learning"], oc["ingestion"]
+    late, judge = lr["late_true_reply"], lr["late_judge"]
+    drop = lr["judge_drop_vs_judge_only"]
+    rec_pub, rec_ab = lr["recovered_published"], lr["recovered_ab"]
+    pct = lambda x: "n/a (no oracle gain)" if x is None else f"{x:.0%}"  # noqa: E731
+    return [
+        "## 5. Outcomes",
+        "",
+        f"Learning from outcomes on the demo's target scenario, {len(lr['seeds'])} seeds × {lr['iterations']} iterations "
+        f"({lr['seconds']:.0f} s). True reply probability of the published emails (the simulator's, read only here), "
+        "mean of iterations 16–20:",
+        "",
+        "| variant | true reply probability | judge score |",
+        "|---|---|---|",
+        *[f"| {v.replace('_', ' ')} | {late[v]:.3f} | {judge[v]:.3f} |" for v in late],
+        "",
+        f"- Outcomes (published only) recover ≥ 50% of the oracle's gain over judge only: {pct(rec_pub)}, "
+        f"{_ok(rec_pub is not None and rec_pub >= 0.5)}.",
+        f"- Outcomes of A/B sends recover ≥ 75%: {pct(rec_ab)}, {_ok(rec_ab is not None and rec_ab >= 0.75)}.",
+        "- No variant more than 0.02 below judge only on the judge's own score: "
+        + "; ".join(f"{v.replace('_', ' ')} {-d:+.3f}" for v, d in drop.items()) + f", {_ok(max(drop.values()) <= 0.02)}.",
+        "",
+        f"Ingestion: {ing['events']:,} SendGrid events in signed batches of {ing['batch']:,}, all at once, into PostgreSQL "
+        f"through a live server: {ing['seconds']} s, **{ing['events_per_s']:,} events/s** "
+        f"({_ok(ing['events_per_s'] >= 2000)} ≥ 2,000), {ing['accepted']:,} accepted. The same batches replayed "
+        f"{ing['replayed'] // ing['events']}× concurrently: {ing['replay_accepted']} accepted, {ing['replay_duplicates']:,} "
+        f"duplicates ({_ok(ing['replay_accepted'] == 0 and ing['replay_duplicates'] == ing['replayed'])}).",
+        "",
+    ]

@@ -55,6 +55,9 @@ class RunConfig(BaseModel):
     feedback_wait: FeedbackWait | None = Field(None, description=(
         "Pace iterations by outcomes: after publishing an iteration (the baseline too, but not the last), the run waits, "
         "durably and cancellably, until its emails have `min_delivered` delivered events or `timeout_s` passes."))
+    simulated_ab: bool = Field(False, description=(
+        "On `simulated` feedback: the demo's provider also sends every candidate of the target scenario to 10 look-alikes "
+        "each (an A/B test), besides the published email to 50."))
     feedback_source: FeedbackMode | None = Field(None, description=(
         "Where online feedback comes from: `outcomes` (real opens and replies reported for the tenant's emails on this "
         "graph), `simulated` (the demo's simulated provider, which receives each published email), `none` (the judge "

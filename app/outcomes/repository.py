@@ -11,9 +11,6 @@ from app.loop.outcome_model import SentEmail
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
 
-BATCH_ROWS = 1000  # rows per INSERT: under SQLite's limit of bound parameters
-
-
 @dataclass(frozen=True)
 class Origin:
     run_id: str
@@ -34,12 +31,11 @@ async def origins(session: AsyncSession, refs: set[str]) -> dict[str, Origin]:
 async def insert_new(session: AsyncSession, rows: list[dict]) -> set[str]:
     """Inserts the rows whose (tenant, event_id) is not stored yet, concurrent inserts included; returns their event ids."""
     insert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
-    inserted = set()
-    for start in range(0, len(rows), BATCH_ROWS):
-        statement = (insert(OutcomeRecord).values(rows[start:start + BATCH_ROWS])
-                     .on_conflict_do_nothing(index_elements=["tenant", "event_id"]).returning(OutcomeRecord.event_id))
-        inserted |= set((await session.scalars(statement)).all())
-    return inserted
+    # One cached statement for every row (SQLAlchemy batches it into multi-row INSERTs itself): a statement
+    # of a thousand VALUES rows would be compiled anew for each batch.
+    statement = (insert(OutcomeRecord).on_conflict_do_nothing(index_elements=["tenant", "event_id"])
+                 .returning(OutcomeRecord.event_id))
+    return set((await session.scalars(statement, rows)).all())
 
 
 async def delivered(session: AsyncSession, run_id: str, iteration: int) -> int:

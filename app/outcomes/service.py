@@ -171,13 +171,13 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
 
 async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
                          scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
-                         wake: Wake | None = None) -> IngestResult:
+                         sends: int = simulated.SENDS, wake: Wake | None = None) -> IngestResult:
     """The demo's provider sends the email and reports back through the providers' own parsers and `ingest`.
 
     The campaign is dated a reply window back, so that its outcomes are mature when the next iteration is scored.
     """
     sent_at = utcnow() - timedelta(seconds=settings.reply_window_s + 3600)
-    events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at)
+    events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at, sends)
     parsed = providers.parse_sendgrid(events)
     for raw in replies:
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)

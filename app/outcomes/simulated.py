@@ -17,6 +17,7 @@ from app.agent.schemas import Email
 from app.loop.feedback import FeedbackSimulator, reply_probabilities
 
 SENDS = 50  # look-alike prospects per published email
+AB_SENDS = 10  # per candidate, with simulated_ab
 BOUNCE_RATE = 0.02
 MACHINE_OPEN_RATE = 0.3  # privacy proxies that fetch every image on delivery
 

@@ -13,7 +13,7 @@ from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
-from app.agent.schemas import Email
+from app.agent.schemas import Email, TracedEmail
 from app.loop.features import content_hash, email_features
 from app.loop.outcome_model import FeedbackSource
 from app.loop.schemas import EmailTrajectory
@@ -94,6 +94,14 @@ async def replace_trajectories(session: AsyncSession, run: Run, graph: Knowledge
                 email=email, turns=t.turns, trajectory=t.to_json(),
             ))
             position += 1
+
+
+async def trajectory_emails(session: AsyncSession, run_id: str, iteration: int, scenario_id: str) -> list[tuple[int, TracedEmail]]:
+    """(position, email) of the iteration's candidates for one scenario that finalized an email."""
+    rows = await session.execute(select(TrajectoryRecord.position, TrajectoryRecord.email).where(
+        TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration, TrajectoryRecord.scenario_id == scenario_id,
+    ).order_by(TrajectoryRecord.position))
+    return [(position, TracedEmail.model_validate(email)) for position, email in rows if email]
 
 
 async def drop_conversations(session: AsyncSession, run_id: str, *, through: int) -> None:

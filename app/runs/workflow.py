@@ -34,7 +34,7 @@ from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
 from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
 from app.observability import call_with_trace
-from app.outcomes import refs
+from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
@@ -270,13 +270,24 @@ async def publish_step(run_id: str, record: IterationRecord) -> RunStatus:
 
 @workflow_step(Step.SEND)
 async def send_step(run_id: str, iteration: int, email: PublishedEmail) -> IngestResult:
-    """On `simulated` feedback: the demo's provider sends the published email and reports its outcomes."""
+    """On `simulated` feedback: the demo's provider sends the published email (and with simulated_ab each candidate
+    of the target scenario) and reports their outcomes."""
     run, config = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
-    seed = rollout_seed(config.seed, iteration, config.target_scenario_id, -1)
-    return await outcomes.send_simulated(services.db, services.secrets, services.settings, run.tenant, create_feedback(graph),
-                                         config.target_scenario_id, email, email.ref, email.message_id, seed)
+    simulator, target = create_feedback(graph), config.target_scenario_id
+    sends = [(email, simulated.SENDS, -1)]
+    if config.simulated_ab and iteration > 0:
+        async with services.db.read() as session:
+            candidates = await repository.trajectory_emails(session, run_id, iteration, target)
+        sends += [(candidate, simulated.AB_SENDS, position) for position, candidate in candidates]
+    result = IngestResult(accepted=0, duplicates=0, unattributed=0)
+    for sent, recipients, slot in sends:
+        seed = rollout_seed(config.seed, iteration, target, slot)
+        got = await outcomes.send_simulated(services.db, services.secrets, services.settings, run.tenant, simulator, target,
+                                            sent, sent.ref, sent.message_id, seed, sends=recipients)
+        result = IngestResult(**{k: getattr(result, k) + getattr(got, k) for k in ("accepted", "duplicates", "unattributed")})
+    return result
 
 
 async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) -> Feedback | None:

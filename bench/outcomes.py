@@ -1,0 +1,160 @@
+"""Outcomes: how much of what the oracle teaches the loop comes back through real-shaped outcomes, and how fast
+provider events go in.
+
+Learning, on the demo's target scenario, through the service's own workflow: judge only
+(`feedback_source: none`), the oracle (every candidate rated at once), outcomes of the published
+email only (`simulated`: the demo's provider sends it to 50 look-alikes), and outcomes of A/B sends
+(`simulated_ab`: every candidate to 10 more). The measure is the true reply probability of each
+published email, P(open) · P(reply | open) from the simulator's hidden preferences, which only this
+benchmark reads; and the judge's own score of it.
+
+Ingestion: SendGrid-format batches of 1,000 events, signed, POSTed 4 at a time to a live `codreamer serve`
+on PostgreSQL; then each batch 4 more times, concurrently, which must add nothing.
+"""
+
+import asyncio
+import base64
+import json
+import os
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+VARIANTS = {
+    "judge_only": {"feedback_source": "none"},
+    "oracle": {"feedback_source": "oracle"},
+    "outcomes_published": {"feedback_source": "simulated"},
+    "outcomes_ab": {"feedback_source": "simulated", "simulated_ab": True},
+}
+TARGET = "scn-healthcare-cto"
+LATE = slice(15, 20)  # iterations 16-20 of 20
+CONCURRENT_POSTS = 4  # batches in flight at once, as a provider's webhook sender keeps a few connections
+
+
+def _curve(args: tuple[str, int, int]) -> dict:
+    variant, seed, iterations = args
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ["WEAVE_DISABLED"] = "true"
+    import app  # noqa: F401
+    from app.agent.schemas import Email
+    from app.knowledge_graph.service import demo_graph
+    from app.local import local_service, run_to_end
+    from app.loop.feedback import create_feedback, reply_probabilities
+    from app.runs import repository
+    from app.runs.schemas import LearnLoopRequest
+    from app.settings import Settings
+
+    async def run():
+        request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed, scenario_ids=[TARGET],
+                                   **VARIANTS[variant])
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
+                finished = await run_to_end(process, request)
+                async with process.api.db.read() as session:
+                    records = await repository.iterations(session, finished["run_id"])
+        return finished, records
+
+    finished, records = asyncio.run(run())
+    assert finished["status"] == "succeeded", finished
+    simulator = create_feedback(demo_graph())
+    prospect, preferences = simulator.prospects[TARGET], simulator.preferences[TARGET]
+
+    def true_reply(email: dict) -> float:
+        p_open, p_reply = reply_probabilities(Email.model_validate(email), prospect, preferences)
+        return p_open * p_reply
+
+    return {"variant": variant, "seed": seed,
+            "true_reply": [true_reply(r["email"]) for r in records[1:]],
+            "judge": [r["email"]["score"] for r in records[1:]]}
+
+
+def measure_learning(seeds=(0, 1, 2), iterations: int = 20) -> dict:
+    jobs = [(variant, seed, iterations) for variant in VARIANTS for seed in seeds]
+    started = time.monotonic()
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        runs = list(pool.map(_curve, jobs))
+    late = {v: float(np.mean([np.mean(r["true_reply"][LATE]) for r in runs if r["variant"] == v])) for v in VARIANTS}
+    judge = {v: float(np.mean([np.mean(r["judge"][LATE]) for r in runs if r["variant"] == v])) for v in VARIANTS}
+    gain = late["oracle"] - late["judge_only"]
+
+    def recovered(variant: str) -> float | None:
+        return (late[variant] - late["judge_only"]) / gain if gain > 1e-9 else None
+
+    return {
+        "seeds": list(seeds), "iterations": iterations, "seconds": round(time.monotonic() - started, 1),
+        "late_true_reply": late, "late_judge": judge,
+        "recovered_published": recovered("outcomes_published"), "recovered_ab": recovered("outcomes_ab"),
+        "judge_drop_vs_judge_only": {v: judge["judge_only"] - judge[v] for v in VARIANTS},
+        "curves": {v: np.mean([r["true_reply"] for r in runs if r["variant"] == v], axis=0).round(4).tolist() for v in VARIANTS},
+    }
+
+
+def measure_ingestion(workdir: Path, batches: int = 20, per_batch: int = 1000, replays: int = 4) -> dict:
+    """Signed SendGrid batches into PostgreSQL through a live server; then the same batches replayed concurrently."""
+    import httpx
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tests.support import FreshPostgresDatabase, Server
+
+    database = FreshPostgresDatabase()
+    server = Server(workdir, {"DATABASE_URL": database.url, "EXECUTOR_ID": "ingest-bench"}).start(timeout=180)
+    try:
+        with server.client() as client:
+            run_id = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [TARGET],
+                                                      "feedback_source": "none"}).json()["run_id"]
+            while client.get(f"/runs/{run_id}").json()["status"] not in ("succeeded", "failed"):
+                time.sleep(0.5)
+            detail = client.get(f"/runs/{run_id}/iterations/1").json()
+            refs = [detail["email"]["ref"]] + [t["email"]["ref"] for t in detail["trajectories"] if t["email"]]
+            private = ec.generate_private_key(ec.SECP256R1())
+            public = base64.b64encode(private.public_key().public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
+            hook = client.post("/outcome-sources", json={"provider": "sendgrid", "verification_key": public}).json()["url"]
+
+        kinds = ("delivered", "open", "click", "delivered", "open")
+
+        def signed(n: int) -> tuple[bytes, dict]:
+            records = [{"email": f"r{n}-{i}@example.org", "timestamp": 1763631000 + i, "event": kinds[i % len(kinds)],
+                        "sg_event_id": f"bench-{n}-{i}", "codreamer_ref": refs[i % len(refs)]} for i in range(per_batch)]
+            body = json.dumps(records).encode()
+            stamp = str(int(time.time()))
+            signature = private.sign(stamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+            return body, {"X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signature).decode(),
+                          "X-Twilio-Email-Event-Webhook-Timestamp": stamp, "Content-Type": "application/json"}
+
+        async def post_all(requests) -> list[dict]:
+            gate = asyncio.Semaphore(CONCURRENT_POSTS)
+
+            async def post(http, body, headers):
+                async with gate:
+                    return await http.post(hook, content=body, headers=headers)
+
+            async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+                answers = await asyncio.gather(*(post(http, body, headers) for body, headers in requests))
+            assert all(a.status_code == 200 for a in answers), [a.text for a in answers if a.status_code != 200][:3]
+            return [a.json() for a in answers]
+
+        requests = [signed(n) for n in range(batches)]
+        started = time.monotonic()
+        first = asyncio.run(post_all(requests))
+        seconds = time.monotonic() - started
+        replayed = asyncio.run(post_all([r for r in requests for _ in range(replays)]))
+        with server.client() as client:
+            stored = sum(e["sends"] > 0 for e in client.get(f"/runs/{run_id}/outcomes").json()["data"])
+        return {
+            "events": batches * per_batch, "batch": per_batch, "seconds": round(seconds, 2),
+            "events_per_s": round(batches * per_batch / seconds), "accepted": sum(a["accepted"] for a in first),
+            "replayed": len(replayed) * per_batch, "replay_accepted": sum(a["accepted"] for a in replayed),
+            "replay_duplicates": sum(a["duplicates"] for a in replayed), "emails_with_outcomes": stored,
+        }
+    finally:
+        server.stop()
+        database.drop()
+
+
+def measure(workdir: Path) -> dict:
+    return {"ingestion": measure_ingestion(workdir), "learning": measure_learning()}
