@@ -6,6 +6,8 @@ Domain code raises these instead of mapping its own exceptions to status codes r
 
 from collections.abc import Mapping
 
+from fastapi.exceptions import RequestValidationError
+
 
 class ServiceError(Exception):
     """A refusal the caller can act on; `status_code` says which kind, `headers` go with the answer."""
@@ -30,12 +32,6 @@ class Unauthorized(ServiceError):
     status_code = 401
 
 
-class Unprocessable(ServiceError):
-    """A body that is well-formed but not what the route takes (a provider payload of the wrong shape)."""
-
-    status_code = 422
-
-
 class NotFound(ServiceError):
     """No such thing, or not the caller's (a tenant learns nothing about another's ids)."""
 
@@ -55,3 +51,8 @@ class TooManyRequests(ServiceError):
 
     def __init__(self, detail: str, retry_after_s: int):
         super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
+
+
+def invalid(field: str | None, message: str) -> RequestValidationError:
+    """A 422 in the shape of every validation error, naming the body field (or the body) that is wrong."""
+    return RequestValidationError([{"loc": ("body", field) if field else ("body",), "msg": message, "type": "value_error"}])

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Path, Request, status
 
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
-from app.errors import Unprocessable
+from app.errors import invalid
 from app.outcomes import inbound, service
 from app.outcomes.schemas import (
     IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,
@@ -53,7 +53,7 @@ hooks = APIRouter(tags=["outcomes"])  # public: each provider authenticates by i
 HOOK_ANSWERS = {401: {"model": ErrorOut, "description": "Bad or missing signature (or credentials), or a stale timestamp; "
                                                        "nothing is stored"},
                 404: {"model": ErrorOut, "description": "Unknown source"},
-                422: {"model": ErrorOut, "description": "Not the provider's payload"}, **BODY_ERRORS}
+                **BODY_ERRORS}  # and 422 (not the provider's payload), in the shape of every validation error
 
 
 @hooks.post("/outcomes/hooks/{source_id}", response_model=IngestResult, summary="A provider's event webhook",
@@ -79,7 +79,7 @@ async def receive_reply(source_id: SourceId, request: Request, svc: ServicesDep)
         try:
             raw = inbound.parse_sendgrid_inbound({k: v for k, v in form.items() if isinstance(v, str)})
         except ValueError as exc:
-            raise Unprocessable(str(exc)) from None
+            raise invalid("email", str(exc)) from None
     else:
         raw = await request.body()
     return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers, raw,

@@ -4,7 +4,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator,
+)
 
 from app.pages import Page
 
@@ -36,6 +38,13 @@ class Provider(StrEnum):
 Text = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True)]
 
 
+def _timestamp_text(value: object) -> object:
+    """A timestamp is text (or a datetime in process), not a number whose unit would be a guess."""
+    if isinstance(value, (int, float)):
+        raise ValueError("occurred_at must be an ISO 8601 timestamp with its zone, not a number")
+    return value
+
+
 class OutcomeEvent(BaseModel):
     """One thing that happened to one sent email, as the sender reports it."""
 
@@ -44,14 +53,15 @@ class OutcomeEvent(BaseModel):
     ref: Text | None = Field(description="The email's `ref` (`eml_…`), as sent in `codreamer_ref`; null when the "
                                          "sender's event carried none (counted as unattributed).")
     type: OutcomeType
-    occurred_at: datetime
+    occurred_at: Annotated[AwareDatetime, BeforeValidator(_timestamp_text)] = Field(
+        description="ISO 8601 with its zone (`2026-11-20T09:30:00Z`).")
     id: Text = Field(description="The sender's event id: an event seen before (per tenant) counts once.")
     recipient: Text = Field(description="Any stable key of the recipient (an address); stored only as a salted hash.")
-    machine: bool = Field(False, description="A machine open or click (a privacy proxy's prefetch, a link scanner).")
+    machine: StrictBool = Field(False, description="A machine open or click (a privacy proxy's prefetch, a link scanner).")
     sentiment: Sentiment | None = Field(None, description="Optional, on a reply.")
 
 
-MAX_EVENTS_PER_REQUEST = 10_000
+MAX_EVENTS_PER_REQUEST = 1000  # a batch per request (SendGrid batches its webhooks about as large)
 
 
 class OutcomeBatch(BaseModel):

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
-from app.errors import NotFound, Unauthorized, Unprocessable
+from app.errors import NotFound, Unauthorized, invalid
 from app.events.service import new_id
 from app.events.signing import SecretBox
 from app.settings import Settings
@@ -74,7 +74,7 @@ async def create_source(db: Database, box: SecretBox, tenant: str, body: Outcome
         try:
             providers.load_sendgrid_key(material)
         except ValueError as exc:
-            raise Unprocessable(f"verification_key: {exc}") from None
+            raise invalid("verification_key", str(exc)) from None
     if body.provider == Provider.POSTMARK:
         basic_auth = BasicAuth(username=source_id, password=secrets.token_urlsafe(24))
         material = basic_auth.password
@@ -133,7 +133,7 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
     except providers.BadSignature as exc:
         raise Unauthorized(str(exc)) from None
     except ValueError as exc:
-        raise Unprocessable(str(exc)) from None
+        raise invalid(None, str(exc)) from None
     return await ingest(db, box, source.tenant, events, source_id=source.id, wake=wake)
 
 
@@ -161,7 +161,7 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
             raise Unauthorized(str(exc)) from None
     reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
     if reply is None:
-        raise Unprocessable("not a reply: the body is no RFC 822 message, or is a delivery or read report")
+        raise invalid(None, "not a reply: the body is no RFC 822 message, or is a delivery or read report")
     event_id = reply.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()
     event = OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
                          occurred_at=reply.occurred_at, id=event_id[:500], recipient=reply.sender or "unknown")

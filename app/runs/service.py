@@ -15,7 +15,7 @@ from app.auth import OPEN_TENANT
 from app.backends.registry import SPECS, BackendUnavailable, check_available
 from app.core import Services
 from app.db import serialize_on
-from app.errors import Conflict, TooManyRequests
+from app.errors import Conflict, TooManyRequests, invalid
 from app.runs.status import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret
@@ -26,10 +26,6 @@ from app.loop.schemas import FeedbackMode
 from app.runs import workflow
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
-
-
-def invalid(field: str, message: str) -> RequestValidationError:
-    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
 
 
 def links(run_id: str) -> dict:
