@@ -112,8 +112,6 @@ def write(results: dict, path: Path) -> None:
         lines += [""]
     if lr := results.get("learning"):
         lines += learning_section(lr)
-    if oc := results.get("outcomes"):
-        lines += outcomes_section(oc)
     if sc := results.get("scale"):
         lines += [
             "## 4. Scale",
@@ -141,6 +139,8 @@ def write(results: dict, path: Path) -> None:
             "  `GET /runs/{id}/node-scores`, which returns every node as the contract asks.",
             "",
         ]
+    if oc := results.get("outcomes"):
+        lines += outcomes_section(oc)
     path.write_text("\n".join(lines))
 
 
