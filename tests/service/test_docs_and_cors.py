@@ -17,6 +17,8 @@ OPERATION_IDS = {
     "getNodeScores", "listEvents", "listWebhookDeliveries", "listGraphs", "createGraph", "listNodes", "getNode",
     "listScenarios", "getHealth", "getReadiness", "listJudges",
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
+    "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
+    "receiveProviderEvents", "receiveReply", "getRunOutcomes",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
@@ -111,7 +113,8 @@ def test_every_list_is_a_named_page_with_has_more():
     schemas = create_app(Settings(environment="test")).openapi()["components"]["schemas"]
     assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
     lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
-    assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList"}
+    assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList",
+                     "OutcomeSourceList"}
     assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
 
 
