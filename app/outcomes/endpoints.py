@@ -34,11 +34,13 @@ async def create_outcome_source(body: OutcomeSourceCreate, svc: ServicesDep, ten
 
 @router.get("/outcome-sources", response_model=OutcomeSourceList, summary="The tenant's outcome sources")
 async def list_outcome_sources(session: ReadSession, tenant: TenantDep) -> dict:
+    """Every source the tenant connected, oldest first; their verification material is never shown."""
     return {"data": await service.list_sources(session, tenant)}
 
 
 @router.get("/outcome-sources/{source_id}", response_model=OutcomeSourceOut, summary="An outcome source", responses=NOT_FOUND)
 async def get_outcome_source(source_id: SourceId, session: ReadSession, tenant: TenantDep) -> OutcomeSourceOut:
+    """Its provider and the URLs to point the provider at; another tenant's source is not found."""
     return OutcomeSourceOut.of(await service.source_of(session, source_id, tenant))
 
 
