@@ -83,6 +83,13 @@ def _json(body: bytes, provider: str) -> Any:
         raise ValueError(f"the {provider} body is not JSON: {error}") from None
 
 
+def _json_object(body: bytes, provider: str) -> dict:
+    payload = _json(body, provider)
+    if not isinstance(payload, dict):
+        raise ValueError(f"the {provider} body is not a JSON object")
+    return payload
+
+
 def _ref(value: Any) -> str | None:
     """The ref as sent, or None when the event carried none (or something that cannot be one)."""
     if isinstance(value, str) and value.strip() and len(value.strip()) <= 500:
@@ -342,9 +349,7 @@ def _resend_recipient(to: Any, where: str) -> str:
 
 def parse_resend(headers: Mapping[str, str], body: bytes) -> list[OutcomeEvent]:
     """The one event in the body; its id is the `svix-id` header (the same on every retry)."""
-    payload = _json(body, "Resend")
-    if not isinstance(payload, dict):
-        raise ValueError("the Resend body is not a JSON object")
+    payload = _json_object(body, "Resend")
     kind = payload.get("type")
     if not isinstance(kind, str):
         raise ValueError("the Resend body has no 'type'")
@@ -404,9 +409,7 @@ _POSTMARK_TYPES = {
 def parse_postmark(body: bytes) -> list[OutcomeEvent]:
     """The one record in the body. Postmark gives no event id, so one is derived that is stable across
     retries: `RecordType:MessageID:<its time field>`, plus `:ID` where the record has one (bounces)."""
-    record = _json(body, "Postmark")
-    if not isinstance(record, dict):
-        raise ValueError("the Postmark body is not a JSON object")
+    record = _json_object(body, "Postmark")
     kind = record.get("RecordType")
     if not isinstance(kind, str):
         raise ValueError("the Postmark body has no 'RecordType'")
