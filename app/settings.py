@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     reply_window_s: float = Field(3 * 86400, gt=0, description=(
         "How long after delivery a sent email without a reply counts as not replied to (a reply counts at once)."))
     outcome_prior_sends: float = Field(20.0, gt=0, description=(
-        "Pseudo-sends at the population's rates behind every trait's rate in the outcome model: more, slower to "
+        "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
         "trust a trait; also the evidence at which feedback carries half its weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
     trajectory_retention_iterations: int = Field(

@@ -76,7 +76,8 @@ def measure_learning(seeds=(0, 1, 2), iterations: int = 20) -> dict:
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         runs = list(pool.map(_curve, jobs))
-    late = {v: float(np.mean([np.mean(r["true_reply"][LATE]) for r in runs if r["variant"] == v])) for v in VARIANTS}
+    per_seed = {v: [round(float(np.mean(r["true_reply"][LATE])), 4) for r in runs if r["variant"] == v] for v in VARIANTS}
+    late = {v: float(np.mean(per_seed[v])) for v in VARIANTS}
     judge = {v: float(np.mean([np.mean(r["judge"][LATE]) for r in runs if r["variant"] == v])) for v in VARIANTS}
     gain = late["oracle"] - late["judge_only"]
 
@@ -85,7 +86,7 @@ def measure_learning(seeds=(0, 1, 2), iterations: int = 20) -> dict:
 
     return {
         "seeds": list(seeds), "iterations": iterations, "seconds": round(time.monotonic() - started, 1),
-        "late_true_reply": late, "late_judge": judge,
+        "late_true_reply": late, "late_true_reply_per_seed": per_seed, "late_judge": judge,
         "recovered_published": recovered("outcomes_published"), "recovered_ab": recovered("outcomes_ab"),
         "judge_drop_vs_judge_only": {v: judge["judge_only"] - judge[v] for v in VARIANTS},
         "curves": {v: np.mean([r["true_reply"] for r in runs if r["variant"] == v], axis=0).round(4).tolist() for v in VARIANTS},

@@ -28,31 +28,43 @@ def test_without_outcomes_there_is_no_estimate():
     assert OutcomeModel.fit([sent(["tone:formal"], 0, 0, 0)], K).estimate(["tone:formal"], "x") == NO_ESTIMATE
 
 
-def test_an_unseen_email_gets_the_populations_rates_and_evidence_earns_confidence():
+def test_an_unseen_email_gets_about_the_populations_rates_and_evidence_earns_confidence():
     model = OutcomeModel.fit([sent(["tone:formal"], 100, 40, 10, "a"), sent(["tone:direct"], 100, 20, 2, "b")], K)
     estimate = model.estimate(["tone:friendly"], "new")
     assert estimate.source == FeedbackSource.PREDICTED
-    assert estimate.p_open == pytest.approx((60 + 1) / (200 + 2))  # Beta(1, 1) prior on the population
-    assert estimate.p_reply == pytest.approx((12 + 1) / (200 + 2))
+    assert estimate.p_open == pytest.approx((60 + 1) / (200 + 2), abs=0.01)  # a tone never sent: the middle
+    assert estimate.p_reply == pytest.approx((12 + 1) / (200 + 2), abs=0.015)
     assert estimate.confidence == pytest.approx(200 / (200 + K))
 
 
-def test_a_trait_moves_the_prediction_by_its_shrunk_rate():
+def test_a_trait_moves_the_prediction_toward_its_rate_by_its_evidence():
     model = OutcomeModel.fit([sent(["tone:formal"], 100, 40, 20, "a"), sent(["tone:direct"], 100, 40, 0, "b")], K)
     formal, direct = model.estimate(["tone:formal"], "x"), model.estimate(["tone:direct"], "y")
-    population = (20 + 1) / (200 + 2)
-    assert formal.p_reply == pytest.approx((20 + K * population) / (100 + K))  # one trait: its shrunk rate exactly
-    assert direct.p_reply == pytest.approx((0 + K * population) / (100 + K))
+    assert 0.15 < formal.p_reply < 0.2 and 0.0 < direct.p_reply < 0.05  # shrunk from 0.2 and 0 toward 0.1
+    assert formal.p_open == pytest.approx(0.4, abs=2e-3) == direct.p_open
     thin = OutcomeModel.fit([sent(["tone:formal"], 1000, 400, 100, "a"), sent(["tone:direct"], 2, 2, 2, "b")], K)
-    assert thin.estimate(["tone:direct"], "z").p_reply < 0.2  # two sends say little: near the population's 0.1
+    assert thin.estimate(["tone:direct"], "z").p_reply < 0.3  # two replies in two sends say little
+    more = OutcomeModel.fit([sent(["tone:formal"], 1000, 400, 100, "a"), sent(["tone:direct"], 200, 200, 200, "b")], K)
+    assert more.estimate(["tone:direct"], "z").p_reply > 0.9
 
 
-def test_an_email_sent_before_uses_its_own_outcomes():
+def test_traits_that_travel_together_share_the_credit():
+    """A sum of each trait's own deviation would count the email's rate once per trait it has."""
+    model = OutcomeModel.fit([sent(["ask:meeting", "cites:a", "tone:friendly"], 200, 100, 80, "a"),
+                              sent(["ask:none", "cites:b", "tone:formal"], 200, 100, 20, "b")], K)
+    assert model.estimate(["ask:meeting", "cites:a", "tone:friendly"], "x").p_reply == pytest.approx(0.4, abs=0.02)
+    assert model.estimate(["ask:none", "cites:b", "tone:formal"], "y").p_reply == pytest.approx(0.1, abs=0.02)
+    mixed = model.estimate(["ask:meeting", "cites:b", "tone:friendly"], "z").p_reply
+    assert 0.25 < mixed < 0.4  # two of the good email's three traits
+
+
+def test_an_email_sent_before_uses_its_own_outcomes_shrunk_toward_the_prediction():
     model = OutcomeModel.fit([sent(["tone:formal"], 30, 15, 9, "same-text"), sent(["tone:formal"], 170, 20, 1, "other")], K)
     estimate = model.estimate(["tone:formal"], "same-text")
-    population = ((35 + 1) / 202, (10 + 1) / 202)
-    assert estimate.source == FeedbackSource.OBSERVED
-    assert estimate.p_reply == pytest.approx((9 + K * population[1]) / (30 + K))
+    predicted = model.estimate(["tone:formal"], "unsent")
+    assert estimate.source == FeedbackSource.OBSERVED and predicted.source == FeedbackSource.PREDICTED
+    assert estimate.p_reply == pytest.approx((9 + K * predicted.p_reply) / (30 + K))
+    assert estimate.p_open == pytest.approx((15 + K * predicted.p_open) / (30 + K))
     assert estimate.confidence == pytest.approx(30 / (30 + K))
 
 
