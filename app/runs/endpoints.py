@@ -8,7 +8,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
+from app import conditional
 from app.backends.registry import delete_local_files, model_name
+from app.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.errors import Conflict, NotFound
@@ -77,12 +79,35 @@ async def list_runs(tenant: TenantDep, session: ReadSession, page: RunsCursor, s
     return {"data": runs, "has_more": has_more}
 
 
-@router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses=NOT_FOUND)
-async def get_run(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
-    """Status, effective config, progress and the latest and final emails."""
-    view = await repository.get_run_view(session, run_id, tenant)
-    if view is None:
+RENDERED = conditional.Rendered(max_bytes=32 * 1024 * 1024)  # iterations and their lists, by the run's version
+
+
+def _json(body: bytes, tag: str) -> Response:
+    response = Response(body, media_type="application/json")
+    conditional.tag(response, tag)
+    return response
+
+
+async def _run_tag(session, run_id: str, tenant: str) -> str:
+    """The tag of the run's current version, shared by its view and its iterations; 404 if not the tenant's."""
+    version = await repository.run_version(session, run_id, tenant)
+    if version is None:
         raise NotFound(f"run {run_id!r} not found")
+    return conditional.entity_tag(*version)
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses={**NOT_MODIFIED, **NOT_FOUND})
+async def get_run(tenant: TenantDep, run_id: str, session: ReadSession, response: Response,
+                  if_none_match: IfNoneMatch = None) -> dict | Response:
+    """Status, effective config, progress and the latest and final emails. Poll with `If-None-Match`: 304 while
+    nothing changed."""
+    if if_none_match and conditional.matches(if_none_match, tag := await _run_tag(session, run_id, tenant)):
+        return conditional.not_modified(tag)
+    found = await repository.get_run_view_and_version(session, run_id, tenant)
+    if found is None:
+        raise NotFound(f"run {run_id!r} not found")
+    view, version = found
+    conditional.tag(response, conditional.entity_tag(*version))
     return view
 
 
@@ -113,22 +138,36 @@ async def resume_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
         return await repository.get_run_view(session, run.id)
 
 
-@router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations", responses=NOT_FOUND)
-async def list_iterations(tenant: TenantDep, run_id: str, session: ReadSession) -> dict:
+@router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations",
+            responses={**NOT_MODIFIED, **NOT_FOUND})
+async def list_iterations(tenant: TenantDep, run_id: str, session: ReadSession, if_none_match: IfNoneMatch = None) -> dict | Response:
     """Every recorded iteration in order, the baseline (iteration 0) first."""
-    await _run_or_404(session, run_id, tenant)
-    return {"data": await repository.iterations(session, run_id)}
+    tag = await _run_tag(session, run_id, tenant)
+    if conditional.matches(if_none_match, tag):
+        return conditional.not_modified(tag)
+    body = RENDERED.get((tag, "iterations"))
+    if body is None:
+        listed = IterationList.model_validate({"data": await repository.iterations(session, run_id)})
+        body = RENDERED.put((tag, "iterations"), listed.model_dump_json().encode())
+    return _json(body, tag)
 
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",
-            responses=NOT_FOUND)
-async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession) -> dict:
-    """The iteration with each trajectory's reward, scores, email and turns."""
-    await _run_or_404(session, run_id, tenant)
-    detail = await repository.iteration_detail(session, run_id, iteration)
-    if detail is None:
-        raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
-    return detail
+            responses={**NOT_MODIFIED, **NOT_FOUND})
+async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession,
+                        if_none_match: IfNoneMatch = None) -> dict | Response:
+    """The iteration with each trajectory's reward, scores, email and turns (older conversations go as the run moves
+    on, per TRAJECTORY_RETENTION_ITERATIONS, so its tag is the run's)."""
+    tag = await _run_tag(session, run_id, tenant)
+    if conditional.matches(if_none_match, tag):
+        return conditional.not_modified(tag)
+    body = RENDERED.get((tag, iteration))
+    if body is None:
+        detail = await repository.iteration_detail(session, run_id, iteration)
+        if detail is None:
+            raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
+        body = RENDERED.put((tag, iteration), IterationDetail.model_validate(detail).model_dump_json().encode())
+    return _json(body, tag)
 
 
 @router.get("/runs/{run_id}/node-scores", response_model=NodeScoresOut, summary="Every node's score", responses=NOT_FOUND)

@@ -167,6 +167,18 @@ def _best_first():
     return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
 
 
+def _version(run_id: str, attempt: int, last_seq: int, status: RunStatus, waiting: dict | None) -> tuple:
+    """What changes whenever the run's view, iteration list or an iteration's detail can: each change of state
+    announces itself as an event (last_seq), except a resume (attempt) and the end of a wait (waiting)."""
+    return run_id, attempt, last_seq, str(status), waiting is not None
+
+
+async def run_version(session: AsyncSession, run_id: str, tenant: str) -> tuple | None:
+    row = (await session.execute(select(Run.attempt, Run.last_seq, Run.status, Run.waiting)
+                                 .where(Run.id == run_id, Run.tenant == tenant))).first()
+    return None if row is None else _version(run_id, *row)
+
+
 async def published(session: AsyncSession, run_id: str) -> dict:
     """The run's last published email (`final_email`) and its best-scoring one (`best_email`), each with its iteration."""
     emails = {}
@@ -214,9 +226,17 @@ def run_view(run: Run, latest: dict | None, latest_iteration: int | None, best: 
 
 async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
     """The run (if `tenant` owns it) and its latest and best emails in one query: the endpoint clients poll."""
+    found = await get_run_view_and_version(session, run_id, tenant)
+    return found and found[0]
+
+
+async def get_run_view_and_version(session: AsyncSession, run_id: str, tenant: str | None = None) -> tuple[dict, tuple] | None:
     query = _run_query().where(Run.id == run_id)
     row = (await session.execute(query if tenant is None else query.where(Run.tenant == tenant))).first()
-    return run_view(*row) if row else None
+    if row is None:
+        return None
+    run = row[0]
+    return run_view(*row), _version(run.id, run.attempt, run.last_seq, run.status, run.waiting)
 
 
 async def list_runs(

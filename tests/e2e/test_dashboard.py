@@ -138,6 +138,15 @@ def test_a_finished_run_shows_its_webhook_deliveries(server, page):
     assert page.locator("#deliveries .badge.delivered").count() == 4
     sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(1)
     receiver.close()
+    # opened again, the page asks with the run's ETag: the server answers 304 and the browser keeps its copy
+    page.click("header nav a:text('Runs')")
+    page.click(f"#runs a[href='#/runs/{run_id}']")
+    sync_api.expect(page.locator("svg.chart circle.point")).to_have_count(1)
+    reads = "url => performance.getEntriesByType('resource').filter(e => e.name === url).map(e => [e.transferSize, e.encodedBodySize])"
+    for url in (f"{server.url}/runs/{run_id}", f"{server.url}/runs/{run_id}/iterations"):
+        sizes = page.evaluate(reads, url)
+        (first, first_body), (again, again_body) = sizes[-2:]  # earlier: a 401 before the key was entered
+        assert first > first_body == again_body > again > 0, (url, sizes)  # the second read: headers only
 
 
 def test_swagger_ui_renders(server, page):

@@ -34,6 +34,7 @@ def test_the_walk_through_runs_as_one_block_and_keeps_its_run(tmp_path):
         assert run_id.startswith("run_")
         assert "event: run.succeeded" in result.stdout and result.stdout.count("event: iteration.completed") == 4
         assert re.search(rf"^5 {run_id}\.jsonl$", result.stdout, re.M), result.stdout[-2000:]
+        assert re.search(r"^304$", result.stdout, re.M), result.stdout[-2000:]  # the conditional read
         again = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, capture_output=True, text=True,
                                timeout=300)
         assert again.returncode == 0 and again.stdout.splitlines()[0] == run_id  # pasted twice: the same run

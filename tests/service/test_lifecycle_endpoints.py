@@ -126,6 +126,27 @@ async def test_export_is_json_lines_with_the_run_first(env):
     assert (await client.get("/runs/run_nope/export")).status_code == 404
 
 
+async def test_run_reads_answer_304_while_nothing_changed_and_a_new_tag_once_it_did(env):
+    client, _, _ = env
+    run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+    early = (await client.get(f"/runs/{run_id}")).headers["etag"]
+    await finished(client, run_id)
+    for path in (f"/runs/{run_id}", f"/runs/{run_id}/iterations", f"/runs/{run_id}/iterations/1"):
+        first = await client.get(path)
+        tag = first.headers["etag"]
+        assert first.status_code == 200 and tag.startswith('W/"') and first.headers["cache-control"] == "private, no-cache"
+        assert tag != early  # the run finished since: every read of it has a new version
+        again = await client.get(path, headers={"If-None-Match": tag})
+        assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag
+        listed = await client.get(path, headers={"If-None-Match": f'W/"other", {tag.removeprefix("W/")}'})
+        assert listed.status_code == 304  # any tag of a list; weak comparison
+        stale = await client.get(path, headers={"If-None-Match": early})
+        assert stale.status_code == 200 and stale.json() == first.json()
+    assert (await client.get("/runs/run_nope", headers={"If-None-Match": early})).status_code == 404
+    missing = await client.get(f"/runs/{run_id}/iterations/7", headers={"If-None-Match": "*"})
+    assert missing.status_code == 404  # "*" is any version at all: no 304 for what is not there
+
+
 async def test_delete_run_removes_everything_it_owns(env):
     client, path, settings = env
     receiver = Receiver()
