@@ -264,7 +264,7 @@ def _one_line_startup_failure(app):
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=65535)] = 8000) -> None:
-    """The API, plus a run worker unless RUN_WORKER=false (the embedded default: one process, SQLite).
+    """The API, plus a run worker in a child process unless RUN_WORKER=false (the embedded default: SQLite).
 
     SIGTERM or Ctrl-C stops it cleanly (exit 0): open requests and runs in flight get SHUTDOWN_DRAIN_S
     to finish, then runs still going are left to recovery under this EXECUTOR_ID.
@@ -293,7 +293,7 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=
                 logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, port)
 
     config = uvicorn.Config(
-        _one_line_startup_failure(create_app(settings)), host=host, port=port, log_level="info", access_log=settings.access_log,
+        _one_line_startup_failure(create_app(settings, worker_process=True)), host=host, port=port, log_level="info", access_log=settings.access_log,
         timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_drain_s)),
         http=bounded_protocol(settings.max_header_bytes, settings.header_timeout_s),
     )
@@ -304,7 +304,7 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=
 
 
 @app.command()
-def worker() -> None:
+def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `serve`: quiet, and dies with it")] = False) -> None:
     """A run worker only: executes queued runs and delivers webhooks (scale-out on PostgreSQL)."""
     os.environ.setdefault("TQDM_DISABLE", "1")
     import signal
@@ -312,22 +312,28 @@ def worker() -> None:
     settings = _settings_or_exit(database=True)
     from app import lifecycle
 
+    if child:
+        from app.worker_process import follow_parent
+
+        follow_parent()
+    say = (lambda _: None) if child else console.print
+
     async def main():
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):  # from the start: a signal during start-up stops right after it
             loop.add_signal_handler(signum, stopping.set)
-        services = await lifecycle.start(settings, worker=True)
-        console.print(f"worker {settings.executor_id} running; Ctrl-C or SIGTERM stops it")
+        services = await lifecycle.start(settings, worker=True, api=False)
+        say(f"worker {settings.executor_id} running; Ctrl-C or SIGTERM stops it")
         await stopping.wait()
-        console.print(f"worker {settings.executor_id} stopping (up to {settings.shutdown_drain_s:g} s for runs in flight)")
+        say(f"worker {settings.executor_id} stopping (up to {settings.shutdown_drain_s:g} s for runs in flight)")
         await lifecycle.stop(services)
 
     try:
         asyncio.run(main())
     except lifecycle.StartupError as exc:
         _exit_with(f"codreamer cannot start: {exc}")
-    console.print(f"worker {settings.executor_id} stopped")
+    say(f"worker {settings.executor_id} stopped")
 
 
 db = typer.Typer(help="Database commands.")

@@ -1,6 +1,6 @@
 """Fault points for fault-injection tests and drills; unset in normal operation.
 
-`CRASH_AT=<point>[:<iteration>]` kills the process with SIGKILL (no shutdown code runs) when a
+`CRASH_AT=<point>[:<iteration>]` kills the process (and the `serve` that started it) with SIGKILL (no shutdown code runs) when a
 run reaches that point: inside a step, after its work and before DBOS records the step done,
 which is the window a real crash would find hardest. `FAIL_AT=<point>[:<iteration>][,…]` raises
 `InjectedFault` there instead. Points: start, email, generate, score, train, reweight, publish,
@@ -9,6 +9,8 @@ finish, and fail (recording a failure).
 
 import os
 import signal
+
+from app.worker_process import crash_service
 
 
 class InjectedFault(RuntimeError):
@@ -22,6 +24,7 @@ def _at(variable: str, point: str, iteration: int | None) -> bool:
 
 def fault_point(point: str, iteration: int | None = None) -> None:
     if _at("CRASH_AT", point, iteration):
+        crash_service()  # a worker that `serve` started takes the API down first: the machine crashed
         os.kill(os.getpid(), signal.SIGKILL)
     if _at("FAIL_AT", point, iteration):
         raise InjectedFault(f"injected failure at {point}" + ("" if iteration is None else f":{iteration}"))

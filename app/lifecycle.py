@@ -87,10 +87,10 @@ class Process:
     background: list[asyncio.Task] = field(default_factory=list)  # the relay and the housekeeping
 
 
-async def start(settings: Settings, *, worker: bool) -> Process:
+async def start(settings: Settings, *, worker: bool, api: bool = True) -> Process:
     """Migrates, loads the demo graph, and launches DBOS; a worker also executes runs and delivers webhooks."""
     check(settings)
-    if not settings.api_keys:
+    if api and not settings.api_keys:
         log.warning("API_KEYS is empty: the API accepts unauthenticated requests (development only)")
     init_tracing(settings.wandb_api_key, settings.weave_project)
     db = None

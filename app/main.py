@@ -1,5 +1,6 @@
 """The FastAPI application: each domain's routers, the HTTP edge's middleware and error handlers, and the lifespan."""
 
+import asyncio
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
@@ -19,21 +20,35 @@ from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
 from app.settings import Settings, get_settings
 from app.ui.endpoints import router as ui_router
+from app.worker_process import WorkerProcess
 
 PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
 PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/", "/outcomes/hooks/")  # StaticFiles refuses paths that escape its folder
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, worker_process: bool = False) -> FastAPI:
+    """The API; with RUN_WORKER, runs are worked on in this process, or with `worker_process` (what `codreamer serve`
+    does) in a child process that the lifespan starts, restarts if it dies, and stops."""
     settings = settings or get_settings()
+    separate = settings.run_worker and worker_process
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        services = await lifecycle.start(settings, worker=settings.run_worker)
+        if separate:  # the child is the worker of EXECUTOR_ID: it recovers that id's runs; the API only enqueues
+            api_settings = settings.model_copy(update={"executor_id": f"{settings.executor_id}-api"})
+            services = await lifecycle.start(api_settings, worker=False)
+        else:
+            services = await lifecycle.start(settings, worker=settings.run_worker)
         app.state.services = services.api
+        worker = None
         try:
+            if separate:
+                worker = WorkerProcess(stop_timeout_s=settings.shutdown_drain_s + lifecycle.BACKGROUND_STOP_S + 20)
+                services.api.health.append(worker.problem)
             yield
         finally:
+            if worker is not None:
+                await asyncio.to_thread(worker.stop)
             await lifecycle.stop(services)
 
     app = FastAPI(

@@ -83,7 +83,8 @@ class Settings(BaseSettings):
         2, ge=1, description="Attempts of one run's webhooks in flight at once, across all workers, so a slow receiver "
                              "cannot hold up other runs' webhooks.")
     max_concurrent_runs: int = Field(4, ge=1, description="Runs executing at once, across all workers.")
-    run_worker: bool = Field(True, description="`codreamer serve` also executes runs; false makes it API-only.")
+    run_worker: bool = Field(True, description=(
+        "`codreamer serve` also executes runs, in a child process at a lower CPU priority; false makes it API-only."))
     worker_concurrency: int = Field(2, ge=1, description="Runs executing at once on one worker, so work spreads.")
     worker_heartbeat_s: float = Field(5.0, gt=0, description="How often a worker records that it is alive.")
     worker_timeout_s: float = Field(30.0, gt=0, description="A worker silent this long is dead: live ones take over its runs.")
