@@ -57,6 +57,10 @@ class WorkerProcess:
             # Its own process group: a terminal's Ctrl-C reaches the API, which stops the worker in turn.
             process_group=0,
         )
+        try:  # lowered here, before it runs anything: requests come first from its first instant
+            os.setpriority(os.PRIO_PROCESS, child.pid, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS)
+        except OSError:
+            pass  # it died already; _supervise sees it
         self._child = child
         threading.Thread(target=self._supervise, args=(child,), name="run-worker", daemon=True).start()
 
@@ -102,8 +106,7 @@ class WorkerProcess:
 
 
 def follow_parent() -> None:
-    """In the child: lower its priority, and die with the parent (its end of our stdin closes, or we are re-parented)."""
-    os.nice(WORKER_NICENESS)
+    """In the child: die with the parent (its end of our stdin closes, or we are re-parented)."""
     parent = int(os.environ[PARENT_ENV])
 
     def watch() -> None:

@@ -15,7 +15,7 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference")
 
 
 def machine() -> dict:
@@ -44,6 +44,10 @@ def run(section: str, workdir: Path):
         from bench import outcomes
 
         return outcomes.measure(workdir / "outcomes")
+    if section == "interference":
+        from bench import api_interference
+
+        return api_interference.measure(workdir / "interference")
     if section == "reads":
         from bench import read_cost
 

@@ -46,6 +46,8 @@ def write(results: dict, path: Path) -> None:
             "70% `GET /runs/{id}`, 20% `GET /runs?limit=20`, 10% `GET /runs/{id}/iterations`. Target: p99 < 50 ms at",
             "200 requests/s with no errors. `serve` is the default, one command: the API and the run worker in one",
             "process, and the embedded model server (policy, judge, GRPO) in a child process of its own.",
+            "These figures are from before `serve` moved its run worker into a child process; section 7 measures",
+            "that layout.",
             "",
             "| database | layout | achieved req/s | p50 ms | p90 ms | p99 ms | errors | iterations done meanwhile | target |",
             "|---|---|---|---|---|---|---|---|---|",
@@ -142,6 +144,8 @@ def write(results: dict, path: Path) -> None:
         ]
     if oc := results.get("outcomes"):
         lines += outcomes_section(oc)
+    if inter := results.get("interference"):
+        lines += interference_section(inter)
     if rd := results.get("reads"):
         before = path.parent / "reads_before.json"
         lines += reads_section(rd, json.loads(before.read_text()) if before.exists() else None)
@@ -290,4 +294,35 @@ def reads_section(after: dict, before: dict | None) -> list[str]:
         "server and middleware; one SQLAlchemy session and one small query on aiosqlite cost about 0.55 ms more.",
         "",
     ]
+    return lines
+
+
+INTERFERENCE_RATIO = 2.0
+QUIET_P99_MS = 50.0
+
+
+def interference_section(results: list[dict]) -> list[str]:
+    lines = [
+        "## 7. API interference (default `serve`: the API, its run worker in a child process)",
+        "",
+        "The request mix of section 2 for 15 s at each rate, first with 20 runs in flight on the embedded backend, then",
+        "on the same data once every run has stopped. Cores: CPU seconds per second of the API's process, its worker",
+        "and the worker's embedded model server.",
+        "",
+        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | errors | cores: API / worker / model server |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for label, key in (("20 in flight", "with_runs"), ("none", "without_runs")):
+            for rate, m in r[key].items():
+                c = m["cores"]
+                lines.append(f"| {r['database']} | {rate} | {label} | {m['throughput_rps']:.0f} | {m['p50_ms']:.1f} | "
+                             f"{m['p99_ms']:.1f} | {m['errors']} | {c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
+    lines.append("")
+    for r in results:
+        ratio, quiet = r["ratio"].get("200"), max(m["p99_ms"] for m in r["without_runs"].values())
+        lines.append(f"- {r['database']}: p99 with runs ÷ without, " + ", ".join(f"{v:.1f}× at {k}/s" for k, v in r["ratio"].items())
+                     + f" (target ≤ {INTERFERENCE_RATIO:g}× at 200/s: {_ok(ratio is not None and ratio <= INTERFERENCE_RATIO)}); "
+                     f"p99 without runs up to {quiet:.1f} ms (target < {QUIET_P99_MS:g} ms: {_ok(quiet < QUIET_P99_MS)}).")
+    lines.append("")
     return lines

@@ -253,6 +253,22 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+def run_workers(parent: int) -> list[int]:
+    """The pids of `parent`'s run-worker children (`python -m app worker --child`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if ppid == parent and command[1:4] == [b"-m", b"app", b"worker"] and not process_gone(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 async def wait_until(predicate, timeout: float = 30) -> None:
     """`wait_for` for async tests: polls a plain predicate without blocking the event loop."""
     deadline = time.monotonic() + timeout

@@ -5,7 +5,9 @@ from standardwebhooks import Webhook
 
 from app.knowledge_graph.service import demo_document
 from tests.standins import Receiver
-from tests.support import FreshPostgresDatabase, Server, events, parse, require_postgres, wait_for, wait_for_status
+from tests.support import (
+    FreshPostgresDatabase, Server, events, parse, process_gone, require_postgres, run_workers, wait_for, wait_for_status,
+)
 
 pytestmark = pytest.mark.slow
 SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
@@ -119,7 +121,9 @@ def test_crash_mid_run_resumes_exactly_once(tmp_path):
             run = {"iterations": 4, "rollouts_per_group": 3, "scenario_ids": SCENARIOS}
             run_id = client.post("/learn-loop", json=run).json()["run_id"]
             wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 2, timeout=120)
+        workers = run_workers(server.process.pid)
         server.kill()
+        assert workers and wait_for(lambda: all(process_gone(w) for w in workers), timeout=10)  # the worker went with it
         server = Server(tmp_path, env).start()
         with server.client() as client:
             run = wait_for_status(client, run_id, timeout=240)

@@ -1,0 +1,59 @@
+"""API interference: how much 20 runs in flight slow the API of the default `codreamer serve` down.
+
+The same server, data and request mix as the API-under-load benchmark (70% run views, 20% run list pages, 10%
+iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in flight, then the same rates once every
+run has stopped. With CPU per process: the API, its run worker (a child) and the worker's embedded model server.
+"""
+
+import asyncio
+import time
+
+from bench.api_load import _cancel, _children, _cpu_seconds, _load, _start_runs
+from tests.support import FreshPostgresDatabase, Server, wait_for
+
+RATES = (100, 200)
+SECONDS = 15.0
+
+
+def _processes(server: Server) -> dict[str, list[int]]:
+    workers = _children(server.process.pid)
+    return {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in _children(w)]}
+
+
+def _loaded(server: Server, ids: list[str], rate: float) -> dict:
+    """The latency figures of one load, and the cores each process kept busy meanwhile."""
+    processes = _processes(server)
+    before, started = {k: sum(_cpu_seconds(p) for p in ps) for k, ps in processes.items()}, time.perf_counter()
+    result = asyncio.run(_load(server.url, ids, rate, SECONDS))
+    elapsed = time.perf_counter() - started
+    cores = {k: round((sum(_cpu_seconds(p) for p in ps) - before[k]) / elapsed, 2) for k, ps in processes.items()}
+    return {k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")} | {"errors": result["errors"], "cores": cores}
+
+
+def measure_one(workdir, database: str, runs: int = 20) -> dict:
+    pg = FreshPostgresDatabase() if database == "postgresql" else None
+    url = pg.url if pg else f"sqlite:///{workdir}/data/codreamer.sqlite"
+    server = Server(workdir, {"DATABASE_URL": url, "MAX_CONCURRENT_RUNS": str(runs), "WORKER_CONCURRENCY": str(runs),
+                              "EXECUTOR_ID": f"interference-{database}"})
+    try:
+        server.start(timeout=180)
+        ids = _start_runs(server, runs)
+        with_runs = {str(rate): _loaded(server, ids, rate) for rate in RATES}
+        _cancel(server, ids)
+        with server.client() as client:
+            wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
+        without = {str(rate): _loaded(server, ids, rate) for rate in RATES}
+    finally:
+        server.stop()
+        if pg:
+            pg.drop()
+    return {"database": database, "runs_in_flight": runs, "with_runs": with_runs, "without_runs": without,
+            "ratio": {r: round(with_runs[r]["p99_ms"] / without[r]["p99_ms"], 2) for r in with_runs}}
+
+
+def measure(workdir) -> list[dict]:
+    results = []
+    for database in ("sqlite", "postgresql"):
+        (workdir / database).mkdir(parents=True, exist_ok=True)
+        results.append(measure_one(workdir / database, database))
+    return results
