@@ -144,11 +144,11 @@ def write(results: dict, path: Path) -> None:
         ]
     if oc := results.get("outcomes"):
         lines += outcomes_section(oc)
-    if inter := results.get("interference"):
-        lines += interference_section(inter)
     if rd := results.get("reads"):
         before = path.parent / "reads_before.json"
         lines += reads_section(rd, json.loads(before.read_text()) if before.exists() else None)
+    if inter := results.get("interference"):
+        lines += interference_section(inter)
     path.write_text("\n".join(lines))
 
 
