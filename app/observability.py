@@ -1,11 +1,14 @@
-"""Weave tracing of the loop's steps: on when WANDB_API_KEY and WEAVE_PROJECT are set, otherwise off and free."""
+"""Weave tracing of the loop's steps: on when WANDB_API_KEY and WEAVE_PROJECT are set, otherwise off and free.
 
+Off, weave is never imported: that import alone costs every process (API, worker, CLI) about 1.5 s of CPU.
+"""
+
+import functools
 import logging
 import os
 
-import weave
-
 log = logging.getLogger("codreamer")
+_enabled = False  # set by init_tracing once Weave is initialised
 
 
 def _summarize(inputs: dict) -> dict:
@@ -25,32 +28,50 @@ def _summarize(inputs: dict) -> dict:
     return summary
 
 
-def traced(fn):
-    return weave.op(fn, postprocess_inputs=_summarize)
+class traced:  # noqa: N801: a decorator
+    """The function, or, once tracing is on, the same function as a Weave op (made at its first traced call)."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self._fn, self._op = fn, None
+
+    def op(self):
+        if self._op is None:
+            import weave
+
+            self._op = weave.op(self._fn, postprocess_inputs=_summarize)
+        return self._op
+
+    def __call__(self, *args, **kwargs):
+        return self.op()(*args, **kwargs) if tracing() else self._fn(*args, **kwargs)
 
 
 def tracing() -> bool:
-    return os.environ.get("WEAVE_DISABLED", "").lower() not in ("true", "1")
+    return _enabled
 
 
-async def call_with_trace(op, *args, **kwargs) -> tuple[object, str | None]:
-    """The op's result and, when tracing, the link to its trace in Weave."""
+async def call_with_trace(fn: traced, *args, **kwargs) -> tuple[object, str | None]:
+    """The function's result and, when tracing, the link to its trace in Weave."""
     if not tracing():
-        return await op(*args, **kwargs), None
-    result, call = await op.call(*args, __should_raise=True, **kwargs)
+        return await fn(*args, **kwargs), None
+    result, call = await fn.op().call(*args, __should_raise=True, **kwargs)
     return result, call.ui_url
 
 
 def init_tracing(wandb_api_key: str | None, weave_project: str | None) -> bool:
     """Never prompts and never fails start-up: an unreachable Weave only logs a warning."""
+    global _enabled
     if not (wandb_api_key and weave_project):
         os.environ["WEAVE_DISABLED"] = "true"
         return False
     os.environ.setdefault("WANDB_API_KEY", wandb_api_key)
     try:
+        import weave
+
         weave.init(weave_project)
     except Exception as exc:
         os.environ["WEAVE_DISABLED"] = "true"
         log.warning("Weave tracing is off: %s", exc)
         return False
+    _enabled = True
     return True

@@ -74,3 +74,11 @@ def test_weave_stays_off_unless_configured_and_never_blocks(tmp_path):
     assert "TRACING False" in output and attempts == []
     output, _ = guarded(tmp_path, "weave", "a-key-with-no-network-behind-it")
     assert "TRACING False" in output and "Weave tracing is off" in output
+
+
+def test_weave_is_not_even_imported_while_tracing_is_off():
+    """Importing weave costs each process about 1.5 s of CPU; off, the traced steps are the plain functions."""
+    check = ("import sys, app.main, app.runs.workflow; from app.loop.credit import reweight; "
+             "assert reweight.__wrapped__ is not None and 'weave' not in sys.modules, sorted(m for m in sys.modules if 'weave' in m)")
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
