@@ -15,7 +15,7 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out")
 
 
 def machine() -> dict:
@@ -44,6 +44,10 @@ def run(section: str, workdir: Path):
         from bench import outcomes
 
         return outcomes.measure(workdir / "outcomes")
+    if section == "scale_out":
+        from bench import scale_out
+
+        return scale_out.measure(workdir / "scale_out")
     if section == "interference":
         from bench import api_interference
 

@@ -149,6 +149,8 @@ def write(results: dict, path: Path) -> None:
         lines += reads_section(rd, json.loads(before.read_text()) if before.exists() else None)
     if inter := results.get("interference"):
         lines += interference_section(inter)
+    if so := results.get("scale_out"):
+        lines += scale_out_section(so)
     path.write_text("\n".join(lines))
 
 
@@ -325,4 +327,29 @@ def interference_section(results: list[dict]) -> list[str]:
                      + f" (target ≤ {INTERFERENCE_RATIO:g}× at 200/s: {_ok(ratio is not None and ratio <= INTERFERENCE_RATIO)}); "
                      f"p99 without runs up to {quiet:.1f} ms (target < {QUIET_P99_MS:g} ms: {_ok(quiet < QUIET_P99_MS)}).")
     lines.append("")
+    return lines
+
+
+SCALE_OUT_TARGET = 1.8
+
+
+def scale_out_section(so: dict) -> list[str]:
+    lat = so["latencies"]
+    lines = [
+        "## 8. Scale-out across worker processes",
+        "",
+        f"{so['results'][0]['runs']} runs of 2 iterations (K = 4, 4 turns, one scenario) on one PostgreSQL database, "
+        f"API-only `serve` plus 1, 2 and 4 `codreamer worker` processes, each taking {so['per_worker']} runs at once. "
+        f"The policy (a fixed model: no training step) and a RULER judge are a latency-injected OpenAI-compatible "
+        f"server on loopback ({lat['model_s']} s a model call, {lat['judge_s']} s a judge call), so the runs wait on I/O, "
+        "not on this machine's 2 cores.",
+        "",
+        "| workers | runs succeeded | seconds | runs per minute | vs 1 worker |",
+        "|---|---|---|---|---|",
+    ]
+    for r in so["results"]:
+        lines.append(f"| {r['workers']} | {r['succeeded']} / {r['runs']} | {r['seconds']:.1f} | {r['runs_per_minute']:.2f} | "
+                     f"{so['speedup'].get(str(r['workers']), so['speedup'].get(r['workers'], 0)):.2f}× |")
+    two = so["speedup"].get("2", so["speedup"].get(2, 0))
+    lines += ["", f"- Target ≥ {SCALE_OUT_TARGET:g}× at 2 workers: {two:.2f}×, {_ok(two >= SCALE_OUT_TARGET)}.", ""]
     return lines
