@@ -123,7 +123,7 @@ def test_crash_mid_run_resumes_exactly_once(tmp_path):
             wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 2, timeout=120)
         workers = run_workers(server.process.pid)
         server.kill()
-        assert workers and wait_for(lambda: all(process_gone(w) for w in workers), timeout=10)  # the worker went with it
+        assert workers and wait_for(lambda: all(process_gone(w) for w in workers), timeout=30)  # the worker went with it
         server = Server(tmp_path, env).start()
         with server.client() as client:
             run = wait_for_status(client, run_id, timeout=240)
