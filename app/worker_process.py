@@ -7,50 +7,30 @@ stdin closes (even after `kill -9`), and then dies at once, like a crash: its ru
 same EXECUTOR_ID starts, which is the next `serve`'s child.
 """
 
-import logging
 import os
 import select
 import signal
 import subprocess
 import sys
 import threading
-import time
 
-log = logging.getLogger("codreamer")
+from app.supervision import SupervisedChild
 
 WORKER_NICENESS = 5  # below the API; the embedded model server, the worker's child, sits below both
-RESTARTS_PER_MINUTE = 3
-MAX_PAUSE_S = 30.0
 PARENT_ENV = "CODREAMER_SERVE_PID"  # set in the child: fault drills crash the whole service, not one process
 
 
-class WorkerProcess:
-    """`codreamer worker --child`, restarted when it dies (at once, then with growing pauses), never given up."""
+class WorkerProcess(SupervisedChild):
+    """`codreamer worker --child`, restarted when it dies; stopped with SIGTERM, so it drains its runs first."""
+
+    what = "run worker"
 
     def __init__(self, stop_timeout_s: float):
+        super().__init__()
         self._stop_timeout_s = stop_timeout_s
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._starts: list[float] = []
-        self._child: subprocess.Popen | None = None
-        self._paused_until: float | None = None
-        with self._lock:
-            self._spawn()
+        self._start()
 
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
-
-    def problem(self) -> str | None:
-        """Why runs are not being worked on now (the worker keeps dying and waits before its next start), or None."""
-        paused_until = self._paused_until
-        if paused_until is None:
-            return None
-        return (f"the run worker exited {len(self._starts)} times in a minute; it is restarted in "
-                f"{max(0.0, paused_until - time.monotonic()):.0f} s")
-
-    def _spawn(self) -> None:
-        self._starts = [t for t in self._starts if time.monotonic() - t < 60] + [time.monotonic()]
+    def _launch(self) -> subprocess.Popen:
         child = subprocess.Popen(
             [sys.executable, "-m", "app", "worker", "--child"], stdin=subprocess.PIPE,
             env=os.environ | {PARENT_ENV: str(os.getpid())},
@@ -60,49 +40,12 @@ class WorkerProcess:
         try:  # lowered here, before it runs anything: requests come first from its first instant
             os.setpriority(os.PRIO_PROCESS, child.pid, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS)
         except OSError:
-            pass  # it died already; _supervise sees it
-        self._child = child
-        threading.Thread(target=self._supervise, args=(child,), name="run-worker", daemon=True).start()
-
-    def _supervise(self, child: subprocess.Popen) -> None:
-        code = child.wait()
-        with self._lock:
-            if self._stopping.is_set() or child is not self._child:
-                return
-            starts = len([t for t in self._starts if time.monotonic() - t < 60])
-            pause = 0.0 if starts <= RESTARTS_PER_MINUTE else min(MAX_PAUSE_S, 2.0 ** (starts - RESTARTS_PER_MINUTE))
-            log.error("the run worker exited with code %s; restarting it%s", code, f" in {pause:.0f} s" if pause else "")
-            if not pause:
-                self._spawn()
-                return
-            self._paused_until = time.monotonic() + pause
-        if self._stopping.wait(pause):
-            return
-        with self._lock:
-            self._paused_until = None
-            if not self._stopping.is_set() and child is self._child:
-                self._spawn()
+            pass  # it died already; the watching thread sees it
+        return child
 
     def stop(self) -> None:
-        """SIGTERM: the worker drains its runs (SHUTDOWN_DRAIN_S) and stops; killed if it outlives the timeout.
-        Blocks: run it in a thread."""
-        with self._lock:
-            self._stopping.set()
-            child, self._child = self._child, None
-        if child is None:
-            return
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(self._stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("the run worker did not stop within %.0f s; killing it", self._stop_timeout_s)
-                child.kill()
-                child.wait()
-        try:
-            child.stdin.close()
-        except (OSError, ValueError):
-            pass
+        """Blocks: run it in a thread."""
+        self._stop(self._stop_timeout_s)
 
 
 def follow_parent() -> None:

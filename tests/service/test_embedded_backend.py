@@ -11,7 +11,7 @@ import pytest
 from art.rewards import ruler_score_group
 from openai import AsyncOpenAI
 
-from app.backends.embedded import process as process_module
+from app import supervision
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
 from app.agent.prompt import initial_messages
@@ -159,11 +159,11 @@ async def test_a_model_server_that_dies_is_restarted_with_every_checkpoint(backe
 
 async def test_a_model_server_that_keeps_dying_is_restarted_after_a_pause_not_given_up(backend, monkeypatch):
     """Killed more often than RESTARTS_PER_MINUTE, it says why it is down (readiness reports it) and comes back."""
-    monkeypatch.setattr(process_module, "MAX_PAUSE_S", 2.0)
+    monkeypatch.setattr(supervision, "MAX_PAUSE_S", 2.0)
     model = art.TrainableModel(name="lazarus", project="p", base_model="embedded", report_metrics=[])
     await model.register(backend)
     pids = []
-    for _ in range(process_module.RESTARTS_PER_MINUTE + 2):
+    for _ in range(supervision.RESTARTS_PER_MINUTE + 2):
         pids.append(await backend.server_pid())  # waits in the backlog for each new server
         assert pids[-1] not in pids[:-1]
         os.kill(pids[-1], signal.SIGKILL)
