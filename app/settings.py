@@ -45,7 +45,7 @@ class Settings(BaseSettings):
         "How long after delivery a sent email without a reply counts as not replied to (a reply counts at once)."))
     outcome_prior_sends: float = Field(20.0, gt=0, description=(
         "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
-        "trust a trait; also the evidence at which feedback carries half its weight."))
+        "trust a trait; also the deliveries at which a sent email's own rates carry half the feedback weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
     trajectory_retention_iterations: int = Field(
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")

@@ -59,9 +59,21 @@ class TraitRegression:
 
     intercept: float
     weights: dict[str, float]
+    covariance: np.ndarray  # the posterior's, by Laplace's approximation: intercept first, then the traits in order
+    prior_variance: float  # of each coefficient
 
     def probability(self, features: list[str]) -> float:
         return _sigmoid(self.intercept + sum(self.weights.get(trait, 0.0) for trait in features))
+
+    def certainty(self, features: list[str]) -> float:
+        """The share of the prior's uncertainty about this email's log-odds that the evidence removed, in [0, 1]:
+        1 − posterior variance ÷ prior variance. Near 0 for traits never sent, or only ever sent together with
+        traits this email lacks; near 1 for a combination the sends pinned down."""
+        known = [i + 1 for i, trait in enumerate(self.weights) if trait in set(features)]
+        unknown = len(set(features)) - len(known)
+        rows = [0, *known]
+        posterior = float(self.covariance[np.ix_(rows, rows)].sum()) + unknown * self.prior_variance
+        return max(0.0, 1 - posterior / ((len(rows) + unknown) * self.prior_variance))
 
     @classmethod
     def fit(cls, traits: list[str], design: np.ndarray, trials: np.ndarray, successes: np.ndarray,
@@ -85,7 +97,10 @@ class TraitRegression:
             beta += step
             if np.abs(step).max() < 1e-9:
                 break
-        return cls(float(beta[0]), dict(zip(traits, beta[1:].tolist(), strict=True)))
+        p = 1 / (1 + np.exp(-(x @ beta)))
+        hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
+        return cls(float(beta[0]), dict(zip(traits, beta[1:].tolist(), strict=True)), np.linalg.inv(hessian),
+                   float(1 / precision[0]))
 
 
 @dataclass
@@ -128,8 +143,7 @@ class OutcomeModel:
         p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
         sent = self.observed.get(content_hash)
         if sent is None:
-            return Estimate.of_rates(p_open, p_reply, self.delivered / (self.delivered + self.prior_strength),
-                                     FeedbackSource.PREDICTED)
+            return Estimate.of_rates(p_open, p_reply, self.replies.certainty(features), FeedbackSource.PREDICTED)
         delivered, opens, replies = sent
         k = self.prior_strength
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),

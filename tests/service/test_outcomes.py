@@ -329,11 +329,11 @@ async def test_on_the_demo_a_simulated_provider_sends_each_published_email_and_s
         for email in sent:
             assert email["sends"] == 50 and email["delivered"] + email["bounces"] == 50
             assert email["machine_opens"] > 0 and email["opens"] <= email["delivered"]
-        # Iteration 1 was scored after the baseline's outcomes came back: predicted, with the confidence they earn.
-        delivered = sent[0]["delivered"]
+        # Iteration 1 was scored after the baseline's outcomes came back: predicted, with some of the feedback's weight
+        # (how much, by the traits each candidate shares with the baseline, the unit tests pin).
         for trajectory in (await client.get(f"/runs/{run_id}/iterations/1")).json()["trajectories"]:
             assert trajectory["feedback_source"] == "predicted", trajectory
-            assert trajectory["feedback_confidence"] == pytest.approx(delivered / (delivered + settings.outcome_prior_sends))
+            assert 0 < trajectory["feedback_confidence"] < 1, trajectory
         # A graph without simulated prospects has no simulator to send with, nor an oracle.
         document = synthetic_document(2)
         assert (await client.post("/graphs", json=document.model_dump(mode="json"))).status_code == 201

@@ -34,7 +34,22 @@ def test_an_unseen_email_gets_about_the_populations_rates_and_evidence_earns_con
     assert estimate.source == FeedbackSource.PREDICTED
     assert estimate.p_open == pytest.approx((60 + 1) / (200 + 2), abs=0.01)  # a tone never sent: the middle
     assert estimate.p_reply == pytest.approx((12 + 1) / (200 + 2), abs=0.015)
-    assert estimate.confidence == pytest.approx(200 / (200 + K))
+    # c = 1 − v / v₀ over the intercept and the one trait, which no send pinned down
+    sigma0 = model.replies.prior_variance
+    assert estimate.confidence == pytest.approx(1 - (model.replies.covariance[0, 0] + sigma0) / (2 * sigma0))
+    assert estimate.confidence < model.estimate(["tone:formal"], "new").confidence
+
+
+def test_a_prediction_earns_confidence_as_sends_pin_down_its_traits():
+    def confidence(sends: int, features: list[str]) -> float:
+        model = OutcomeModel.fit([sent(["ask:meeting", "tone:friendly"], sends, sends // 2, sends // 5, "a"),
+                                  sent(["ask:none", "tone:formal"], sends, sends // 2, sends // 20, "b")], K)
+        return model.estimate(features, "new").confidence
+
+    assert confidence(10, ["ask:meeting", "tone:friendly"]) < confidence(1000, ["ask:meeting", "tone:friendly"])
+    assert confidence(100_000, ["ask:meeting", "tone:friendly"]) > 0.99
+    # never sent together: however many sends, the mix is less certain than either combination that was
+    assert confidence(100_000, ["ask:meeting", "tone:formal"]) < 0.9
 
 
 def test_a_trait_moves_the_prediction_toward_its_rate_by_its_evidence():
