@@ -1,6 +1,7 @@
 """Generation: K rollouts per scenario against the policy's endpoint, each group scored as soon as it is complete."""
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ class Policy:
 
     model: art.Model
     client: AsyncOpenAI
+    step: int | None = None  # a pinned checkpoint; None: the latest
 
     @classmethod
     def of(cls, model: art.Model, max_retries: int = 3, timeout: float = 120.0) -> "Policy":
@@ -33,10 +35,15 @@ class Policy:
         )
         return cls(model, client)
 
+    def at(self, step: int) -> "Policy":
+        """The same policy pinned to one checkpoint, so rollouts that overlap training all sample from the step they
+        record, not from whichever checkpoint is newest when each turn is sent."""
+        return dataclasses.replace(self, step=step)
+
     @property
     def model_name(self) -> str:
-        """The latest checkpoint, by ART's naming convention for the backend."""
-        return self.model.get_inference_name()
+        """The pinned or latest checkpoint, by ART's naming convention for the backend."""
+        return self.model.get_inference_name(self.step)
 
     @property
     def logprobs(self) -> bool:

@@ -63,6 +63,10 @@ class RunConfig(BaseModel):
         "graph), `simulated` (the demo's simulated provider, which receives each published email), `none` (the judge "
         "alone), or `oracle` (benchmarks only: every candidate rated by the simulator at once). Default: `simulated` on "
         "a graph with simulated prospects (the demo), `outcomes` elsewhere."))
+    max_steps_off_policy: int | None = Field(None, ge=0, le=4, description=(
+        "Pipelining: how many training steps the policy that samples an iteration's rollouts may lag the step that trains "
+        "on them. At 1, iteration n+1's rollouts run (on the policy of step n−1) while step n trains; 0 is strict order. "
+        "Default: 1, or 0 for a run paced by `feedback_wait` (which waits for each iteration's outcomes anyway)."))
     top_fraction: float = Field(0.5, gt=0, le=1, description="Share of each group's citing emails that earn node credit.")
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")

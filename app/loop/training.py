@@ -10,6 +10,12 @@ from app.loop.schemas import RunConfig, TrainingOutcome
 from app.observability import traced
 
 
+def steps_off_policy(group: art.TrajectoryGroup, step_before: int) -> int:
+    """How many steps the policy being trained is ahead of the one that sampled the group (its oldest rollout)."""
+    sampled = [t.initial_policy_version for t in group.trajectories if t.initial_policy_version is not None]
+    return step_before - min(sampled) if sampled else 0
+
+
 @traced
 async def train(
     backend: art.Backend | None,
@@ -20,7 +26,8 @@ async def train(
     step_before: int,
     retries: int,
 ) -> TrainingOutcome:
-    """One GRPO step through `backend.train` on the groups that carry signal, exactly once.
+    """One GRPO step through `backend.train` on the groups that carry signal, exactly once. Groups sampled more
+    than `max_steps_off_policy` steps behind the policy being trained are dropped, not trained on.
 
     A model already past `step_before` was trained by an attempt whose result was lost (a crash,
     or a retry after the job finished): that step counts, and no second one is taken.
@@ -29,9 +36,13 @@ async def train(
         return TrainingOutcome(step=0, skipped=True, reason="this backend serves a fixed model; nothing to train")
     if not config.train_policy:
         return TrainingOutcome(step=step_before, skipped=True, reason="policy training disabled (train_policy=false)")
-    useful = [g for g in groups if has_signal(g)]
+    fresh = [g for g in groups if steps_off_policy(g, step_before) <= (config.max_steps_off_policy or 0)]
+    useful = [g for g in fresh if has_signal(g)]
+    pipeline = {"steps_off_policy": float(max((steps_off_policy(g, step_before) for g in groups), default=0)),
+                "discarded_stale_groups": float(len(groups) - len(fresh))}
     if not useful:
-        return TrainingOutcome(step=step_before, skipped=True, reason="no group has reward variance")
+        reason = "every group was staler than max_steps_off_policy" if groups and not fresh else "no group has reward variance"
+        return TrainingOutcome(step=step_before, skipped=True, reason=reason, metrics=pipeline)
     kwargs = (config.train_options or {}) | ({} if config.learning_rate is None else {"learning_rate": config.learning_rate})
     started = time.monotonic()
     async for attempt in retrying(retries):
@@ -41,5 +52,5 @@ async def train(
                 return TrainingOutcome(step=current, skipped=False, reason="recovered: trained before a restart or retry")
             result = await backend.train(model, useful, **kwargs)
     await model.log(useful, metrics=result.metrics, step=result.step, split="train")
-    metrics = {k: float(v) for k, v in result.metrics.items()} | {"duration/train_s": time.monotonic() - started}
+    metrics = {k: float(v) for k, v in result.metrics.items()} | pipeline | {"duration/train_s": time.monotonic() - started}
     return TrainingOutcome(step=result.step, skipped=False, metrics=metrics)

@@ -22,6 +22,7 @@ class StartState(BaseModel):
     next_iteration: int  # after the last recorded one, for a resumed run
     simulated_sends: bool = False  # the demo's provider sends each published email (feedback_source `simulated`)
     feedback_wait: FeedbackWait | None = None
+    max_steps_off_policy: int = 0
 
 
 class WaitState(BaseModel):

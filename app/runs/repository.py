@@ -276,6 +276,13 @@ async def latest_iteration(session: AsyncSession, run_id: str) -> int | None:
     return await session.scalar(select(Iteration.iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration.desc()).limit(1))
 
 
+async def last_trained_step(session: AsyncSession, run_id: str) -> int | None:
+    """The policy step the latest recorded training left (None before any): what a pipelined generation samples."""
+    training = await session.scalar(select(Iteration.training).where(
+        Iteration.run_id == run_id, Iteration.training.is_not(None)).order_by(Iteration.iteration.desc()).limit(1))
+    return None if training is None else int(training["step"])
+
+
 async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
     """The run and all it owns: iterations, trajectories, scores, events, deliveries and idempotency
     keys go by ON DELETE CASCADE; the policy's stored checkpoints (no foreign key) through its backend."""

@@ -47,6 +47,7 @@ class EffectiveConfig(RunConfig):
     in_context: bool = False  # runs from before in-context learning had none
     judge: str = "default"  # runs from before judges per run had the JUDGE_MODEL judge
     feedback_source: FeedbackMode = FeedbackMode.ORACLE  # runs from before outcomes had the simulator rate every candidate
+    max_steps_off_policy: int = 0  # runs from before pipelining ran in strict order
     webhook_url: str | None = None
 
 

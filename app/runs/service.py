@@ -95,8 +95,12 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
     if feedback_source in (FeedbackMode.SIMULATED, FeedbackMode.ORACLE) and not simulated:
         raise invalid("feedback_source", f"graph {graph.id!r} has no simulated prospects (only the demo has); "
                                          "use `outcomes` or `none`")
+    if body.feedback_wait and body.max_steps_off_policy:
+        raise invalid("max_steps_off_policy", "a run paced by feedback_wait scores each iteration on the outcomes of the "
+                                              "one before, so it runs in strict order: leave max_steps_off_policy out or 0")
+    off_policy = body.max_steps_off_policy if body.max_steps_off_policy is not None else 0 if body.feedback_wait else 1
     return EffectiveConfig.model_validate(body.model_dump() | {
-        "feedback_source": feedback_source,
+        "feedback_source": feedback_source, "max_steps_off_policy": off_policy,
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
         "in_context": (not spec.trainable) if body.in_context is None else body.in_context, "judge": judge,

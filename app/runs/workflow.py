@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from app.backends.registry import delete_local_files, delete_stored_checkpoints, model_name
 from app.db import Database, describe, is_transient, utcnow
 from app.faults import fault_point
-from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
+from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, judge_email, write_email
 from app.agent.schemas import PublishedEmail
@@ -52,7 +52,7 @@ RUNS_QUEUE = "runs"
 # DBOS recovers and dequeues only the workflows of its own application version. Pinned, rather than DBOS's
 # hash of the workflow's source, so a run in flight across an upgrade resumes on the new code; bump it
 # only when the steps' order or names change, as a checkpoint of the old order cannot be replayed.
-WORKFLOW_VERSION = "learning_run-1"
+WORKFLOW_VERSION = "learning_run-2"
 DB_RETRIES = 6  # with backoff capped at 8 s: rides out about half a minute of database trouble
 log = logging.getLogger("codreamer")
 
@@ -152,31 +152,55 @@ async def start_step(run_id: str) -> StartState:
     current().wake_relay()
     fault_point(Step.START)
     return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1,
-                      simulated_sends=config.feedback_source == FeedbackMode.SIMULATED, feedback_wait=config.feedback_wait)
+                      simulated_sends=config.feedback_source == FeedbackMode.SIMULATED, feedback_wait=config.feedback_wait,
+                      max_steps_off_policy=config.max_steps_off_policy)
 
 
 _CONTEXTS = TypeAdapter(Contexts | None)
 
 
-async def _distilled(run_id: str, iteration: int) -> Contexts | None:
-    """What in-context learning distilled at `iteration` (None before the first, or without it)."""
+async def _previous_context(run_id: str, iteration: int, pending: list[ReweightResult]) -> Contexts | None:
+    """What in-context learning distilled at the iteration before (None before the first, or without it): the
+    latest pending reweight's, or else the recorded iteration's."""
+    if pending:
+        return pending[-1].context
     async with current().services.db.read() as session:
-        stored = await session.scalar(select(Iteration.context).where(Iteration.run_id == run_id, Iteration.iteration == iteration))
+        stored = await session.scalar(select(Iteration.context).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
     return _CONTEXTS.validate_python(stored)
 
 
+def _with_pending(scores: ScenarioScores, pending: list[ReweightResult]) -> ScenarioScores:
+    """The recorded scores with the pending reweights' moves on top, in order. Each move is a score, not a delta,
+    so a reweight published meanwhile (its moves already in `scores`) gives the same result."""
+    merged = ScenarioScores({scenario: dict(moved) for scenario, moved in scores.items()})
+    for reweighted in pending:
+        for scenario, moved in reweighted.changed.items():
+            merged[scenario] = merged.get(scenario, {}) | moved
+    return merged
+
+
 @workflow_step(Step.GENERATE)
-async def generate_step(run_id: str, iteration: int) -> GenerationResult:
+async def generate_step(run_id: str, iteration: int, pending: list[ReweightResult]) -> GenerationResult:
     """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards.
 
     Each scenario's rollouts see its node scores and, when learning in context, what the previous
-    iteration distilled for it.
+    iteration distilled for it, `pending` included (reweights computed but not yet published, when
+    iterations overlap). A pipelined run pins the policy to the step the last recorded iteration trained
+    to, even if a later step finishes meanwhile; every trajectory records the step it was sampled from.
     """
     started_at = utcnow()
     run, config, graph, scores = await _context(run_id)
-    contexts = await _distilled(run_id, iteration - 1) if config.in_context else None
+    scores = _with_pending(scores, pending)
+    contexts = await _previous_context(run_id, iteration, pending) if config.in_context else None
     executor = current()
     policy = await executor.policy(run_id, config.backend)
+    sampled_step = None
+    if policy.model.trainable:  # the step the last recorded iteration trained to, whether or not a later one finished
+        async with executor.services.db.read() as session:
+            sampled_step = await repository.last_trained_step(session, run_id)
+        sampled_step = await policy.model.get_step() if sampled_step is None else sampled_step
+        if config.max_steps_off_policy:
+            policy = policy.at(sampled_step)
     scorer = Scorer(executor.judge_named(config.judge), await _feedback(run, config, graph), config, iteration)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
@@ -186,10 +210,14 @@ async def generate_step(run_id: str, iteration: int) -> GenerationResult:
     if not generation.groups:
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
                                      f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
+    for group in generation.groups:
+        for trajectory in group.trajectories:
+            trajectory.initial_policy_version = sampled_step
     async with executor.services.db.transaction() as session:
         await repository.replace_trajectories(session, run, graph, iteration, generation.groups, executor.settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
-    return GenerationResult(started_at=started_at, metrics=generation.metrics, trace_url=trace_url,
+    metrics = generation.metrics | ({} if sampled_step is None else {"policy_step": float(sampled_step)})
+    return GenerationResult(started_at=started_at, metrics=metrics, trace_url=trace_url,
                             rewards=reward_stats(generation.groups))
 
 
@@ -211,29 +239,32 @@ async def train_step(run_id: str, iteration: int) -> TrainingOutcome:
 
 
 @workflow_step(Step.REWEIGHT)
-async def reweight_step(run_id: str, iteration: int) -> ReweightResult:
+async def reweight_step(run_id: str, iteration: int, pending: list[ReweightResult]) -> ReweightResult:
     """What the next prompts will carry: node scores per scenario and, in context, the distilled lessons."""
     started = time.monotonic()
     _, config, _, scores = await _context(run_id)
+    scores = _with_pending(scores, pending)
     async with current().services.db.read() as session:
         groups = await repository.load_groups(session, run_id, iteration)
     changed = reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
-    previous = await _distilled(run_id, iteration - 1) if config.in_context else None
+    previous = await _previous_context(run_id, iteration, pending) if config.in_context else None
     context = distil(previous, groups, config, iteration=iteration)
     fault_point(Step.REWEIGHT, iteration)
     return ReweightResult(changed=changed, context=context, seconds=time.monotonic() - started)
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, reweighted: ReweightResult) -> EmailResult:
+async def email_step(run_id: str, iteration: int, pending: list[ReweightResult]) -> EmailResult:
     """The published email, scored by the run's judge: the updated policy's greedy rollout for the target
-    scenario, with its node scores and in-context lessons (or, when that wrote none, the iteration's best)."""
+    scenario, with the node scores and in-context lessons of this iteration's reweight (the last of `pending`),
+    or, when that wrote none, the iteration's best."""
     started = utcnow()
     _, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, config.backend)
     target = graph.scenarios[config.target_scenario_id]
-    target_scores = NodeScores(scores.of(target.id) | reweighted.changed.get(target.id, {}))
-    written = await write_email(policy, graph, target, target_scores, config, (reweighted.context or {}).get(target.id))
+    target_scores = _with_pending(scores, pending).of(target.id)
+    context = pending[-1].context if pending else None
+    written = await write_email(policy, graph, target, target_scores, config, (context or {}).get(target.id))
     email, score = written.email, None
     if email is not None:
         score = await judge_email(written, current().judge_named(config.judge))
@@ -411,7 +442,7 @@ async def learning_run(run_id: str) -> str | None:
         if state.status != RunStatus.RUNNING:
             return state.status
         if state.next_iteration == 0:
-            baseline = await email_step(run_id, 0, ReweightResult())
+            baseline = await email_step(run_id, 0, [])
             status = await publish_step(run_id, IterationRecord(
                 iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds}, started_at=baseline.started_at,
             ))
@@ -419,11 +450,16 @@ async def learning_run(run_id: str) -> str | None:
                 await send_step(run_id, 0, baseline.email)
             if state.feedback_wait and status == RunStatus.RUNNING:
                 await await_outcomes(run_id, 0, state.feedback_wait)
-        for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
-            generation = await generate_step(run_id, iteration)
+        reweights: dict[int, ReweightResult] = {}  # computed but not yet published, by iteration
+
+        def pending(through: int) -> list[ReweightResult]:
+            return [reweights[n] for n in sorted(reweights) if n <= through]
+
+        async def conclude(iteration: int, generation: GenerationResult) -> RunStatus:
+            """Train on the iteration's groups, write and publish its email: the trainer's side of the pipeline."""
             training = await train_step(run_id, iteration)
-            reweighted = await reweight_step(run_id, iteration)
-            email = await email_step(run_id, iteration, reweighted)
+            email = await email_step(run_id, iteration, pending(iteration))
+            reweighted = reweights[iteration]
             metrics = generation.metrics | {
                 "duration/train_s": training.metrics.get("duration/train_s", 0.0),
                 "duration/reweight_s": reweighted.seconds, "duration/email_s": email.seconds,
@@ -433,12 +469,36 @@ async def learning_run(run_id: str) -> str | None:
                 changed=reweighted.changed, metrics=metrics, context=reweighted.context,
                 started_at=generation.started_at, trace_url=generation.trace_url,
             ))
+            del reweights[iteration]
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, iteration, email.email)
             if state.feedback_wait and status == RunStatus.RUNNING and iteration < state.iterations_total:
                 await await_outcomes(run_id, iteration, state.feedback_wait)
+            return status
+
+        # Iteration n + s is generated while iteration n trains (s = max_steps_off_policy), so its rollouts sample the
+        # policy of step n − 1. Each stage starts its two sides' first steps in a fixed order, and only the trainer's
+        # side takes further steps before the stage ends, so DBOS numbers the steps the same way on every replay.
+        ahead = state.max_steps_off_policy
+        generations: dict[int, GenerationResult] = {}
+        for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
+            for n in range(iteration, min(iteration + max(ahead, 1), state.iterations_total + 1)):
+                if n not in generations:  # strict order, and the first s iterations of a pipelined run
+                    generations[n] = await generate_step(run_id, n, pending(n - 1))
+                    reweights[n] = await reweight_step(run_id, n, pending(n - 1))
+            overlapped = iteration + ahead if ahead and iteration + ahead <= state.iterations_total else None
+            sides = [conclude(iteration, generations.pop(iteration))]
+            if overlapped is not None:
+                sides.append(generate_step(run_id, overlapped, pending(overlapped - 1)))
+            status, *generated = await asyncio.gather(*sides, return_exceptions=True)
+            for outcome in (status, *generated):
+                if isinstance(outcome, BaseException):
+                    raise outcome
             if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
+            if overlapped is not None:
+                generations[overlapped] = generated[0]
+                reweights[overlapped] = await reweight_step(run_id, overlapped, pending(overlapped - 1))
         await finish_step(run_id)
         return RunStatus.SUCCEEDED
     except IncompatibleCheckpoint as failure:
