@@ -5,8 +5,13 @@ run reaches that point: inside a step, after its work and before DBOS records th
 which is the window a real crash would find hardest. `FAIL_AT=<point>[:<iteration>][,…]` raises
 `InjectedFault` there instead. Points: start, email, generate, score, train, reweight, publish,
 finish, and fail (recording a failure).
+
+`LATENCY_AT=<kind>:<seconds>[,…]` makes the embedded model server answer that much later, as a hosted backend
+would: `model` (each policy turn), `judge` (each judge call), `train` (each GRPO step, during which it keeps
+serving). For benchmarks of how the loop overlaps work it waits on (`python -m bench pipelining`).
 """
 
+import asyncio
 import os
 import signal
 
@@ -28,3 +33,10 @@ def fault_point(point: str, iteration: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _at("FAIL_AT", point, iteration):
         raise InjectedFault(f"injected failure at {point}" + ("" if iteration is None else f":{iteration}"))
+
+
+async def injected_latency(kind: str) -> None:
+    for entry in filter(None, os.environ.get("LATENCY_AT", "").split(",")):
+        name, _, seconds = entry.partition(":")
+        if name == kind:
+            await asyncio.sleep(float(seconds))

@@ -15,7 +15,7 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining")
 
 
 def machine() -> dict:
@@ -44,6 +44,10 @@ def run(section: str, workdir: Path):
         from bench import outcomes
 
         return outcomes.measure(workdir / "outcomes")
+    if section == "pipelining":
+        from bench import pipelining
+
+        return pipelining.measure()
     if section == "scale_out":
         from bench import scale_out
 

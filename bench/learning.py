@@ -43,7 +43,7 @@ def _curve(args: tuple[str, str, int, int]) -> dict:
     async def run():
         document = synthetic_document(SYNTHETIC_SEED) if graph == "synthetic" else None
         request = LearnLoopRequest(graph_id=document.id if document else "demo", iterations=iterations,
-                                   rollouts_per_group=4, seed=seed, **VARIANTS[variant],
+                                   rollouts_per_group=4, seed=seed, **VARIANTS[variant] | overrides,
                                    # what these curves have always measured: the oracle on the demo, the judge alone elsewhere
                                    feedback_source="none" if document else "oracle")
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
@@ -68,7 +68,7 @@ def _curve(args: tuple[str, str, int, int]) -> dict:
 
     first = records[1]["trajectories"]
     return {
-        "graph": graph, "variant": variant, "seed": seed,
+        "graph": graph, "variant": variant, "seed": seed, "overrides": overrides,
         "rewards": [r["rewards"]["mean"] for r in records[1:]],
         "cite_nothing_iteration_1": float(np.mean([not (t["email"] and t["email"]["citations"]) for t in first])),
         "interest_share": [interest_share(r) for r in records[1:]],

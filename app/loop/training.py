@@ -49,7 +49,8 @@ async def train(
         with attempt:
             current = await model.get_step()
             if current > step_before:
-                return TrainingOutcome(step=current, skipped=False, reason="recovered: trained before a restart or retry")
+                return TrainingOutcome(step=current, skipped=False, reason="recovered: trained before a restart or retry",
+                                       metrics=pipeline)
             result = await backend.train(model, useful, **kwargs)
     await model.log(useful, metrics=result.metrics, step=result.step, split="train")
     metrics = {k: float(v) for k, v in result.metrics.items()} | pipeline | {"duration/train_s": time.monotonic() - started}

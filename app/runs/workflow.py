@@ -27,7 +27,7 @@ from app.loop.credit import reweight
 from app.loop.email import best_trajectory, judge_email, write_email
 from app.agent.schemas import PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
-from app.loop.generation import generate
+from app.loop.generation import Policy, generate
 from app.loop.in_context import distil
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
@@ -179,14 +179,21 @@ def _with_pending(scores: ScenarioScores, pending: list[ReweightResult]) -> Scen
     return merged
 
 
+async def _last_trained_step(run_id: str, policy: Policy) -> int:
+    async with current().services.db.read() as session:
+        step = await repository.last_trained_step(session, run_id)
+    return await policy.model.get_step() if step is None else step
+
+
 @workflow_step(Step.GENERATE)
-async def generate_step(run_id: str, iteration: int, pending: list[ReweightResult]) -> GenerationResult:
+async def generate_step(run_id: str, iteration: int, pending: list[ReweightResult], policy_step: int | None) -> GenerationResult:
     """Rollouts for every scenario, each group judged as soon as it is complete; stored with rewards.
 
     Each scenario's rollouts see its node scores and, when learning in context, what the previous
     iteration distilled for it, `pending` included (reweights computed but not yet published, when
-    iterations overlap). A pipelined run pins the policy to the step the last recorded iteration trained
-    to, even if a later step finishes meanwhile; every trajectory records the step it was sampled from.
+    iterations overlap). A pipelined run pins the policy to `policy_step` (the last finished training's;
+    None: the last recorded one's), even if a later step finishes meanwhile; every trajectory records the
+    step it was sampled from.
     """
     started_at = utcnow()
     run, config, graph, scores = await _context(run_id)
@@ -195,10 +202,8 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
     executor = current()
     policy = await executor.policy(run_id, config.backend)
     sampled_step = None
-    if policy.model.trainable:  # the step the last recorded iteration trained to, whether or not a later one finished
-        async with executor.services.db.read() as session:
-            sampled_step = await repository.last_trained_step(session, run_id)
-        sampled_step = await policy.model.get_step() if sampled_step is None else sampled_step
+    if policy.model.trainable:
+        sampled_step = policy_step if policy_step is not None else await _last_trained_step(run_id, policy)
         if config.max_steps_off_policy:
             policy = policy.at(sampled_step)
     scorer = Scorer(executor.judge_named(config.judge), await _feedback(run, config, graph), config, iteration)
@@ -222,14 +227,17 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
 
 
 @workflow_step(Step.TRAIN)
-async def train_step(run_id: str, iteration: int) -> TrainingOutcome:
+async def train_step(run_id: str, iteration: int, step_before: int | None) -> TrainingOutcome:
+    """One GRPO step on the iteration's groups, from `step_before` (the previous iteration's training, which a
+    pipelined run may not have recorded yet; None: read from its record)."""
     _, config = await _run(run_id)
     executor = current()
     policy = await executor.policy(run_id, config.backend)
     async with executor.services.db.read() as session:
-        previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
+        if step_before is None:
+            previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
+            step_before = TrainingOutcome.model_validate(previous).step if previous else 0
         groups = await repository.load_groups(session, run_id, iteration)
-    step_before = TrainingOutcome.model_validate(previous).step if previous else 0
     outcome = await train(
         executor.backend(config.backend), policy.model, groups, config,
         step_before=step_before, retries=executor.settings.backend_retries,
@@ -254,13 +262,16 @@ async def reweight_step(run_id: str, iteration: int, pending: list[ReweightResul
 
 
 @workflow_step(Step.EMAIL)
-async def email_step(run_id: str, iteration: int, pending: list[ReweightResult]) -> EmailResult:
+async def email_step(run_id: str, iteration: int, pending: list[ReweightResult], policy_step: int | None) -> EmailResult:
     """The published email, scored by the run's judge: the updated policy's greedy rollout for the target
     scenario, with the node scores and in-context lessons of this iteration's reweight (the last of `pending`),
-    or, when that wrote none, the iteration's best."""
+    or, when that wrote none, the iteration's best. `policy_step` pins the checkpoint this iteration trained to
+    (a pipelined run trains the next one meanwhile)."""
     started = utcnow()
     _, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, config.backend)
+    if policy_step is not None and policy.model.trainable:
+        policy = policy.at(policy_step)
     target = graph.scenarios[config.target_scenario_id]
     target_scores = _with_pending(scores, pending).of(target.id)
     context = pending[-1].context if pending else None
@@ -442,7 +453,7 @@ async def learning_run(run_id: str) -> str | None:
         if state.status != RunStatus.RUNNING:
             return state.status
         if state.next_iteration == 0:
-            baseline = await email_step(run_id, 0, [])
+            baseline = await email_step(run_id, 0, [], None)
             status = await publish_step(run_id, IterationRecord(
                 iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds}, started_at=baseline.started_at,
             ))
@@ -450,16 +461,31 @@ async def learning_run(run_id: str) -> str | None:
                 await send_step(run_id, 0, baseline.email)
             if state.feedback_wait and status == RunStatus.RUNNING:
                 await await_outcomes(run_id, 0, state.feedback_wait)
+        # Pipelined (s = max_steps_off_policy ≥ 1), each stage n runs three sides at once: iteration n trains,
+        # iteration n + s generates on the policy of step n − 1, and iteration n − 1 writes and publishes its email.
+        # In strict order (s = 0) each iteration generates, trains and publishes before the next begins. A stage
+        # starts its sides' first steps in a fixed order and only the publishing side takes more steps before it
+        # ends, so DBOS numbers the steps the same way on every replay.
+        ahead = state.max_steps_off_policy
+        lag = 1 if ahead else 0  # how many stages publishing trails training
+        first, last = max(1, state.next_iteration), state.iterations_total
+        generations: dict[int, GenerationResult] = {}
         reweights: dict[int, ReweightResult] = {}  # computed but not yet published, by iteration
+        trained: dict[int, TrainingOutcome] = {}
 
         def pending(through: int) -> list[ReweightResult]:
             return [reweights[n] for n in sorted(reweights) if n <= through]
 
-        async def conclude(iteration: int, generation: GenerationResult) -> RunStatus:
-            """Train on the iteration's groups, write and publish its email: the trainer's side of the pipeline."""
-            training = await train_step(run_id, iteration)
-            email = await email_step(run_id, iteration, pending(iteration))
-            reweighted = reweights[iteration]
+        def step_of(iteration: int) -> int | None:
+            return trained[iteration].step if iteration in trained else None
+
+        async def produce(iteration: int, policy_step: int | None) -> None:
+            generations[iteration] = await generate_step(run_id, iteration, pending(iteration - 1), policy_step)
+            reweights[iteration] = await reweight_step(run_id, iteration, pending(iteration - 1))
+
+        async def publish(iteration: int) -> RunStatus:
+            email = await email_step(run_id, iteration, pending(iteration), step_of(iteration))
+            generation, reweighted, training = generations.pop(iteration), reweights[iteration], trained[iteration]
             metrics = generation.metrics | {
                 "duration/train_s": training.metrics.get("duration/train_s", 0.0),
                 "duration/reweight_s": reweighted.seconds, "duration/email_s": email.seconds,
@@ -472,32 +498,34 @@ async def learning_run(run_id: str) -> str | None:
             del reweights[iteration]
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, iteration, email.email)
-            if state.feedback_wait and status == RunStatus.RUNNING and iteration < state.iterations_total:
+            if state.feedback_wait and status == RunStatus.RUNNING and iteration < last:
                 await await_outcomes(run_id, iteration, state.feedback_wait)
             return status
 
-        # Iteration n + s is generated while iteration n trains (s = max_steps_off_policy), so its rollouts sample the
-        # policy of step n − 1. Each stage starts its two sides' first steps in a fixed order, and only the trainer's
-        # side takes further steps before the stage ends, so DBOS numbers the steps the same way on every replay.
-        ahead = state.max_steps_off_policy
-        generations: dict[int, GenerationResult] = {}
-        for iteration in range(max(1, state.next_iteration), state.iterations_total + 1):
-            for n in range(iteration, min(iteration + max(ahead, 1), state.iterations_total + 1)):
-                if n not in generations:  # strict order, and the first s iterations of a pipelined run
-                    generations[n] = await generate_step(run_id, n, pending(n - 1))
-                    reweights[n] = await reweight_step(run_id, n, pending(n - 1))
-            overlapped = iteration + ahead if ahead and iteration + ahead <= state.iterations_total else None
-            sides = [conclude(iteration, generations.pop(iteration))]
+        async def train_iteration(iteration: int) -> None:
+            trained[iteration] = await train_step(run_id, iteration, step_of(iteration - 1))
+
+        for stage in range(first, last + lag + 1):
+            for n in range(stage, min(stage + max(ahead, 1), last + 1)):
+                if n not in generations and n not in trained:  # strict order, and a pipelined run's first s
+                    await produce(n, step_of(stage - 1))
+            overlapped = stage + ahead if ahead and stage + ahead <= last else None
+            sides = [publish(stage - 1)] if lag and stage - 1 >= first else []
+            if stage <= last:
+                sides.append(train_iteration(stage))
             if overlapped is not None:
-                sides.append(generate_step(run_id, overlapped, pending(overlapped - 1)))
-            status, *generated = await asyncio.gather(*sides, return_exceptions=True)
-            for outcome in (status, *generated):
+                sides.append(generate_step(run_id, overlapped, pending(overlapped - 1), step_of(stage - 1)))
+            outcomes = await asyncio.gather(*sides, return_exceptions=True)
+            for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
+            status = outcomes[0] if lag and stage - 1 >= first else RunStatus.RUNNING
+            if not lag:
+                status = await publish(stage)
             if status != RunStatus.RUNNING:  # cancelled between steps
                 return status
             if overlapped is not None:
-                generations[overlapped] = generated[0]
+                generations[overlapped] = outcomes[-1]
                 reweights[overlapped] = await reweight_step(run_id, overlapped, pending(overlapped - 1))
         await finish_step(run_id)
         return RunStatus.SUCCEEDED

@@ -20,16 +20,20 @@ RUN = {"iterations": 3, "scenario_ids": SCENARIOS, "rollouts_per_group": 3}
 
 def assert_exactly_once(client, run_id: str, iterations: int) -> None:
     support.assert_exactly_once(client, run_id, iterations)
+    lags = []
     for n in range(1, iterations + 1):
-        trajectories = client.get(f"/runs/{run_id}/iterations/{n}").json()["trajectories"]
-        assert len(trajectories) == len(RUN["scenario_ids"]) * RUN["rollouts_per_group"]
+        detail = client.get(f"/runs/{run_id}/iterations/{n}").json()
+        assert len(detail["trajectories"]) == len(RUN["scenario_ids"]) * RUN["rollouts_per_group"]
+        lags.append(detail["training"]["metrics"]["steps_off_policy"])
+    assert lags == [0, 1, 1]  # pipelined (the default): each later iteration sampled while the one before trained
 
 
 def test_kill_9_inside_every_step_resumes_exactly_once(tmp_path):
-    """One run is killed inside each step in turn; every restart recovers the previous crash first."""
+    """One run is killed inside each step in turn; every restart recovers the previous crash first. The run is
+    pipelined, so most kills land while the next iteration generates beside the one that trains."""
     env = {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite", "EXECUTOR_ID": "fault-worker"}
     run_id = None
-    for point in ("generate", "score", "train", "reweight", "email", "publish"):
+    for point in ("generate", "score", "reweight", "train", "email", "publish"):  # the order iteration 2 reaches them
         server = Server(tmp_path, env | {"CRASH_AT": f"{point}:2"}).start()
         if run_id is None:
             with server.client() as client:

@@ -366,6 +366,9 @@ async def test_a_run_waits_for_its_outcomes_goes_on_when_they_arrive_and_can_be_
         await client.post("/outcomes", json={"events": [event(ref, "delivered", "w2", "b@example.org")]})
         run = await finished(client, run_id, timeout=120)  # woken at once (the poll alone would take a minute)
         assert run["status"] == "succeeded" and run["waiting"] is None and run["iterations_completed"] == 1
+        assert run["config"]["max_steps_off_policy"] == 0  # iteration 1 is scored on iteration 0's outcomes: in order
+        refused = await client.post("/learn-loop", json=body | {"max_steps_off_policy": 1})
+        assert refused.status_code == 422 and "strict order" in refused.text
 
         second = (await client.post("/learn-loop", json=body)).json()["run_id"]
         await waiting(client, second)

@@ -85,3 +85,26 @@ async def test_retries_are_bounded(backend, scored_groups):
     with pytest.raises(httpx.ConnectError):
         await train(flaky, model, groups, TRAIN, step_before=0, retries=2)
     assert flaky.calls == 3 and await model.get_step() == 0
+
+
+async def test_groups_staler_than_the_bound_are_not_trained_on(backend, scored_groups):
+    """A group sampled at step k trains in the step after `step_before`: it is step_before − k steps off policy."""
+    model, groups = scored_groups
+    flaky = FlakyTraining(backend, [])
+
+    def sampled_at(*steps: int) -> list[art.TrajectoryGroup]:
+        for group, step in zip(groups, steps, strict=True):
+            for trajectory in group.trajectories:
+                trajectory.initial_policy_version = step
+        return groups
+
+    def bound(steps: int) -> RunConfig:
+        return TRAIN.model_copy(update={"max_steps_off_policy": steps})
+
+    fresh = await train(flaky, model, sampled_at(0, 0), bound(0), step_before=0, retries=0)
+    assert (fresh.step, flaky.calls, fresh.metrics["steps_off_policy"], fresh.metrics["discarded_stale_groups"]) == (1, 1, 0, 0)
+    mixed = await train(flaky, model, sampled_at(0, 1), bound(0), step_before=1, retries=0)
+    assert (mixed.step, flaky.calls, mixed.metrics["steps_off_policy"], mixed.metrics["discarded_stale_groups"]) == (2, 2, 1, 1)
+    stale = await train(flaky, model, sampled_at(0, 0), bound(1), step_before=2, retries=0)
+    assert stale.skipped and stale.reason == "every group was staler than max_steps_off_policy" and stale.step == 2
+    assert flaky.calls == 2 and stale.metrics == {"steps_off_policy": 2.0, "discarded_stale_groups": 2.0}

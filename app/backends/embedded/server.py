@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from app import logs
+from app.faults import injected_latency
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
@@ -184,12 +185,14 @@ def build_app(models: Models, api_key: str) -> FastAPI:
         prompt_tokens = sum(words(json.dumps(m)) for m in body["messages"])
         try:
             if model == JUDGE_MODEL_NAME:
+                await injected_latency("judge")
                 content = json.dumps(judge(body["messages"]))
                 message = {"role": "assistant", "content": content}
                 return _completion(model, message, "stop", prompt_tokens, None)
             checkpoint = models.resolve(model)
             if not body.get("tools"):
                 return _error(400, "the embedded policy acts only through the agent's tools; pass 'tools'")
+            await injected_latency("model")
             message, tokens = policy_turn(checkpoint, body)
             return _completion(model, message, "tool_calls", prompt_tokens, tokens if body.get("logprobs") else None)
         except ModelNotFound as exc:
@@ -236,6 +239,7 @@ def build_app(models: Models, api_key: str) -> FastAPI:
         if step not in steps or 0 not in steps:
             raise ModelNotFound(f"model {body['model']!r} has no checkpoint {step} (or no step 0) to train from")
         data, metrics = await asyncio.to_thread(train_step, steps[step], steps[0], body["groups"], body["config"])
+        await injected_latency("train")
         return {"step": step + 1, "checkpoint": encode(data), "metrics": metrics}
 
     async def delete(body: dict) -> dict:
