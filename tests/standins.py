@@ -237,6 +237,42 @@ class RecordingModel(LoopbackStandIn):
         super().__init__(app)
 
 
+class ScriptedTextModel(LoopbackStandIn):
+    """An OpenAI-compatible chat model that answers each turn from a script, as small real models did: text where a
+    tool call belongs, a tool call written as JSON, an email written out, an answer cut at the token limit. Each
+    entry is (content, finish_reason), or a tool call {"name", "arguments"} sent as a proper one. With
+    `rejects_tool_choice` it answers 400 to a named `tool_choice`, and with `rejects` to any request that sets that
+    field, as some servers do."""
+
+    def __init__(self, script: list, rejects_tool_choice: bool = False, rejects: str | None = None):
+        self.requests: list[dict] = []
+        app = FastAPI()
+
+        def refuse(message: str) -> JSONResponse:
+            return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=400)
+
+        @app.post("/v1/chat/completions")
+        async def chat(body: dict):
+            self.requests.append(body)
+            if rejects_tool_choice and isinstance(body.get("tool_choice"), dict):
+                return refuse("tool_choice must be 'auto' or 'none'")
+            if rejects is not None and body.get(rejects) is not None and body.get(rejects) is not False:
+                return refuse(f"unsupported parameter: {rejects}")
+            turn = script[min(sum(m["role"] == "assistant" for m in body["messages"]), len(script) - 1)]
+            if isinstance(turn, dict):
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": f"call_{len(self.requests)}", "type": "function",
+                    "function": {"name": turn["name"], "arguments": json.dumps(turn["arguments"])}}]}
+                finish = "tool_calls"
+            else:
+                message, finish = {"role": "assistant", "content": turn[0]}, turn[1]
+            return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+        super().__init__(app)
+
+
 class Receiver(LoopbackStandIn):
     """A webhook receiver on loopback; `answer(n)` gives (status, delay seconds) for the n-th request."""
 

@@ -80,6 +80,7 @@ class AgentTools:
         self.scenario = scenario
         self.scores = scores
         self.final_email: Email | None = None
+        self.read: dict[str, str] = {}  # node id: title, of the nodes whose facts the agent read
 
     def call(self, name: str, arguments: str) -> str:
         try:
@@ -119,6 +120,7 @@ class AgentTools:
 
     def _context(self, node_id: str) -> dict:
         node = self._node(node_id)
+        self.read[node.id] = node.title
         return {"citation_id": node.id, "type": node.type, "title": node.title, "facts": node.text, "tags": node.tags}
 
     def _propose(self, subject: str, body: str) -> dict:
@@ -132,6 +134,9 @@ class AgentTools:
             raise LookupError(f"unknown citation ids {unknown}; cite node ids you have read")
         self.final_email = Email(subject=str(subject), body=str(body), citations=list(dict.fromkeys(citations)))
         return {"status": "final", "citations": self.final_email.citations}
+
+
+TOOL_NAMES = {tool["function"]["name"] for tool in TOOLS}
 
 
 def _error(message: str) -> str:

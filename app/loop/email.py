@@ -1,6 +1,13 @@
-"""The published email: the policy's most likely rollout for the target scenario, judged alone."""
+"""The published email: the policy's most likely rollout for the target scenario, judged alone.
 
+One rollout that writes no email must not fail a run: the greedy attempt is followed by a few
+sampled ones, then by the iteration's best email.
+"""
+
+import asyncio
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import art
 
@@ -10,20 +17,58 @@ from app.knowledge_graph.schemas import Scenario
 from app.loop.generation import Policy
 from app.loop.reward import Judge, clamped
 from app.loop.rollout import rollout
-from app.loop.schemas import EmailTrajectory, RunConfig
+from app.loop.schemas import EmailTrajectory, EndReason, RunConfig
 from app.observability import traced
+
+
+SAMPLED_ATTEMPTS = 3  # after a greedy rollout that wrote no email
+
+
+@dataclass
+class Written:
+    """The email to publish (None when no attempt wrote one), its judge's score, and every attempt."""
+
+    email: EmailTrajectory | None
+    score: float | None
+    attempts: list[EmailTrajectory]
+    sampled: bool = False
+
+    def failure(self, scenario_id: str, max_turns: int) -> str:
+        """What the model did, for a run that fails here: each way the attempts ended, counted."""
+        ends = Counter(t.end_reason for t in self.attempts)
+        said = {EndReason.OUT_OF_TURNS: "ran out of turns", EndReason.CUT_BY_LENGTH: "was cut at the token limit"}
+        parts = [f"{said.get(reason, reason.value)} {_times(n)}" for reason, n in ends.items() if reason is not None]
+        texts = sum(t.corrections for t in self.attempts)
+        if texts:
+            parts.append(f"answered in text instead of calling a tool {_times(texts)}")
+        return (f"the policy wrote no email for {scenario_id} in {len(self.attempts)} attempts of at most {max_turns} turns "
+                f"({', '.join(parts)})")
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
 
 
 @traced
 async def write_email(
     policy: Policy, graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], config: RunConfig,
-    context: ScenarioContext | None = None,
-) -> EmailTrajectory:
-    """The published email for a scenario: the current policy's most likely rollout."""
-    return await rollout(
-        policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns, greedy=True, logprobs=False,
-        context=context,
-    )
+    judge: Judge, context: ScenarioContext | None = None, *, seed: int,
+) -> Written:
+    """The published email for a scenario: the current policy's most likely rollout; when that writes none,
+    the best-judged of SAMPLED_ATTEMPTS sampled rollouts that did."""
+
+    def attempt(greedy: bool, index: int = 0):
+        return rollout(policy.client, policy.model_name, graph, scenario, scores, max_turns=config.max_turns, greedy=greedy,
+                       seed=None if greedy else seed + 1000 * (index + 1), logprobs=False, context=context,
+                       max_tokens=config.max_tokens_per_turn)
+
+    greedy = await attempt(True)
+    if greedy.email is not None:
+        return Written(greedy, await judge_email(greedy, judge), [greedy])
+    sampled = await asyncio.gather(*(attempt(False, i) for i in range(SAMPLED_ATTEMPTS)))
+    judged = [(await judge_email(t, judge), t) for t in sampled if t.email is not None]
+    best = max(judged, key=lambda st: -1.0 if st[0] is None else st[0], default=(None, None))
+    return Written(best[1], best[0], [greedy, *sampled], sampled=True)
 
 
 @traced

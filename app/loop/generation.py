@@ -8,14 +8,17 @@ from dataclasses import dataclass
 
 import art
 import numpy as np
+import openai
 from openai import AsyncOpenAI
 
+from app.agent.prompt import initial_messages
 from app.agent.schemas import ScenarioContext
-from app.knowledge_graph.graph import KnowledgeGraph
+from app.agent.tools import TOOLS
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import Scenario
 from app.loop.reward import Scorer, has_signal, rollout_seed
 from app.loop.rollout import rollout
-from app.loop.schemas import EmailTrajectory, RunConfig
+from app.loop.schemas import EmailTrajectory, EndReason, RunConfig
 from app.observability import traced
 
 
@@ -51,6 +54,26 @@ class Policy:
 
 
 
+class PreflightFailed(Exception):
+    """The model server refused what the run will ask of it, or did not answer."""
+
+
+async def preflight(policy: Policy, graph: KnowledgeGraph, scenario: Scenario, config: RunConfig) -> None:
+    """A rollout's first turn, sent once when the run starts, through the same client with the same options
+    (tools, `max_tokens`, `seed`, and `logprobs` only when the backend trains on them): a server that rejects
+    any of them, or the model's name, fails the run at its start with the server's own message."""
+    try:
+        await policy.client.chat.completions.create(
+            model=policy.model_name, messages=initial_messages(graph, scenario, NodeScores(), config.max_turns), tools=TOOLS,
+            max_tokens=config.max_tokens_per_turn, seed=0, logprobs=policy.logprobs,
+        )
+    except openai.APIStatusError as exc:
+        said = exc.body.get("message") if isinstance(exc.body, dict) else None  # the server's own words, when it sent JSON
+        raise PreflightFailed(f"the model server refused the run's first request ({exc.status_code}): {said or exc.message}") from None
+    except openai.APIError as exc:
+        raise PreflightFailed(f"the model server did not answer the run's first request ({type(exc).__name__}): {exc}") from None
+
+
 @dataclass
 class Generation:
     groups: list[art.TrajectoryGroup]  # of EmailTrajectory
@@ -84,7 +107,7 @@ async def generate(
             return await rollout(
                 policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
                 seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
-                context=(contexts or {}).get(scenario.id),
+                context=(contexts or {}).get(scenario.id), max_tokens=config.max_tokens_per_turn,
             )
 
     async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
@@ -107,6 +130,8 @@ async def generate(
         "exception_rate": counts["exceptions"] / (rollouts_per_group * len(scenarios)),
         "dropped_groups": float(counts["dropped_groups"]),
         "finalized_fraction": float(np.mean([t.email is not None for t in trajectories])) if trajectories else 0.0,
+        **{f"end/{reason.value}": float(sum(t.end_reason == reason for t in trajectories)) for reason in EndReason},
+        "corrections": float(sum(t.corrections for t in trajectories)),
         "mean_turns": float(np.mean([t.turns for t in trajectories])) if trajectories else 0.0,
         "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
         "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,

@@ -12,7 +12,7 @@ from art.rewards import ruler_score_group
 from app.faults import fault_point
 from app.loop.feedback import Feedback
 from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource
-from app.loop.schemas import RewardStats, RunConfig
+from app.loop.schemas import EmailTrajectory, RewardStats, RunConfig
 from app.observability import traced
 
 SALES_EMAIL_RUBRIC = """
@@ -120,9 +120,10 @@ async def score_group(
     if judged is None:
         return None
     # RULER rebuilds each trajectory from art.Trajectory's own fields: carry ours over, by position.
+    ours = set(EmailTrajectory.model_fields) - set(art.Trajectory.model_fields)
     for scored, original in zip(judged.trajectories, group.trajectories, strict=True):
-        scored.scenario_id, scored.rollout, scored.turns, scored.email = (
-            original.scenario_id, original.rollout, original.turns, original.email)
+        for name in ours:
+            setattr(scored, name, getattr(original, name))
     cost = (await costs.flush()).get("costs/all", 0.0)  # known when litellm prices the judge model
     for trajectory in judged.trajectories:
         trajectory.metrics["judge_latency_s"] = time.monotonic() - started

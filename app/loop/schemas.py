@@ -67,6 +67,9 @@ class RunConfig(BaseModel):
         "Pipelining: how many training steps the policy that samples an iteration's rollouts may lag the step that trains "
         "on them. At 1, iteration n+1's rollouts run (on the policy of step n−1) while step n trains; 0 is strict order. "
         "Default: 1, or 0 for a run paced by `feedback_wait` (which waits for each iteration's outcomes anyway)."))
+    max_tokens_per_turn: int = Field(1024, ge=16, le=32_768, description=(
+        "The most tokens the policy may write in one turn (`max_tokens`); a turn cut there ends `cut_by_length` if it "
+        "was the last."))
     top_fraction: float = Field(0.5, gt=0, le=1, description="Share of each group's citing emails that earn node credit.")
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
@@ -102,13 +105,24 @@ class TrainingOutcome(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
 
 
+class EndReason(StrEnum):
+    """How a rollout ended."""
+
+    FINALIZED = "finalized"  # a finalize_email call
+    PARSED_FROM_TEXT = "parsed_from_text"  # an email written in the message, read as the final one
+    OUT_OF_TURNS = "out_of_turns"
+    CUT_BY_LENGTH = "cut_by_length"  # out of turns, the last answer cut at the token limit
+
+
 class EmailTrajectory(art.Trajectory):
-    """A rollout for one scenario, with the email it finalized (None when it ran out of turns)."""
+    """A rollout for one scenario, with the email it finalized (None when it wrote none)."""
 
     scenario_id: str = ""
     rollout: int = 0
     turns: int = 0
     email: Email | None = None
+    end_reason: EndReason | None = None  # None: written before end reasons were recorded
+    corrections: int = 0  # turns answered in text that were told to use the tools
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")

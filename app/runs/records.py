@@ -51,6 +51,8 @@ class EmailResult(BaseModel):
     email: PublishedEmail
     started_at: datetime
     seconds: float
+    attempts: int = 1  # rollouts it took: the greedy one, then sampled ones when that wrote no email
+    source: str = "greedy"  # greedy, sampled, or best_of_iteration (the iteration's best-reward email)
 
 
 class IterationRecord(BaseModel):

@@ -27,7 +27,7 @@ from app.loop.credit import reweight
 from app.loop.email import best_trajectory, judge_email, write_email
 from app.agent.schemas import PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
-from app.loop.generation import Policy, generate
+from app.loop.generation import Policy, PreflightFailed, generate, preflight
 from app.loop.in_context import distil
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
@@ -143,13 +143,21 @@ async def _context(run_id: str) -> tuple[Run, EffectiveConfig, KnowledgeGraph, S
 
 @workflow_step(Step.START)
 async def start_step(run_id: str) -> StartState:
-    """Marks the run running; a resumed run continues after its last recorded iteration."""
+    """Marks the run running and checks that its model takes the run's requests; a resumed run continues after
+    its last recorded iteration."""
     async with current().services.db.transaction() as session:
         run = await transitions.begin(session, run_id)
         status, total = run.status, run.iterations_total
         config = EffectiveConfig.model_validate(run.config)
         latest = await repository.latest_iteration(session, run_id)
     current().wake_relay()
+    if status == RunStatus.RUNNING:
+        graph = await current().services.graphs.get(run.graph_id)
+        try:
+            await preflight(await current().policy(run_id, config.backend), graph,
+                            graph.scenarios[config.target_scenario_id], config)
+        except PreflightFailed as exc:
+            raise StepFailed(Step.START, str(exc)) from None
     fault_point(Step.START)
     return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1,
                       simulated_sends=config.feedback_source == FeedbackMode.SIMULATED, feedback_wait=config.feedback_wait,
@@ -275,22 +283,22 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
     target = graph.scenarios[config.target_scenario_id]
     target_scores = _with_pending(scores, pending).of(target.id)
     context = pending[-1].context if pending else None
-    written = await write_email(policy, graph, target, target_scores, config, (context or {}).get(target.id))
-    email, score = written.email, None
-    if email is not None:
-        score = await judge_email(written, current().judge_named(config.judge))
-    elif iteration > 0:
+    written = await write_email(policy, graph, target, target_scores, config, current().judge_named(config.judge),
+                                (context or {}).get(target.id), seed=rollout_seed(config.seed, iteration, target.id, -1))
+    email, score, source = (written.email.email, written.score, "sampled" if written.sampled else "greedy") if written.email else (None, None, None)
+    if email is None and iteration > 0:
         async with current().services.db.read() as session:
             best = best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
         if best is not None:
-            email, score = best.email, best.metrics.get("judge_score")
+            email, score, source = best.email, best.metrics.get("judge_score"), "best_of_iteration"
     if email is None:
-        raise StepFailed(Step.EMAIL, f"the policy wrote no email for {target.id} within {config.max_turns} turns")
+        raise StepFailed(Step.EMAIL, written.failure(target.id, config.max_turns)
+                         + (", and no trajectory of the iteration wrote one either" if iteration else ""))
     fault_point(Step.EMAIL, iteration)
     ref = refs.email_ref(run_id, iteration, refs.PUBLISHED)
     traced = {"ref": ref, "message_id": refs.message_id(ref, current().settings.message_id_domain)}
     return EmailResult(email=email.model_dump() | {"score": score} | traced, started_at=started,
-                       seconds=(utcnow() - started).total_seconds())
+                       seconds=(utcnow() - started).total_seconds(), attempts=len(written.attempts), source=source)
 
 
 @workflow_step(Step.PUBLISH)
@@ -455,7 +463,8 @@ async def learning_run(run_id: str) -> str | None:
         if state.next_iteration == 0:
             baseline = await email_step(run_id, 0, [], None)
             status = await publish_step(run_id, IterationRecord(
-                iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds}, started_at=baseline.started_at,
+                iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds, "email/attempts": float(baseline.attempts)},
+                started_at=baseline.started_at,
             ))
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, 0, baseline.email)
@@ -489,6 +498,7 @@ async def learning_run(run_id: str) -> str | None:
             metrics = generation.metrics | {
                 "duration/train_s": training.metrics.get("duration/train_s", 0.0),
                 "duration/reweight_s": reweighted.seconds, "duration/email_s": email.seconds,
+                "email/attempts": float(email.attempts), "email/from_best_of_iteration": float(email.source == "best_of_iteration"),
             }
             status = await publish_step(run_id, IterationRecord(
                 iteration=iteration, email=email.email, rewards=generation.rewards, training=training,

@@ -121,7 +121,7 @@ def test_a_hanging_model_times_out_with_bounded_retries(outage_server, hanging_m
         started = time.monotonic()
         run_id = client.post("/learn-loop", json=RUN | {"backend": "openai"}).json()["run_id"]
         run = wait_for_status(client, run_id)
-        assert run["status"] == "failed" and run["error"]["step"] == "email"
+        assert run["status"] == "failed" and run["error"]["step"] == "start"  # the preflight's request
         assert "Timeout" in run["error"]["message"]
         assert hanging_model.calls == 2 and time.monotonic() - started < 30
         assert client.get(f"/runs/{run_id}/iterations").json()["data"] == []

@@ -1,0 +1,100 @@
+"""A rollout keeps a model on track that answers in text, over real HTTP to an OpenAI-compatible server."""
+
+import json
+
+import pytest
+from openai import AsyncOpenAI
+
+from app.knowledge_graph.graph import NodeScores
+from app.knowledge_graph.service import demo_graph
+from app.loop.rollout import CORRECTION, rollout
+from app.loop.schemas import EndReason
+from app.runs.schemas import LearnLoopRequest
+from tests.standins import ScriptedTextModel
+
+GRAPH = demo_graph()
+SCENARIO = next(iter(GRAPH.scenarios.values()))
+NODE = SCENARIO.seed_nodes[0]
+EMAIL_BODY = ("Hi there,\n\nTeams like yours lose hours every week to manual reporting, and our platform turns that into "
+              "minutes with the audit trail built in. Three regional systems made the switch last quarter.\n\n"
+              "Would a 20-minute call next Tuesday work?\n\nBest,\nSam")
+
+
+async def run(script: list, max_turns: int = 6, **model) -> tuple:
+    with ScriptedTextModel(script, **model) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        trajectory = await rollout(client, "small", GRAPH, SCENARIO, NodeScores(), max_turns=max_turns, seed=1,
+                                   logprobs=False, max_tokens=256)
+        return trajectory, server.requests
+
+
+async def test_text_turns_get_a_correction_and_a_written_out_email_is_the_final_one():
+    title = GRAPH.nodes[NODE].title
+    trajectory, requests = await run([
+        ("<start_nodes>[...]</start_nodes>", "length"),  # an echoed prompt, cut: corrected, not the end
+        (f'```json\n{json.dumps({"name": "get_relevant_context", "arguments": {"node_id": NODE}})}\n```', "stop"),
+        (f"Subject: About {title}\n\n{EMAIL_BODY}\nIt is built on {title}.", "stop"),
+    ])
+    assert trajectory.end_reason == EndReason.PARSED_FROM_TEXT and trajectory.turns == 3 and trajectory.corrections == 1
+    assert trajectory.email.subject == f"About {title}" and trajectory.email.citations == [NODE]  # read, and mentioned
+    corrections = [m for m in requests[1]["messages"] if m["role"] == "user" and m["content"] == CORRECTION]
+    assert len(corrections) == 1
+    assert requests[2]["messages"][-1]["content"].startswith("Result of get_relevant_context: ")
+    assert all(r["max_tokens"] == 256 and "tool_choice" not in r for r in requests)
+
+
+async def test_the_last_turn_asks_for_finalize_email_and_says_how_the_rollout_ended():
+    trajectory, requests = await run([("I am thinking.", "stop")], max_turns=3)
+    assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.email is None and trajectory.corrections == 2
+    assert [r.get("tool_choice") for r in requests] == [None, None, {"type": "function", "function": {"name": "finalize_email"}}]
+    cut, _ = await run([("Dear", "length")], max_turns=2)
+    assert cut.end_reason == EndReason.CUT_BY_LENGTH
+    finalized, _ = await run([{"name": "finalize_email", "arguments": {"subject": "s", "body": "b", "citations": []}}])
+    assert finalized.end_reason == EndReason.FINALIZED and finalized.turns == 1
+
+
+async def test_a_server_that_rejects_a_named_tool_choice_is_asked_again_without_it():
+    trajectory, requests = await run([("I am thinking.", "stop")], max_turns=2, rejects_tool_choice=True)
+    assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.turns == 2
+    assert [("tool_choice" in r) for r in requests] == [False, True, False]
+
+
+async def test_a_model_that_answers_in_text_still_gets_a_run_through(learn):
+    """Every turn of the greedy attempt is text; the sampled attempts and then the iteration's best step in."""
+    written = [(f"Subject: A note for you\n\n{EMAIL_BODY}", "stop")]
+    with ScriptedTextModel([("Let me see.", "stop"), ("Still thinking.", "stop"), *written]) as model:
+        learned = await learn(LearnLoopRequest(backend="openai", iterations=1, rollouts_per_group=2, max_turns=2,
+                                               scenario_ids=[SCENARIO.id], in_context=False),
+                              openai_base_url=model.base_url, openai_model="small", openai_api_key="k")
+    assert learned.run["status"] == "failed" and learned.run["error"]["step"] == "email"
+    message = learned.run["error"]["message"]
+    assert "in 4 attempts of at most 2 turns" in message and "ran out of turns 4 times" in message
+    assert "answered in text instead of calling a tool 4 times" in message
+
+    with ScriptedTextModel([("Let me see.", "stop"), *written]) as model:
+        learned = await learn(LearnLoopRequest(backend="openai", iterations=1, rollouts_per_group=2, max_turns=2,
+                                               scenario_ids=[SCENARIO.id], in_context=False),
+                              openai_base_url=model.base_url, openai_model="small", openai_api_key="k")
+    assert learned.run["status"] == "succeeded", learned.run
+    record = learned.iterations[1]
+    assert record["metrics"]["end/parsed_from_text"] == 2 and record["metrics"]["corrections"] == 2
+    assert record["email"]["subject"] == "A note for you"
+
+
+@pytest.mark.parametrize("field", ["seed", "tools"])
+async def test_a_server_that_rejects_what_the_run_sends_fails_it_at_start_with_its_own_message(learn, field):
+    with ScriptedTextModel([("Hello.", "stop")], rejects=field) as model:
+        learned = await learn(LearnLoopRequest(backend="openai", iterations=1, scenario_ids=[SCENARIO.id]),
+                              openai_base_url=model.base_url, openai_model="small", openai_api_key="k")
+        calls = len(model.requests)
+    assert learned.run["status"] == "failed" and learned.run["error"]["step"] == "start", learned.run
+    assert f"(400): unsupported parameter: {field}" in learned.run["error"]["message"]
+    assert learned.iterations == [] and calls == 1  # a refusal is not retried
+
+
+async def test_a_fixed_model_is_never_asked_for_logprobs(learn):
+    """Only a backend that trains on them needs them, and some servers refuse them."""
+    with ScriptedTextModel([(f"Subject: A note for you\n\n{EMAIL_BODY}", "stop")], rejects="logprobs") as model:
+        learned = await learn(LearnLoopRequest(backend="openai", iterations=1, rollouts_per_group=2, scenario_ids=[SCENARIO.id]),
+                              openai_base_url=model.base_url, openai_model="small", openai_api_key="k")
+    assert learned.run["status"] == "succeeded", learned.run
