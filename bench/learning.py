@@ -27,9 +27,11 @@ SYNTHETIC_SEED = 0  # the generated graph: synthetic_document(0)
 LATE = 5  # the late reward: the mean of the last five iterations (16-20 of 20)
 
 
-def _curve(args: tuple[str, str, int, int]) -> dict:
-    """One run through the service's own workflow (`app.local`), as `codreamer run` executes it."""
-    graph, variant, seed, iterations = args
+def _curve(args: tuple) -> dict:
+    """One run through the service's own workflow (`app.local`), as `codreamer run` executes it; a fifth element
+    overrides request fields (the pipelining benchmark's)."""
+    graph, variant, seed, iterations, *rest = args
+    overrides = rest[0] if rest else {}
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
