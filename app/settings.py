@@ -20,6 +20,8 @@ class JudgeSpec(BaseModel):
     model: str = Field(min_length=1)
     base_url: str | None = None
     api_key: str | None = None
+    context_tokens: int | None = Field(None, ge=1024, description=(
+        "The judge model's context window in tokens; default: what litellm knows of the model, else unchecked."))
 
 
 class Settings(BaseSettings):
@@ -54,6 +56,9 @@ class Settings(BaseSettings):
     model_backend: BackendName = "embedded"
     judge_model: str = "embedded"
     judge_base_url: str | None = None
+    judge_context_tokens: int | None = Field(None, ge=1024, description=(
+        "JUDGE_MODEL's context window in tokens; default: what litellm knows of the model, else unchecked. A group whose "
+        "judge prompt would not fit is judged in smaller groups."))
     judge_api_key: str | None = None
     judges: dict[str, JudgeSpec] = Field(default_factory=dict, description=(
         'Judges a run may name (JSON: {"name": {"model": …, "base_url": …, "api_key": …}}); '

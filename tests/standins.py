@@ -150,12 +150,14 @@ class UnreliableJudge(LoopbackStandIn):
 
     def __init__(self):
         self.calls: list[str] = []
+        self.prompts: list[str] = []
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
         async def chat(body: dict) -> dict:
             behaviour = self.BEHAVIOURS[len(self.calls) % len(self.BEHAVIOURS)]
             self.calls.append(behaviour)
+            self.prompts.append(json.dumps(body["messages"]))
             ids = re.findall(r'<trajectory id="([^"]+)">', body["messages"][-1]["content"])
             scores = [{"trajectory_id": i, "explanation": "ok", "score": 0.2 + 0.1 * n} for n, i in enumerate(ids)]
             if behaviour == "out_of_range":

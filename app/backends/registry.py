@@ -177,6 +177,7 @@ class JudgeEndpoint:
 
     model: str
     params: dict
+    context_tokens: int | None = None
 
 
 def judge_endpoint(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> JudgeEndpoint:
@@ -186,11 +187,12 @@ def judge_endpoint(settings: Settings, embedded: EmbeddedBackend, name: str = "d
     """
     if name == "default":
         model, base_url, api_key = settings.judge_model, settings.judge_base_url, settings.judge_api_key
+        context = settings.judge_context_tokens
     elif name == "embedded":
-        model, base_url, api_key = "embedded", None, None
+        model, base_url, api_key, context = "embedded", None, None, None
     else:
         spec = settings.judges[name]
-        model, base_url, api_key = spec.model, spec.base_url, spec.api_key
+        model, base_url, api_key, context = spec.model, spec.base_url, spec.api_key, spec.context_tokens
     if model == "embedded":
         return JudgeEndpoint(f"openai/{embedded.judge_model_name}", {"api_base": embedded.base_url, "api_key": embedded.api_key})
-    return JudgeEndpoint(model, {k: v for k, v in {"api_base": base_url, "api_key": api_key}.items() if v})
+    return JudgeEndpoint(model, {k: v for k, v in {"api_base": base_url, "api_key": api_key}.items() if v}, context)

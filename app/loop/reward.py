@@ -1,11 +1,16 @@
 """The reward: RULER's relative judgement of a group, clamped to [0, 1] and blended with online feedback."""
 
+import json
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import art
+import litellm
 import numpy as np
+from pydantic import ValidationError
 from art.metrics import MetricsBuilder
 from art.rewards import ruler_score_group
 
@@ -26,6 +31,57 @@ SALES_EMAIL_RUBRIC = """
 
 
 
+class JudgeError(StrEnum):
+    """Why a judge's answer could not be used."""
+
+    COUNT_MISMATCH = "count_mismatch"  # not one score per trajectory
+    NOT_JSON = "not_json"  # not the JSON object RULER asked for
+    UNAVAILABLE = "unavailable"  # no answer: connection, timeout, rate limit, server error
+    OTHER = "other"
+
+
+# A retry is not the identical request: it adds what the previous answer got wrong to the rubric.
+RETRY_HINTS = {
+    JudgeError.COUNT_MISMATCH: "Give exactly one score for each trajectory, with its trajectory id, and no others.",
+    JudgeError.NOT_JSON: "Answer with the JSON object only: no text, no code fence around it.",
+}
+TOKENS_PER_CHAR = 0.25  # a rough, generous English/JSON ratio: the check is for a prompt far over the window
+
+
+def judge_error(exc: Exception) -> JudgeError:
+    if isinstance(exc, ValueError) and "Expected" in str(exc) and "score" in str(exc):
+        return JudgeError.COUNT_MISMATCH
+    if isinstance(exc, (ValidationError, json.JSONDecodeError)):
+        return JudgeError.NOT_JSON
+    if type(exc).__module__.split(".")[0] in ("litellm", "openai", "httpx"):
+        return JudgeError.UNAVAILABLE
+    return JudgeError.OTHER
+
+
+@dataclass
+class JudgeStats:
+    """One iteration's judging, for its metrics and, when every group was dropped, the run's failure message."""
+
+    groups: int = 0
+    judged: int = 0
+    retried: int = 0
+    dropped: int = 0
+    split: int = 0  # groups judged in parts, their prompt too long for the judge's context window
+    out_of_range: int = 0  # scores outside [0, 1], clamped
+    errors: Counter = field(default_factory=Counter)
+    last_error: str | None = None
+
+    def metrics(self) -> dict[str, float]:
+        return {"judge/groups": float(self.groups), "judge/judged": float(self.judged), "judge/retried": float(self.retried),
+                "judge/dropped": float(self.dropped), "judge/split": float(self.split),
+                "judge/out_of_range": float(self.out_of_range)} | {
+            f"judge/errors/{kind.value}": float(self.errors[kind]) for kind in JudgeError}
+
+    def failure(self) -> str:
+        kinds = ", ".join(f"{kind.value} {n}×" for kind, n in self.errors.most_common())
+        return f"the judge failed ({kinds or 'no answer'}); last error: {self.last_error}"
+
+
 @dataclass
 class Judge:
     """A RULER judge: a litellm model string and its connection parameters."""
@@ -34,13 +90,59 @@ class Judge:
     params: dict = field(default_factory=dict)
     retries: int = 2
     rubric: str = SALES_EMAIL_RUBRIC
+    context_tokens: int | None = None  # None: what litellm knows of the model, else unchecked
 
-    async def judge(self, group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
-        """RULER's scores, raw; None when every attempt failed."""
-        for _ in range(self.retries + 1):
-            judged = await ruler_score_group(group, self.model, self.params, self.rubric, swallow_exceptions=True)
-            if judged is not None:
-                return judged
+    def context_window(self) -> int | None:
+        if self.context_tokens is not None:
+            return self.context_tokens
+        try:
+            return litellm.get_model_info(self.model).get("max_input_tokens")
+        except Exception:  # litellm raises for a model it does not know: then there is nothing to check against
+            return None
+
+    def fits(self, trajectories: list[art.Trajectory]) -> bool:
+        window = self.context_window()
+        if window is None:
+            return True
+        chars = len(self.rubric) + sum(len(json.dumps(t.messages(), default=str)) for t in trajectories)
+        return chars * TOKENS_PER_CHAR <= window * 0.9  # room for RULER's instructions and the answer
+
+    async def judge(self, group: art.TrajectoryGroup, stats: JudgeStats | None = None) -> art.TrajectoryGroup | None:
+        """RULER's scores, raw; None when every attempt failed. A group whose prompt would not fit the judge's
+        context window is judged in parts that do (halves, and so on; each part relative to itself)."""
+        stats = stats if stats is not None else JudgeStats()
+        stats.groups += 1
+        trajectories = list(group.trajectories)
+        if len(trajectories) > 1 and not self.fits(trajectories):
+            stats.split += 1
+        judged = await self._in_parts(trajectories, stats)
+        stats.judged += judged is not None
+        stats.dropped += judged is None
+        return judged
+
+    async def _in_parts(self, trajectories: list[art.Trajectory], stats: JudgeStats) -> art.TrajectoryGroup | None:
+        if len(trajectories) == 1 or self.fits(trajectories):
+            return await self._attempts(art.TrajectoryGroup(trajectories), stats)
+        half = len(trajectories) // 2
+        parts = [await self._in_parts(part, stats) for part in (trajectories[:half], trajectories[half:])]
+        if any(part is None for part in parts):
+            return None
+        return art.TrajectoryGroup([t for part in parts for t in part.trajectories])
+
+    async def _attempts(self, group: art.TrajectoryGroup, stats: JudgeStats) -> art.TrajectoryGroup | None:
+        rubric = self.rubric
+        for attempt in range(self.retries + 1):
+            stats.retried += attempt > 0
+            try:
+                judged = await ruler_score_group(group, self.model, self.params, rubric, swallow_exceptions=False)
+            except Exception as exc:  # any failure of the judge drops the group, never the run
+                kind = judge_error(exc)
+                stats.errors[kind] += 1
+                stats.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                rubric = self.rubric + ("\n" + RETRY_HINTS[kind] if kind in RETRY_HINTS else "")
+                continue
+            stats.out_of_range += sum(not 0 <= t.reward <= 1 for t in judged.trajectories)
+            return judged
         return None
 
 
@@ -93,10 +195,12 @@ class Scorer:
     feedback: Feedback | None
     config: RunConfig
     iteration: int
+    stats: JudgeStats = field(default_factory=JudgeStats)
 
     async def __call__(self, group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
         try:
-            scored = await score_group(group, self.judge, self.feedback, self.config, iteration=self.iteration)
+            scored = await score_group(group, self.judge, self.feedback, self.config, iteration=self.iteration,
+                                       stats=self.stats)
             fault_point("score", self.iteration)
         except Exception as exc:
             raise ScoringFailed(str(exc)) from exc
@@ -111,12 +215,13 @@ async def score_group(
     config: RunConfig,
     *,
     iteration: int,
+    stats: JudgeStats | None = None,
 ) -> art.TrajectoryGroup | None:
     """RULER's relative judgement, clamped to [0, 1], blended with online feedback; None drops the group."""
     costs = MetricsBuilder("judge")
     started = time.monotonic()
     with costs.activate_context():
-        judged = await judge.judge(group)
+        judged = await judge.judge(group, stats)
     if judged is None:
         return None
     # RULER rebuilds each trajectory from art.Trajectory's own fields: carry ours over, by position.

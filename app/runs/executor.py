@@ -21,7 +21,7 @@ from app.settings import Settings
 def create_judge(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> Judge:
     """The judge a run names (see `judge_endpoint`), with the configured retries."""
     endpoint = judge_endpoint(settings, embedded, name)
-    return Judge(endpoint.model, endpoint.params, settings.judge_retries)
+    return Judge(endpoint.model, endpoint.params, settings.judge_retries, context_tokens=endpoint.context_tokens)
 
 
 class Executor:

@@ -221,15 +221,16 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
         iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=scorer, contexts=contexts,
     )
     if not generation.groups:
+        judge_failed = f"; {scorer.stats.failure()}" if scorer.stats.dropped else ""
         raise StepFailed(Step.SCORE, f"every group was dropped ({generation.metrics['dropped_groups']:.0f} by the judge, "
-                                     f"{generation.metrics['rollout_exceptions']:.0f} rollout errors)")
+                                     f"{generation.metrics['rollout_exceptions']:.0f} rollout errors){judge_failed}")
     for group in generation.groups:
         for trajectory in group.trajectories:
             trajectory.initial_policy_version = sampled_step
     async with executor.services.db.transaction() as session:
         await repository.replace_trajectories(session, run, graph, iteration, generation.groups, executor.settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
-    metrics = generation.metrics | ({} if sampled_step is None else {"policy_step": float(sampled_step)})
+    metrics = generation.metrics | scorer.stats.metrics() | ({} if sampled_step is None else {"policy_step": float(sampled_step)})
     return GenerationResult(started_at=started_at, metrics=metrics, trace_url=trace_url,
                             rewards=reward_stats(generation.groups))
 

@@ -2,9 +2,11 @@
 
 import json
 
+import art
 import pytest
 
 from app.knowledge_graph.service import demo_document, demo_graph
+from app.loop.reward import RETRY_HINTS, Judge, JudgeError, JudgeStats
 from app.runs.executor import create_judge
 from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
@@ -43,8 +45,43 @@ async def test_runs_survive_an_unreliable_judge(unreliable_judge, learn):
     assert rewards and all(0.0 <= reward <= 1.0 for reward in rewards)
     assert {0.0, 1.0} & set(rewards), "the out-of-range scores were clamped, not dropped"
     assert sum(r["metrics"]["dropped_groups"] for r in learned.iterations[1:]) > 0
+    # Each way it failed is counted per iteration, beside what was judged, retried and dropped.
+    total = {key: sum(r["metrics"][key] for r in learned.iterations[1:]) for key in learned.iterations[1]["metrics"]
+             if key.startswith("judge/") and key != "judge/latency_s" and key != "judge/cost_usd"}
+    assert total["judge/errors/not_json"] > 0 and total["judge/errors/count_mismatch"] > 0 and total["judge/out_of_range"] > 0
+    assert total["judge/groups"] == total["judge/judged"] + total["judge/dropped"] == 3 * 4
+    assert total["judge/dropped"] == sum(r["metrics"]["dropped_groups"] for r in learned.iterations[1:])
+    assert total["judge/retried"] == total["judge/errors/not_json"] + total["judge/errors/count_mismatch"] - total["judge/dropped"]
     assert all(r["metrics"]["judge/latency_s"] > 0 for r in learned.iterations[1:])
     assert {"out_of_range", "malformed", "wrong_count", "good"} <= set(unreliable_judge.calls)
+
+
+async def test_a_retry_says_what_the_answer_before_got_wrong(unreliable_judge):
+    judge = Judge("openai/flaky-judge", {"api_base": unreliable_judge.base_url, "api_key": "k"}, retries=3)
+    group = [art.Trajectory(messages_and_choices=[{"role": "user", "content": "Write."}, {"role": "assistant", "content": text}],
+                            reward=0.0) for text in ("one", "two")]
+    stats = JudgeStats()
+    for _ in range(3):  # the judge answers out of range, malformed, wrong count, good, in turn
+        assert await judge.judge(art.TrajectoryGroup(group), stats) is not None
+    assert unreliable_judge.calls == ["out_of_range", "malformed", "wrong_count", "good", "out_of_range"]
+    hinted = [[kind for kind, hint in RETRY_HINTS.items() if hint in prompt] for prompt in unreliable_judge.prompts]
+    assert hinted == [[], [], [JudgeError.NOT_JSON], [JudgeError.COUNT_MISMATCH], []]
+    assert (stats.groups, stats.judged, stats.retried, stats.dropped, stats.out_of_range) == (3, 3, 2, 0, 4)
+    assert stats.errors == {JudgeError.NOT_JSON: 1, JudgeError.COUNT_MISMATCH: 1}
+
+
+async def test_a_group_too_long_for_the_judge_is_judged_in_parts_that_fit(unreliable_judge):
+    judge = Judge("openai/flaky-judge", {"api_base": unreliable_judge.base_url, "api_key": "k"}, retries=3,
+                  context_tokens=1024)
+    long = "word " * 400  # about 500 tokens each: one fits in 1,024 tokens with the rubric, two do not
+    group = [art.Trajectory(messages_and_choices=[{"role": "user", "content": long}, {"role": "assistant", "content": str(n)}],
+                            reward=0.0) for n in range(4)]
+    stats = JudgeStats()
+    judged = await judge.judge(art.TrajectoryGroup(group), stats)
+    assert stats.split == 1  # halved until each part fits: one trajectory a request
+    assert [prompt.count("<trajectory id=") for prompt in unreliable_judge.prompts] == [1] * len(unreliable_judge.prompts)
+    assert [t.messages()[1]["content"] for t in judged.trajectories] == ["0", "1", "2", "3"]
+    assert (stats.groups, stats.judged, stats.dropped) == (1, 1, 0)
 
 
 def flaky_judges(judge: UnreliableJudge) -> dict:
