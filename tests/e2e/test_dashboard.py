@@ -94,6 +94,8 @@ def test_start_a_run_and_watch_it_live(server, page, tmp_path):
     assert page.text_content("#email-score") == f"Judge score {iterations[final_iteration]['email']['score']:.2f}"
     assert page.locator("#iterations tbody tr").count() == 7
     assert f"step {iterations[1]['training']['step']}, loss" in page.locator("#iterations tbody tr").nth(1).text_content()
+    finalized = int(iterations[1]["metrics"]["end/finalized"])
+    assert f"{finalized} finalized" in page.locator("#iterations tbody tr").nth(1).text_content()
 
     # a citation opens its node's fact
     first_citation = iterations[final_iteration]["email"]["citations"][0]

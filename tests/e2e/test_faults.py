@@ -35,10 +35,13 @@ def test_kill_9_inside_every_step_resumes_exactly_once(tmp_path):
     run_id = None
     for point in ("generate", "score", "reweight", "train", "email", "publish"):  # the order iteration 2 reaches them
         server = Server(tmp_path, env | {"CRASH_AT": f"{point}:2"}).start()
-        if run_id is None:
-            with server.client() as client:
-                run_id = client.post("/learn-loop", json=RUN).json()["run_id"]
-        wait_for(lambda: server.process.poll() is not None, timeout=120)  # killed at the crash point
+        try:
+            if run_id is None:
+                with server.client() as client:
+                    run_id = client.post("/learn-loop", json=RUN).json()["run_id"]
+            wait_for(lambda: server.process.poll() is not None, timeout=120)  # killed at the crash point
+        finally:
+            server.stop()  # only if it outlived its crash point: the test failed, and must not leave it running
         assert server.process.returncode == -9, point
     server = Server(tmp_path, env).start()
     try:

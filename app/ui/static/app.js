@@ -537,14 +537,23 @@ function iterationTable(iterations, shown, select) {
     return `step ${t.step}` + (m.loss !== undefined ? `, loss ${fmt(m.loss)}` : "") +
       (m.groups_skipped ? `, ${m.groups_skipped} groups skipped` : "");
   };
+  // How the rollouts ended and how the judge fared: what to look at when a model or a judge misbehaves.
+  const rollouts = (m) => {
+    if (!m || m.rollouts === undefined) return h("span", { class: "muted" }, "–");
+    const ends = [["finalized", "finalized"], ["parsed_from_text", "from text"], ["out_of_turns", "out of turns"],
+      ["cut_by_length", "cut at the token limit"]].filter(([key]) => m[`end/${key}`]).map(([key, label]) => `${m[`end/${key}`]} ${label}`);
+    const judge = m["judge/dropped"] ? [`judge dropped ${m["judge/dropped"]} of ${m["judge/groups"]}`] : [];
+    return [...ends, ...judge].join(" · ") || "–";
+  };
   return card("Iterations", h("table", { id: "iterations" },
-    h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Mean"), h("th", {}, "Min–max"), h("th", {}, "Training"))),
+    h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Mean"), h("th", {}, "Min–max"), h("th", {}, "Training"),
+      h("th", {}, "Rollouts"))),
     h("tbody", {}, iterations.map((it) => h("tr", {
       class: `clickable${shown && it.iteration === shown.iteration ? " selected" : ""}`, onclick: () => select(it.iteration),
     },
     h("td", {}, it.iteration), h("td", { class: "num" }, fmt(it.rewards && it.rewards.mean)),
     h("td", { class: "num" }, it.rewards ? `${fmt(it.rewards.min)}–${fmt(it.rewards.max)}` : "–"),
-    h("td", {}, training(it.training)))))));
+    h("td", {}, training(it.training)), h("td", {}, rollouts(it.metrics)))))));
 }
 
 function webhookTable(run, deliveries) {
