@@ -114,7 +114,7 @@ def test_a_model_outage_fails_the_run_cleanly_and_it_can_be_resumed(server, open
             run_id = client.post("/learn-loop", json={"backend": "openai", "iterations": 2, "scenario_ids": [SCENARIO], "rollouts_per_group": 2}).json()["run_id"]
             run = wait_for_status(client, run_id)
             assert run["status"] == "failed"
-            assert run["error"]["step"] == "email" and "503" in run["error"]["message"]
+            assert run["error"]["step"] == "start" and "(503)" in run["error"]["message"]  # the preflight request
             assert proxy.refused == 2  # the first call and BACKEND_RETRIES=1 retry: bounded
             assert client.get(f"/runs/{run_id}/iterations").json()["data"] == []  # nothing half-written
             assert events(client, run_id)[-1]["type"] == "run.failed"
