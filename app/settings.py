@@ -22,6 +22,7 @@ class JudgeSpec(BaseModel):
     api_key: str | None = None
     context_tokens: int | None = Field(None, ge=1024, description=(
         "The judge model's context window in tokens; default: what litellm knows of the model, else unchecked."))
+    max_tokens: int | None = Field(None, ge=64, description="The most tokens one answer of the judge may take; default: no limit.")
 
 
 class Settings(BaseSettings):
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
     model_backend: BackendName = "embedded"
     judge_model: str = "embedded"
     judge_base_url: str | None = None
+    judge_max_tokens: int | None = Field(None, ge=64, description=(
+        "The most tokens one answer of JUDGE_MODEL may take (default: no limit): a small local model may otherwise "
+        "ramble until its context is full."))
     judge_context_tokens: int | None = Field(None, ge=1024, description=(
         "JUDGE_MODEL's context window in tokens; default: what litellm knows of the model, else unchecked. A group whose "
         "judge prompt would not fit is judged in smaller groups."))

@@ -243,10 +243,11 @@ class ScriptedTextModel(LoopbackStandIn):
     """An OpenAI-compatible chat model that answers each turn from a script, as small real models did: text where a
     tool call belongs, a tool call written as JSON, an email written out, an answer cut at the token limit. Each
     entry is (content, finish_reason), or a tool call {"name", "arguments"} sent as a proper one. With
-    `rejects_tool_choice` it answers 400 to a named `tool_choice`, and with `rejects` to any request that sets that
-    field, as some servers do."""
+    `rejects_tool_choice` it answers 400 to a named `tool_choice`, with `rejects` to any request that sets that
+    field, and with `context_chars` to messages longer than that, as some servers do."""
 
-    def __init__(self, script: list, rejects_tool_choice: bool = False, rejects: str | None = None):
+    def __init__(self, script: list, rejects_tool_choice: bool = False, rejects: str | None = None,
+                 context_chars: int | None = None):
         self.requests: list[dict] = []
         app = FastAPI()
 
@@ -260,6 +261,8 @@ class ScriptedTextModel(LoopbackStandIn):
                 return refuse("tool_choice must be 'auto' or 'none'")
             if rejects is not None and body.get(rejects) is not None and body.get(rejects) is not False:
                 return refuse(f"unsupported parameter: {rejects}")
+            if context_chars is not None and len(json.dumps(body["messages"])) > context_chars:  # llama-server's words
+                return refuse("request (4153 tokens) exceeds the available context size (4096 tokens), try increasing it")
             turn = script[min(sum(m["role"] == "assistant" for m in body["messages"]), len(script) - 1)]
             if isinstance(turn, dict):
                 message = {"role": "assistant", "content": None, "tool_calls": [{

@@ -187,12 +187,13 @@ def judge_endpoint(settings: Settings, embedded: EmbeddedBackend, name: str = "d
     """
     if name == "default":
         model, base_url, api_key = settings.judge_model, settings.judge_base_url, settings.judge_api_key
-        context = settings.judge_context_tokens
+        context, max_tokens = settings.judge_context_tokens, settings.judge_max_tokens
     elif name == "embedded":
-        model, base_url, api_key, context = "embedded", None, None, None
+        model, base_url, api_key, context, max_tokens = "embedded", None, None, None, None
     else:
         spec = settings.judges[name]
-        model, base_url, api_key, context = spec.model, spec.base_url, spec.api_key, spec.context_tokens
+        model, base_url, api_key, context, max_tokens = spec.model, spec.base_url, spec.api_key, spec.context_tokens, spec.max_tokens
     if model == "embedded":
         return JudgeEndpoint(f"openai/{embedded.judge_model_name}", {"api_base": embedded.base_url, "api_key": embedded.api_key})
-    return JudgeEndpoint(model, {k: v for k, v in {"api_base": base_url, "api_key": api_key}.items() if v}, context)
+    params = {"api_base": base_url, "api_key": api_key, "max_tokens": max_tokens}
+    return JudgeEndpoint(model, {k: v for k, v in params.items() if v}, context)

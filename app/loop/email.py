@@ -36,7 +36,8 @@ class Written:
     def failure(self, scenario_id: str, max_turns: int) -> str:
         """What the model did, for a run that fails here: each way the attempts ended, counted."""
         ends = Counter(t.end_reason for t in self.attempts)
-        said = {EndReason.OUT_OF_TURNS: "ran out of turns", EndReason.CUT_BY_LENGTH: "was cut at the token limit"}
+        said = {EndReason.OUT_OF_TURNS: "ran out of turns", EndReason.CUT_BY_LENGTH: "was cut at the token limit",
+                EndReason.CONTEXT_FULL: "outgrew the model's context window"}
         parts = [f"{said.get(reason, reason.value)} {_times(n)}" for reason, n in ends.items() if reason is not None]
         texts = sum(t.corrections for t in self.attempts)
         if texts:

@@ -23,6 +23,11 @@ CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nod
               "email by calling finalize_email with subject, body and the ids of the nodes you cite.")
 
 
+def _context_full(exc: openai.BadRequestError) -> bool:
+    """The server's 400 for a prompt longer than its context window (llama.cpp, vLLM and OpenAI each say "context")."""
+    return "context" in str(exc.message).lower()
+
+
 @traced
 async def rollout(
     client: AsyncOpenAI,
@@ -52,14 +57,22 @@ async def rollout(
         last = turns == max_turns
         request = {"model": model_name, "messages": trajectory.messages(), "tools": TOOLS, "max_tokens": max_tokens,
                    "temperature": 0 if greedy else 1, "seed": None if seed is None else seed + turns, "logprobs": logprobs}
-        if last and tool_choice:
-            try:
-                response = await client.chat.completions.create(**request, tool_choice=FINALIZE)
-            except openai.BadRequestError:  # a server that takes no named tool_choice: ask without it, from now on
-                tool_choice = False
+        try:
+            if last and tool_choice:
+                try:
+                    response = await client.chat.completions.create(**request, tool_choice=FINALIZE)
+                except openai.BadRequestError as exc:
+                    if _context_full(exc):
+                        raise
+                    tool_choice = False  # a server that takes no named tool_choice: ask without it
+                    response = await client.chat.completions.create(**request)
+            else:
                 response = await client.chat.completions.create(**request)
-        else:
-            response = await client.chat.completions.create(**request)
+        except openai.BadRequestError as exc:
+            if turns == 1 or not _context_full(exc):
+                raise
+            trajectory.end_reason = EndReason.CONTEXT_FULL
+            break
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
         cut = choice.finish_reason == "length"

@@ -112,6 +112,7 @@ class EndReason(StrEnum):
     PARSED_FROM_TEXT = "parsed_from_text"  # an email written in the message, read as the final one
     OUT_OF_TURNS = "out_of_turns"
     CUT_BY_LENGTH = "cut_by_length"  # out of turns, the last answer cut at the token limit
+    CONTEXT_FULL = "context_full"  # the conversation outgrew the model's context window
 
 
 class EmailTrajectory(art.Trajectory):

@@ -53,6 +53,17 @@ async def test_the_last_turn_asks_for_finalize_email_and_says_how_the_rollout_en
     assert finalized.end_reason == EndReason.FINALIZED and finalized.turns == 1
 
 
+async def test_a_conversation_that_outgrows_the_context_window_ends_the_rollout_not_the_run():
+    read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
+    with ScriptedTextModel([read]) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        first_turn = len(json.dumps((await rollout(client, "small", GRAPH, SCENARIO, NodeScores(), max_turns=1,
+                                                   logprobs=False)).messages()[:2]))
+    trajectory, requests = await run([read], max_turns=6, context_chars=first_turn + 1500)
+    assert trajectory.end_reason == EndReason.CONTEXT_FULL and trajectory.email is None
+    assert 1 < trajectory.turns < 6 and len(requests) == trajectory.turns
+
+
 async def test_a_server_that_rejects_a_named_tool_choice_is_asked_again_without_it():
     trajectory, requests = await run([("I am thinking.", "stop")], max_turns=2, rejects_tool_choice=True)
     assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.turns == 2

@@ -541,7 +541,7 @@ function iterationTable(iterations, shown, select) {
   const rollouts = (m) => {
     if (!m || m.rollouts === undefined) return h("span", { class: "muted" }, "–");
     const ends = [["finalized", "finalized"], ["parsed_from_text", "from text"], ["out_of_turns", "out of turns"],
-      ["cut_by_length", "cut at the token limit"]].filter(([key]) => m[`end/${key}`]).map(([key, label]) => `${m[`end/${key}`]} ${label}`);
+      ["cut_by_length", "cut at the token limit"], ["context_full", "context full"]].filter(([key]) => m[`end/${key}`]).map(([key, label]) => `${m[`end/${key}`]} ${label}`);
     const judge = m["judge/dropped"] ? [`judge dropped ${m["judge/dropped"]} of ${m["judge/groups"]}`] : [];
     return [...ends, ...judge].join(" · ") || "–";
   };
