@@ -13,7 +13,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench
+.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench bench-real-model
 install: $(BIN)/codreamer
 
 serve: install
@@ -90,3 +90,6 @@ $(SMOLLM2):
 
 test-real-model: install $(LLAMA_SERVER) $(SMOLLM2)
 	LLAMA_SERVER=$(LLAMA_SERVER) REAL_MODEL=$(SMOLLM2) $(PYTEST) -m real_model $(ARGS) tests/e2e/test_real_model.py
+
+bench-real-model: install $(LLAMA_SERVER) $(SMOLLM2)  # the same run, reported in bench/RESULTS.md
+	LLAMA_SERVER=$(LLAMA_SERVER) REAL_MODEL=$(SMOLLM2) $(BIN)/python -m bench real_model

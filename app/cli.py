@@ -61,6 +61,7 @@ def run(
     learning_rate: float | None = None,
     feedback_weight: float | None = None,
     top_fraction: float | None = None,
+    max_tokens_per_turn: int | None = None,
     seed: int | None = None,
     graph: Annotated[Path | None, typer.Option(help="A graph document (JSON); default: the bundled demo.")] = None,
     scenario: Annotated[list[str] | None, typer.Option(help="Training scenario id (repeatable).")] = None,
@@ -86,7 +87,8 @@ def run(
     document = _load_graph(graph)
     given = {"graph_id": document.id if document else None, "scenario_ids": scenario, "target_scenario_id": target,
              "iterations": iterations, "rollouts_per_group": rollouts_per_group, "max_turns": max_turns,
-             "learning_rate": learning_rate, "feedback_weight": feedback_weight, "top_fraction": top_fraction, "seed": seed}
+             "learning_rate": learning_rate, "feedback_weight": feedback_weight, "top_fraction": top_fraction,
+             "max_tokens_per_turn": max_tokens_per_turn, "seed": seed}
     try:  # what is left out takes RunConfig's default, as in a POST /learn-loop body
         request = LearnLoopRequest(**{field: value for field, value in given.items() if value is not None})
     except ValidationError as exc:

@@ -15,7 +15,7 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model")
 
 
 def machine() -> dict:
@@ -44,6 +44,10 @@ def run(section: str, workdir: Path):
         from bench import outcomes
 
         return outcomes.measure(workdir / "outcomes")
+    if section == "real_model":
+        from bench import real_model
+
+        return real_model.measure()
     if section == "pipelining":
         from bench import pipelining
 
@@ -67,8 +71,9 @@ def run(section: str, workdir: Path):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)} (default: all)")
-    sections = parser.parse_args().sections or list(SECTIONS)
+    parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)} (default: all but real_model, which "
+                                                     "needs the model make bench-real-model builds)")
+    sections = parser.parse_args().sections or [s for s in SECTIONS if s != "real_model"]
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"unknown sections: {sorted(unknown)}")
     path = HERE / "results.json"

@@ -153,6 +153,8 @@ def write(results: dict, path: Path) -> None:
         lines += scale_out_section(so)
     if pl := results.get("pipelining"):
         lines += pipelining_section(pl)
+    if rm := results.get("real_model"):
+        lines += real_model_section(rm)
     path.write_text("\n".join(lines))
 
 
@@ -402,3 +404,34 @@ def pipelining_section(pl: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def real_model_section(rm: dict) -> list[str]:
+    run = rm["run"]
+    lines = [
+        "## 10. A real small model as policy and judge",
+        "",
+        f"{rm['model']} served by llama.cpp's `llama-server` on loopback (2 slots of 8,192 tokens, this machine's "
+        f"2 cores), as the policy (`MODEL_BACKEND=openai`) and the RULER judge (`JUDGE_MAX_TOKENS=512`): "
+        f"{run['iterations']} iterations, K = {run['rollouts_per_group']}, one scenario, "
+        f"{run['max_tokens_per_turn']} tokens a turn (`make bench-real-model`). The run {rm['status']} in "
+        f"{rm['seconds']:.0f} s" + (f": {rm['error']['message']} (step {rm['error']['step']})." if rm["error"] else "."),
+        "",
+        "| iteration | seconds | rollout ends | corrections | judge: groups, judged, retried, dropped, errors | email attempts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for it in rm["iterations"]:
+        ends = ", ".join(f"{k} {v:g}" for k, v in it["ends"].items() if v) or "–"
+        j = it["judge"]
+        errors = ", ".join(f"{k.removeprefix('errors/')} {v:g}" for k, v in j.items() if k.startswith("errors/") and v) or "none"
+        judge = (f"{j['groups']:g}, {j['judged']:g}, {j['retried']:g}, {j['dropped']:g}, {errors}" if j else "–")
+        corrections = "–" if it["corrections"] is None else f"{it['corrections']:g}"
+        attempts = "–" if it["email_attempts"] is None else f"{it['email_attempts']:g}"
+        lines.append(f"| {it['iteration']} | {it['seconds']:.0f} | {ends} | {corrections} | {judge} | {attempts} |")
+    lines += ["", "The published emails:", ""]
+    for it in rm["iterations"]:
+        email = it["email"]
+        body = " ".join(email["body"].split())
+        lines += [f"- Iteration {it['iteration']} (score {email['score']}, cites {', '.join(email['citations']) or 'nothing'}): "
+                  f"**{email['subject']}** {body[:400]}{'…' if len(body) > 400 else ''}"]
+    return lines + [""]
