@@ -20,7 +20,8 @@ from app.observability import traced
 
 FINALIZE = {"type": "function", "function": {"name": "finalize_email"}}
 CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nodes and get_relevant_context, and submit the "
-              "email by calling finalize_email with subject, body and the ids of the nodes you cite.")
+              "email by calling finalize_email with subject, body and the ids of the nodes you cite. If you cannot call "
+              "tools, write the email itself: a first line starting 'Subject:', then the body.")
 
 
 def _context_full(exc: openai.BadRequestError) -> bool:
