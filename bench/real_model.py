@@ -48,7 +48,7 @@ def settings_for(base_url: str):
 
     return Settings(_env_file=None, model_backend="openai", openai_base_url=base_url, openai_api_key="k",
                     openai_model="smollm2", judge_model="openai/smollm2", judge_base_url=base_url, judge_api_key="k",
-                    judge_max_tokens=512, model_timeout_s=600)
+                    judge_max_tokens=1024, model_timeout_s=600)
 
 
 async def run_once(base_url: str, data_dir: Path) -> tuple[dict, list[dict]]:
