@@ -24,7 +24,7 @@ from app.db import Database, describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
-from app.loop.email import best_trajectory, judge_email, write_email
+from app.loop.email import best_trajectory, write_email
 from app.agent.schemas import PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
