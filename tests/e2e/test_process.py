@@ -107,7 +107,7 @@ def test_a_cancel_is_one_log_line_and_sigterm_exits_0(tmp_path):
 def test_sigterm_mid_run_exits_0_and_the_run_resumes_after_a_restart(tmp_path):
     env = {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite", "EXECUTOR_ID": "process-sigterm",
            "SHUTDOWN_DRAIN_S": "0", "PYTHONUNBUFFERED": "1"}  # no drain: the run is interrupted mid-step
-    iterations = 3
+    iterations = 8  # enough that the SIGTERM after the first finds the run in flight, pipelined as it is
     server = Server(tmp_path, env).start()
     try:
         with server.client() as client:
