@@ -16,12 +16,13 @@ import asyncio
 import base64
 import json
 import os
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from bench import run_in_process
 
 VARIANTS = {
     "judge_only": {"feedback_source": "none"},
@@ -41,23 +42,12 @@ def _curve(args: tuple[str, int, int]) -> dict:
     import app  # noqa: F401
     from app.agent.schemas import Email
     from app.knowledge_graph.service import demo_graph
-    from app.local import local_service, run_to_end
     from app.loop.feedback import create_feedback, reply_probabilities
-    from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.settings import Settings
 
-    async def run():
-        request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed, scenario_ids=[TARGET],
-                                   **VARIANTS[variant])
-        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
-            async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
-                finished = await run_to_end(process, request)
-                async with process.api.db.read() as session:
-                    records = await repository.iterations(session, finished["run_id"])
-        return finished, records
-
-    finished, records = asyncio.run(run())
+    request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed, scenario_ids=[TARGET],
+                               **VARIANTS[variant])
+    finished, records = asyncio.run(run_in_process(request))
     assert finished["status"] == "succeeded", finished
     simulator = create_feedback(demo_graph())
     prospect, preferences = simulator.prospects[TARGET], simulator.preferences[TARGET]

@@ -13,13 +13,11 @@ Learning: the demo, 3 seeds × 20 iterations, embedded backend without injected 
 
 import asyncio
 import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
-from bench import learning
+from bench import learning, run_in_process
 
 LATENCIES = {"model": 0.5, "judge": 2.0, "train": 3.0}
 SETTINGS = (0, 1, 2)
@@ -32,21 +30,9 @@ def _throughput(off_policy: int) -> dict:
     os.environ["WEAVE_DISABLED"] = "true"
     os.environ["LATENCY_AT"] = ",".join(f"{kind}:{seconds}" for kind, seconds in LATENCIES.items())
     import app  # noqa: F401
-    from app.local import local_service, run_to_end
-    from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.settings import Settings
 
-    async def run():
-        request = LearnLoopRequest(max_steps_off_policy=off_policy, **THROUGHPUT_RUN)
-        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
-            async with local_service(Path(data_dir), Settings(_env_file=None)) as process:
-                finished = await run_to_end(process, request)
-                async with process.api.db.read() as session:
-                    records = await repository.iterations(session, finished["run_id"])
-        return finished, records
-
-    finished, records = asyncio.run(run())
+    finished, records = asyncio.run(run_in_process(LearnLoopRequest(max_steps_off_policy=off_policy, **THROUGHPUT_RUN)))
     assert finished["status"] == "succeeded", finished
     seconds = (records[-1]["finished_at"] - records[0]["finished_at"]).total_seconds()
     iterations = len(records) - 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import run_in_process
 from tests.support import free_port, wait_for
 
 RUN = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_tokens_per_turn": 256}
@@ -51,18 +52,11 @@ def settings_for(base_url: str):
                     judge_max_tokens=1024, model_timeout_s=600)
 
 
-async def run_once(base_url: str, data_dir: Path) -> tuple[dict, list[dict]]:
+async def run_once(base_url: str) -> tuple[dict, list[dict]]:
     """One run of RUN through `app.local`; the run and its iterations' details."""
-    from app.local import local_service, run_to_end
-    from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
 
-    async with local_service(data_dir, settings_for(base_url)) as process:
-        run = await run_to_end(process, LearnLoopRequest(**RUN))
-        async with process.api.db.read() as session:
-            records = [await repository.iteration_detail(session, run["run_id"], i["iteration"])
-                       for i in await repository.iterations(session, run["run_id"])]
-    return run, records
+    return await run_in_process(LearnLoopRequest(**RUN), settings_for(base_url), details=True)
 
 
 def measure() -> dict:
@@ -71,7 +65,7 @@ def measure() -> dict:
         raise SystemExit("set LLAMA_SERVER and REAL_MODEL (make test-real-model builds them into .cache/real-model)")
     with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as tmp, llama_server(server, weights, Path(tmp) / "llama.log") as url:
         started = time.monotonic()
-        run, records = asyncio.run(run_once(url, Path(tmp) / "data"))
+        run, records = asyncio.run(run_once(url))
         seconds = time.monotonic() - started
     return {
         "model": "SmolLM2-135M-Instruct Q4_1", "run": RUN, "status": run["status"], "error": run["error"],

@@ -24,7 +24,7 @@ pytestmark = [
 
 async def test_a_run_with_a_real_small_model_as_policy_and_judge_completes(tmp_path):
     with llama_server(SERVER, WEIGHTS, tmp_path / "llama-server.log") as url:
-        run, records = await run_once(url, tmp_path / "data")
+        run, records = await run_once(url)
     assert run["status"] == "succeeded", run["error"]
     assert [r["iteration"] for r in records] == list(range(RUN["iterations"] + 1))
     nodes = set(demo_graph().nodes)
