@@ -33,6 +33,11 @@ class Written:
     attempts: list[EmailTrajectory]
     sampled: bool = False
 
+    @property
+    def source(self) -> str | None:
+        """Which attempt wrote the email: `greedy` or `sampled` (None: none did)."""
+        return None if self.email is None else "sampled" if self.sampled else "greedy"
+
     def failure(self, scenario_id: str, max_turns: int) -> str:
         """What the model did, for a run that fails here: each way the attempts ended, counted."""
         ends = Counter(t.end_reason for t in self.attempts)

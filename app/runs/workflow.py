@@ -286,7 +286,7 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
     context = pending[-1].context if pending else None
     written = await write_email(policy, graph, target, target_scores, config, current().judge_named(config.judge),
                                 (context or {}).get(target.id), seed=rollout_seed(config.seed, iteration, target.id, -1))
-    email, score, source = (written.email.email, written.score, "sampled" if written.sampled else "greedy") if written.email else (None, None, None)
+    email, score, source = (written.email.email if written.email else None), written.score, written.source
     if email is None and iteration > 0:
         async with current().services.db.read() as session:
             best = best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
@@ -521,7 +521,8 @@ async def learning_run(run_id: str) -> str | None:
                 if n not in generations and n not in trained:  # strict order, and a pipelined run's first s
                     await produce(n, step_of(stage - 1))
             overlapped = stage + ahead if ahead and stage + ahead <= last else None
-            sides = [publish(stage - 1)] if lag and stage - 1 >= first else []
+            publishing = bool(lag) and stage - 1 >= first
+            sides = [publish(stage - 1)] if publishing else []
             if stage <= last:
                 sides.append(train_iteration(stage))
             if overlapped is not None:
@@ -530,7 +531,7 @@ async def learning_run(run_id: str) -> str | None:
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
-            status = outcomes[0] if lag and stage - 1 >= first else RunStatus.RUNNING
+            status = outcomes[0] if publishing else RunStatus.RUNNING
             if not lag:
                 status = await publish(stage)
             if status != RunStatus.RUNNING:  # cancelled between steps
