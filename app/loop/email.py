@@ -1,7 +1,9 @@
 """The published email: the policy's most likely rollout for the target scenario, judged alone.
 
 One rollout that writes no email must not fail a run: the greedy attempt is followed by a few
-sampled ones, then by the iteration's best email.
+sampled ones, then by the iteration's best email. Where real outcomes teach the loop, only what is
+sent is learnt from, so the email to send is drawn (Thompson sampling) among the greedy one and the
+iteration's candidates.
 """
 
 import asyncio
@@ -10,12 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import art
+import numpy as np
 
-from app.agent.schemas import ScenarioContext
+from app.agent.schemas import Email, ScenarioContext
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
+from app.loop.feedback import OutcomeFeedback
 from app.loop.generation import Policy
-from app.loop.reward import Judge, clamped
+from app.loop.outcome_model import FeedbackSource
+from app.loop.reward import Judge, blend, clamped
 from app.loop.rollout import rollout
 from app.loop.schemas import EmailTrajectory, EndReason, RunConfig
 from app.observability import traced
@@ -91,3 +96,15 @@ def best_trajectory(groups: list[art.TrajectoryGroup], scenario_id: str) -> Emai
     ranked = sorted((t for g in groups for t in g.trajectories if t.scenario_id == scenario_id and t.email),
                     key=lambda t: -t.reward)
     return ranked[0] if ranked else None
+
+
+def choose_by_outcomes(candidates: list[tuple[Email, float]], feedback: OutcomeFeedback, scenario_id: str,
+                       weight: float, rng: np.random.Generator) -> int:
+    """Which (email, judge score) to send, by its index: the highest reward (1 − w)·judge + w·feedback, w the run's
+    feedback_weight, with the feedback drawn from the outcome model's posterior. An email whose traits were never
+    sent wins as often as it could plausibly get more replies; as sends pin the rates down, the draws settle on
+    the best. With no outcomes yet, the first."""
+    draws = [feedback.draw(scenario_id, email, rng) for email, _ in candidates]
+    if all(draw.source == FeedbackSource.NONE for draw in draws):
+        return 0
+    return int(np.argmax([blend(judge, draw, weight) for (_, judge), draw in zip(candidates, draws, strict=True)]))

@@ -86,6 +86,10 @@ class OutcomeFeedback:
         name, company = self.prospects[scenario_id]
         return self.model.estimate(email_features(email, name, company), content_hash(email))
 
+    def draw(self, scenario_id: str, email: Email, rng: np.random.Generator) -> Estimate:
+        name, company = self.prospects[scenario_id]
+        return self.model.draw(email_features(email, name, company), content_hash(email), rng)
+
 
 def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:
     """Only graphs with hidden preferences (the demo) get simulated online feedback."""

@@ -65,15 +65,25 @@ class TraitRegression:
     def probability(self, features: list[str]) -> float:
         return _sigmoid(self.intercept + sum(self.weights.get(trait, 0.0) for trait in features))
 
-    def certainty(self, features: list[str]) -> float:
-        """The share of the prior's uncertainty about this email's log-odds that the evidence removed, in [0, 1]:
-        1 − posterior variance ÷ prior variance. Near 0 for traits never sent, or only ever sent together with
-        traits this email lacks; near 1 for a combination the sends pinned down."""
+    def _logit_variances(self, features: list[str]) -> tuple[float, float]:
+        """(posterior, prior) variance of this email's log-odds: a trait never sent keeps its prior's."""
         known = [i + 1 for i, trait in enumerate(self.weights) if trait in set(features)]
         unknown = len(set(features)) - len(known)
         rows = [0, *known]
         posterior = float(self.covariance[np.ix_(rows, rows)].sum()) + unknown * self.prior_variance
-        return max(0.0, 1 - posterior / ((len(rows) + unknown) * self.prior_variance))
+        return posterior, (len(rows) + unknown) * self.prior_variance
+
+    def certainty(self, features: list[str]) -> float:
+        """The share of the prior's uncertainty about this email's log-odds that the evidence removed, in [0, 1]:
+        1 − posterior variance ÷ prior variance. Near 0 for traits never sent, or only ever sent together with
+        traits this email lacks; near 1 for a combination the sends pinned down."""
+        posterior, prior = self._logit_variances(features)
+        return max(0.0, 1 - posterior / prior)
+
+    def draw(self, features: list[str], rng: np.random.Generator) -> float:
+        """A probability as plausible as the posterior says: its log-odds drawn from the Laplace posterior."""
+        mean = self.intercept + sum(self.weights.get(trait, 0.0) for trait in features)
+        return _sigmoid(rng.normal(mean, math.sqrt(self._logit_variances(features)[0])))
 
     @classmethod
     def fit(cls, traits: list[str], design: np.ndarray, trials: np.ndarray, successes: np.ndarray,
@@ -148,3 +158,20 @@ class OutcomeModel:
         k = self.prior_strength
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
                                  delivered / (delivered + k), FeedbackSource.OBSERVED)
+
+    def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:
+        """Rates drawn from the model's posterior (Thompson sampling), at full confidence: an email sent before draws
+        from Beta(its own counts + prior_strength pseudo-sends at the prediction), any other from the regressions'
+        posteriors, so an email whose traits were never sent can look as good as the evidence allows."""
+        if self.opens is None or self.replies is None:
+            return NO_ESTIMATE
+        sent = self.observed.get(content_hash)
+        if sent is None:
+            return Estimate.of_rates(self.opens.draw(features, rng), self.replies.draw(features, rng), 1.0,
+                                     FeedbackSource.PREDICTED)
+        delivered, opens, replies = sent
+        k = self.prior_strength
+        p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
+        return Estimate.of_rates(float(rng.beta(opens + k * p_open, delivered - opens + k * (1 - p_open))),
+                                 float(rng.beta(replies + k * p_reply, delivered - replies + k * (1 - p_reply))), 1.0,
+                                 FeedbackSource.OBSERVED)

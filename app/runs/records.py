@@ -52,7 +52,7 @@ class EmailResult(BaseModel):
     started_at: datetime
     seconds: float
     attempts: int = 1  # rollouts it took: the greedy one, then sampled ones when that wrote no email
-    source: str = "greedy"  # greedy, sampled, or best_of_iteration (the iteration's best-reward email)
+    source: str = "greedy"  # greedy, sampled, best_of_iteration (the iteration's best-reward email) or chosen_by_outcomes
 
 
 class IterationRecord(BaseModel):

@@ -14,6 +14,7 @@ import time
 import typing
 from datetime import datetime, timedelta
 
+import numpy as np
 from dbos import DBOS, SetWorkflowID
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
@@ -24,8 +25,8 @@ from app.db import Database, describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
-from app.loop.email import best_trajectory, write_email
-from app.agent.schemas import PublishedEmail
+from app.loop.email import best_trajectory, choose_by_outcomes, write_email
+from app.agent.schemas import Email, PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
 from app.loop.in_context import distil
@@ -277,7 +278,7 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
     or, when that wrote none, the iteration's best. `policy_step` pins the checkpoint this iteration trained to
     (a pipelined run trains the next one meanwhile)."""
     started = utcnow()
-    _, config, graph, scores = await _context(run_id)
+    run, config, graph, scores = await _context(run_id)
     policy = await current().policy(run_id, config.backend)
     if policy_step is not None and policy.model.trainable:
         policy = policy.at(policy_step)
@@ -287,6 +288,8 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
     written = await write_email(policy, graph, target, target_scores, config, current().judge_named(config.judge),
                                 (context or {}).get(target.id), seed=rollout_seed(config.seed, iteration, target.id, -1))
     email, score, source = (written.email.email if written.email else None), written.score, written.source
+    if email is not None and score is not None and iteration > 0 and config.feedback_source in LEARNT_FROM_SENDS:
+        email, score, source = await _choose_by_outcomes(run, config, graph, iteration, (email, score, source))
     if email is None and iteration > 0:
         async with current().services.db.read() as session:
             best = best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
@@ -300,6 +303,24 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
     traced = {"ref": ref, "message_id": refs.message_id(ref, current().settings.message_id_domain)}
     return EmailResult(email=email.model_dump() | {"score": score} | traced, started_at=started,
                        seconds=(utcnow() - started).total_seconds(), attempts=len(written.attempts), source=source)
+
+
+LEARNT_FROM_SENDS = (FeedbackMode.OUTCOMES, FeedbackMode.SIMULATED)
+
+
+async def _choose_by_outcomes(run: Run, config: EffectiveConfig, graph: KnowledgeGraph, iteration: int,
+                              greedy: tuple[Email, float, str]) -> tuple[Email, float, str]:
+    """The email to send among the greedy one and the iteration's judged candidates for the target, by a draw from
+    the outcome model (`app.loop.email.choose_by_outcomes`)."""
+    feedback = await _feedback(run, config, graph)
+    async with current().services.db.read() as session:
+        groups = await repository.load_groups(session, run.id, iteration)
+    target = config.target_scenario_id
+    candidates = [greedy[:2]] + [(t.email, t.metrics["judge_score"]) for g in groups for t in g.trajectories
+                                 if t.scenario_id == target and t.email and "judge_score" in t.metrics]
+    rng = np.random.default_rng(rollout_seed(config.seed, iteration, target, -2))
+    chosen = choose_by_outcomes(candidates, feedback, target, config.feedback_weight, rng)
+    return greedy if chosen == 0 else (*candidates[chosen], "chosen_by_outcomes")
 
 
 @workflow_step(Step.PUBLISH)
@@ -500,6 +521,7 @@ async def learning_run(run_id: str) -> str | None:
                 "duration/train_s": training.metrics.get("duration/train_s", 0.0),
                 "duration/reweight_s": reweighted.seconds, "duration/email_s": email.seconds,
                 "email/attempts": float(email.attempts), "email/from_best_of_iteration": float(email.source == "best_of_iteration"),
+                "email/chosen_by_outcomes": float(email.source == "chosen_by_outcomes"),
             }
             status = await publish_step(run_id, IterationRecord(
                 iteration=iteration, email=email.email, rewards=generation.rewards, training=training,

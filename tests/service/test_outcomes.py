@@ -334,6 +334,12 @@ async def test_on_the_demo_a_simulated_provider_sends_each_published_email_and_s
         for trajectory in (await client.get(f"/runs/{run_id}/iterations/1")).json()["trajectories"]:
             assert trajectory["feedback_source"] == "predicted", trajectory
             assert 0 < trajectory["feedback_confidence"] < 1, trajectory
+        # What is sent after the baseline is drawn among the greedy email and the iteration's candidates for the target.
+        for iteration in (1, 2):
+            detail = (await client.get(f"/runs/{run_id}/iterations/{iteration}")).json()
+            candidates = [t["email"]["body"] for t in detail["trajectories"] if t["email"]]
+            if detail["metrics"]["email/chosen_by_outcomes"] == 1.0:
+                assert detail["email"]["body"] in candidates
         # A graph without simulated prospects has no simulator to send with, nor an oracle.
         document = synthetic_document(2)
         assert (await client.post("/graphs", json=document.model_dump(mode="json"))).status_code == 201

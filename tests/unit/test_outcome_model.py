@@ -102,3 +102,60 @@ def test_refs_are_stable_unique_and_opaque():
     assert first == refs.email_ref("run_a", 1, refs.PUBLISHED) and first.startswith("eml_") and len(first) == 24
     assert len({refs.email_ref(run, i, s) for run in ("run_a", "run_b") for i in range(5) for s in range(-1, 8)}) == 90
     assert refs.message_id(first, "mail.example.com") == f"<{first}@mail.example.com>"
+
+
+def test_a_draw_follows_the_posterior_and_a_sent_email_draws_from_its_own_counts():
+    import numpy as np
+
+    model = OutcomeModel.fit([sent(["tone:formal"], 400, 200, 80, "a"), sent(["tone:direct"], 400, 200, 8, "b")], K)
+    rng = np.random.default_rng(0)
+    formal = [model.draw(["tone:formal"], "x", rng).p_reply for _ in range(4000)]
+    predicted = model.estimate(["tone:formal"], "x")
+    assert np.mean(formal) == pytest.approx(predicted.p_reply, abs=0.01)
+    logits = np.log(np.array(formal) / (1 - np.array(formal)))
+    rows = [0, 1 + list(model.replies.weights).index("tone:formal")]  # the intercept and the trait
+    variance = model.replies.covariance[np.ix_(rows, rows)].sum()
+    assert np.var(logits) == pytest.approx(variance, rel=0.1)
+    never = [model.draw(["tone:friendly"], "y", rng).p_reply for _ in range(4000)]
+    assert np.std(never) > 2 * np.std(formal)  # a trait never sent keeps its prior's spread
+    again = [model.draw(["tone:formal"], "a", rng) for _ in range(4000)]
+    assert {d.source for d in again} == {FeedbackSource.OBSERVED} and {d.confidence for d in again} == {1.0}
+    shrunk = model.estimate(["tone:formal"], "a")
+    assert np.mean([d.p_reply for d in again]) == pytest.approx(shrunk.p_reply, abs=0.005)  # Beta's mean
+    assert OutcomeModel.fit([], K).draw(["tone:formal"], "x", rng) == NO_ESTIMATE
+
+
+def test_the_email_to_send_is_drawn_by_reward_under_the_outcome_models_posterior():
+    import numpy as np
+
+    from app.agent.schemas import Email
+    from app.loop.email import choose_by_outcomes
+    from app.loop.feedback import OutcomeFeedback
+    from app.loop.features import content_hash, email_features
+
+    def email(greeting: str, ask: str) -> Email:
+        return Email(subject="A note", body=f"{greeting} Priya,\n\nWe help hospitals.\n\n{ask}\n\nSam", citations=[])
+
+    friendly, formal = email("Hi", "Could we meet for 15 minutes?"), email("Dear", "Could we meet for 15 minutes?")
+    direct = email("Priya -", "Is this a priority?")
+
+    def sends(e: Email, delivered: int, replies: int) -> SentEmail:
+        return SentEmail(email_features(e, "Priya", "Acme"), content_hash(e), delivered, delivered // 2, replies)
+
+    def chosen(feedback, candidates, weight=0.3, draws=400) -> list[int]:
+        rng = np.random.default_rng(1)
+        return [choose_by_outcomes(candidates, feedback, "scn", weight, rng) for _ in range(draws)]
+
+    prospects = {"scn": ("Priya", "Acme")}
+    nothing = OutcomeFeedback(OutcomeModel.fit([], K), prospects)
+    assert set(chosen(nothing, [(friendly, 0.5), (formal, 0.9)])) == {0}  # no outcomes: the greedy email, as before
+    learnt = OutcomeFeedback(OutcomeModel.fit([sends(friendly, 500, 200), sends(formal, 500, 10)], K), prospects)
+    # The feedback is worth its weight: friendly replies 20× as often (feedback ≈ 0.6·0.38 higher), and at weight 0.3
+    # that outweighs 0.05 of the judge's score (worth 0.7·0.05) ...
+    assert set(chosen(learnt, [(formal, 0.9), (friendly, 0.85)])) == {1}
+    # ... but not 0.2 of it; at weight 0 the judge alone decides.
+    assert set(chosen(learnt, [(formal, 0.9), (friendly, 0.7)])) == {0}
+    assert set(chosen(learnt, [(formal, 0.9), (friendly, 0.85)], weight=0.0)) == {0}
+    # A kind of email never sent wins sometimes, on the chance that it gets more replies, and not always.
+    explored = chosen(learnt, [(friendly, 0.8), (direct, 0.8)])
+    assert 0.02 < np.mean(explored) < 0.6
