@@ -2,6 +2,7 @@
 
 import asyncio
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -170,6 +171,8 @@ class Database:
         self._read_engine = (create_engine(settings, reader=True) if settings.is_sqlite
                              else self.engine.execution_options(isolation_level="AUTOCOMMIT"))
         self._readers = async_sessionmaker(self._read_engine, expire_on_commit=False)
+        self._sqlite_path = settings.sqlite_path if settings.is_sqlite else None
+        self._glance: sqlite3.Connection | None = None
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -188,6 +191,24 @@ class Database:
             yield session
         finally:
             await self._close(session)
+
+    async def glance(self, sql: str, **params) -> list[tuple]:
+        """A small read for a hot path (the version check before an answer already rendered), `:name` parameters.
+
+        On SQLite it runs on a plain sqlite3 connection in the event loop's own thread: a primary-key read under WAL
+        takes microseconds and never waits for a writer, while a session's trip to aiosqlite's thread costs about a
+        millisecond of CPU. Should the file be busy all the same (a WAL recovery), it reads through the pool. On
+        PostgreSQL it is one pooled connection's query, without an ORM session."""
+        if self._sqlite_path is not None:
+            try:
+                if self._glance is None:
+                    self._glance = sqlite3.connect(self._sqlite_path, isolation_level=None, check_same_thread=False)
+                    self._glance.execute("PRAGMA busy_timeout=0")
+                return self._glance.execute(sql, params).fetchall()
+            except sqlite3.OperationalError:
+                pass
+        async with self._read_engine.connect() as connection:
+            return [tuple(row) for row in await connection.execute(text(sql), params)]
 
     async def _close(self, session: AsyncSession) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
@@ -218,6 +239,8 @@ class Database:
         return None
 
     async def close(self) -> None:
+        if self._glance is not None:
+            self._glance.close()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT_S)
         await self.engine.dispose()

@@ -12,7 +12,8 @@ from app import conditional
 from app.backends.registry import delete_local_files, model_name
 from app.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.db import Database
+from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
 from app.errors import Conflict, NotFound
 from app.events import service as events
 from app.events import stream
@@ -72,14 +73,7 @@ RunsCursor = cursor_params(Annotated[str | None, Query(max_length=64, descriptio
                            default_limit=20, max_limit=100)
 
 
-@router.get("/runs", response_model=RunList, summary="List runs, newest first")
-async def list_runs(tenant: TenantDep, session: ReadSession, page: RunsCursor, status: RunStatus | None = None) -> dict:
-    """Cursor-paginated, optionally filtered by status."""
-    runs, has_more = await repository.list_runs(session, tenant=tenant, limit=page.limit, after=page.after, status=status)
-    return {"data": runs, "has_more": has_more}
-
-
-RENDERED = conditional.Rendered(max_bytes=32 * 1024 * 1024)  # iterations and their lists, by the run's version
+RENDERED = conditional.Rendered(max_bytes=32 * 1024 * 1024)  # answers by the version they show, serialised
 
 
 def _json(body: bytes, tag: str) -> Response:
@@ -88,27 +82,47 @@ def _json(body: bytes, tag: str) -> Response:
     return response
 
 
-async def _run_tag(session, run_id: str, tenant: str) -> str:
-    """The tag of the run's current version, shared by its view and its iterations; 404 if not the tenant's."""
-    version = await repository.run_version(session, run_id, tenant)
+@router.get("/runs", response_model=RunList, summary="List runs, newest first", responses=NOT_MODIFIED)
+async def list_runs(tenant: TenantDep, db: DatabaseDep, page: RunsCursor, status: RunStatus | None = None,
+                    if_none_match: IfNoneMatch = None) -> Response:
+    """Cursor-paginated, optionally filtered by status. Poll with `If-None-Match`: 304 while no listed run changed."""
+    tag = conditional.entity_tag(*await repository.runs_page_version(db, tenant=tenant, limit=page.limit, after=page.after,
+                                                                      status=status))
+    if conditional.matches(if_none_match, tag):
+        return conditional.not_modified(tag)
+    body = RENDERED.get((tag, "runs"))
+    if body is None:
+        async with db.read() as session:
+            runs, has_more = await repository.list_runs(session, tenant=tenant, limit=page.limit, after=page.after,
+                                                        status=status)
+        body = RENDERED.put((tag, "runs"), RunList.model_validate({"data": runs, "has_more": has_more}).model_dump_json().encode())
+    return _json(body, tag)
+
+
+async def _run_tag(db: Database, run_id: str, tenant: str) -> str:
+    """The tag of the run's current version, shared by its view and its iterations; 404 if not the tenant's.
+    Read before the answer it tags, so an answer is never older than its tag."""
+    version = await repository.run_version(db, run_id, tenant)
     if version is None:
         raise NotFound(f"run {run_id!r} not found")
     return conditional.entity_tag(*version)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="A run", responses={**NOT_MODIFIED, **NOT_FOUND})
-async def get_run(tenant: TenantDep, run_id: str, session: ReadSession, response: Response,
-                  if_none_match: IfNoneMatch = None) -> dict | Response:
+async def get_run(tenant: TenantDep, run_id: str, db: DatabaseDep, if_none_match: IfNoneMatch = None) -> Response:
     """Status, effective config, progress and the latest and final emails. Poll with `If-None-Match`: 304 while
     nothing changed."""
-    if if_none_match and conditional.matches(if_none_match, tag := await _run_tag(session, run_id, tenant)):
+    tag = await _run_tag(db, run_id, tenant)
+    if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
-    found = await repository.get_run_view_and_version(session, run_id, tenant)
-    if found is None:
-        raise NotFound(f"run {run_id!r} not found")
-    view, version = found
-    conditional.tag(response, conditional.entity_tag(*version))
-    return view
+    body = RENDERED.get((tag, "run"))
+    if body is None:
+        async with db.read() as session:
+            view = await repository.get_run_view(session, run_id, tenant)
+        if view is None:  # deleted since the glance
+            raise NotFound(f"run {run_id!r} not found")
+        body = RENDERED.put((tag, "run"), RunOut.model_validate(view).model_dump_json().encode())
+    return _json(body, tag)
 
 
 async def _transition(svc: ServicesDep, run_id: str, tenant: str, change) -> Run:
@@ -140,30 +154,32 @@ async def resume_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
 
 @router.get("/runs/{run_id}/iterations", response_model=IterationList, summary="A run's iterations",
             responses={**NOT_MODIFIED, **NOT_FOUND})
-async def list_iterations(tenant: TenantDep, run_id: str, session: ReadSession, if_none_match: IfNoneMatch = None) -> dict | Response:
+async def list_iterations(tenant: TenantDep, run_id: str, db: DatabaseDep, if_none_match: IfNoneMatch = None) -> Response:
     """Every recorded iteration in order, the baseline (iteration 0) first."""
-    tag = await _run_tag(session, run_id, tenant)
+    tag = await _run_tag(db, run_id, tenant)
     if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
     body = RENDERED.get((tag, "iterations"))
     if body is None:
-        listed = IterationList.model_validate({"data": await repository.iterations(session, run_id)})
+        async with db.read() as session:
+            listed = IterationList.model_validate({"data": await repository.iterations(session, run_id)})
         body = RENDERED.put((tag, "iterations"), listed.model_dump_json().encode())
     return _json(body, tag)
 
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",
             responses={**NOT_MODIFIED, **NOT_FOUND})
-async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int, IterationNumber], session: ReadSession,
-                        if_none_match: IfNoneMatch = None) -> dict | Response:
+async def get_iteration(tenant: TenantDep, run_id: str, iteration: Annotated[int, IterationNumber], db: DatabaseDep,
+                        if_none_match: IfNoneMatch = None) -> Response:
     """The iteration with each trajectory's reward, scores, email and turns (older conversations go as the run moves
     on, per TRAJECTORY_RETENTION_ITERATIONS, so its tag is the run's)."""
-    tag = await _run_tag(session, run_id, tenant)
+    tag = await _run_tag(db, run_id, tenant)
     if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
     body = RENDERED.get((tag, iteration))
     if body is None:
-        detail = await repository.iteration_detail(session, run_id, iteration)
+        async with db.read() as session:
+            detail = await repository.iteration_detail(session, run_id, iteration)
         if detail is None:
             raise NotFound(f"iteration {iteration} of run {run_id!r} not found")
         body = RENDERED.put((tag, iteration), IterationDetail.model_validate(detail).model_dump_json().encode())

@@ -7,6 +7,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.registry import delete_stored_checkpoints
+from app.db import Database
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
 from app.runs.status import ACTIVE, RunStatus
@@ -167,16 +168,30 @@ def _best_first():
     return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
 
 
-def _version(run_id: str, attempt: int, last_seq: int, status: RunStatus, waiting: dict | None) -> tuple:
+def _version(run_id: str, attempt: int, last_seq: int, status: str, waiting: str | None) -> tuple:
     """What changes whenever the run's view, iteration list or an iteration's detail can: each change of state
-    announces itself as an event (last_seq), except a resume (attempt) and the end of a wait (waiting)."""
-    return run_id, attempt, last_seq, str(status), waiting is not None
+    announces itself as an event (last_seq), except a resume (attempt) and the end of a wait (waiting). From the
+    row as stored: `waiting` is JSON text, `null` when the run does not wait."""
+    return run_id, attempt, last_seq, status, waiting not in (None, "null")
 
 
-async def run_version(session: AsyncSession, run_id: str, tenant: str) -> tuple | None:
-    row = (await session.execute(select(Run.attempt, Run.last_seq, Run.status, Run.waiting)
-                                 .where(Run.id == run_id, Run.tenant == tenant))).first()
-    return None if row is None else _version(run_id, *row)
+_VERSION_COLUMNS = "id, attempt, last_seq, status, waiting"
+
+
+async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
+    """The run's version, if the tenant owns it: a glance, no session (pollers ask this most)."""
+    rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE id = :run_id AND tenant = :tenant",
+                           run_id=run_id, tenant=tenant)
+    return _version(*rows[0]) if rows else None
+
+
+async def runs_page_version(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> tuple:
+    """The version of a page of `list_runs`: each listed run's, and whether more follow."""
+    filters = {"tenant": tenant} | ({"status": str(status)} if status else {}) | ({"after": after} if after else {})
+    where = " AND ".join("id < :after" if name == "after" else f"{name} = :{name}" for name in filters)
+    rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
+                           **filters, n=limit + 1)
+    return tenant, limit, after, status, tuple(_version(*row) for row in rows)
 
 
 async def published(session: AsyncSession, run_id: str) -> dict:
@@ -226,17 +241,9 @@ def run_view(run: Run, latest: dict | None, latest_iteration: int | None, best: 
 
 async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
     """The run (if `tenant` owns it) and its latest and best emails in one query: the endpoint clients poll."""
-    found = await get_run_view_and_version(session, run_id, tenant)
-    return found and found[0]
-
-
-async def get_run_view_and_version(session: AsyncSession, run_id: str, tenant: str | None = None) -> tuple[dict, tuple] | None:
     query = _run_query().where(Run.id == run_id)
     row = (await session.execute(query if tenant is None else query.where(Run.tenant == tenant))).first()
-    if row is None:
-        return None
-    run = row[0]
-    return run_view(*row), _version(run.id, run.attempt, run.last_seq, run.status, run.waiting)
+    return None if row is None else run_view(*row)
 
 
 async def list_runs(

@@ -131,7 +131,7 @@ async def test_run_reads_answer_304_while_nothing_changed_and_a_new_tag_once_it_
     run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
     early = (await client.get(f"/runs/{run_id}")).headers["etag"]
     await finished(client, run_id)
-    for path in (f"/runs/{run_id}", f"/runs/{run_id}/iterations", f"/runs/{run_id}/iterations/1"):
+    for path in (f"/runs/{run_id}", f"/runs/{run_id}/iterations", f"/runs/{run_id}/iterations/1", "/runs?limit=5"):
         first = await client.get(path)
         tag = first.headers["etag"]
         assert first.status_code == 200 and tag.startswith('W/"') and first.headers["cache-control"] == "private, no-cache"
@@ -143,6 +143,17 @@ async def test_run_reads_answer_304_while_nothing_changed_and_a_new_tag_once_it_
         stale = await client.get(path, headers={"If-None-Match": early})
         assert stale.status_code == 200 and stale.json() == first.json()
     assert (await client.get("/runs/run_nope", headers={"If-None-Match": early})).status_code == 404
+    # A new run changes the list's version (and no other run's); once it moves on, its own view has a new one too.
+    listed = await client.get("/runs?limit=5")
+    view = await client.get(f"/runs/{run_id}")
+    newer = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+    relisted = await client.get("/runs?limit=5", headers={"If-None-Match": listed.headers["etag"]})
+    assert relisted.status_code == 200 and relisted.json()["data"][0]["run_id"] == newer
+    assert (await client.get(f"/runs/{run_id}", headers={"If-None-Match": view.headers["etag"]})).status_code == 304
+    queued = await client.get(f"/runs/{newer}")
+    await finished(client, newer)
+    done = await client.get(f"/runs/{newer}", headers={"If-None-Match": queued.headers["etag"]})
+    assert done.status_code == 200 and done.json()["status"] == "succeeded"
     missing = await client.get(f"/runs/{run_id}/iterations/7", headers={"If-None-Match": "*"})
     assert missing.status_code == 404  # "*" is any version at all: no 304 for what is not there
 
