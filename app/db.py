@@ -1,6 +1,7 @@
 """Database engine and sessions: one SQLAlchemy async code path for SQLite and PostgreSQL."""
 
 import asyncio
+import re
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
@@ -8,6 +9,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 
+import asyncpg
 from sqlalchemy import JSON, DateTime, MetaData, String, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -158,6 +160,7 @@ def _chain(exc: BaseException):
 # Below this much free space on the SQLite file's disk, writes are about to fail (SQLite needs room for its journal).
 MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
 CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the engine is disposed
+_NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
 
 
 class Database:
@@ -172,7 +175,10 @@ class Database:
                              else self.engine.execution_options(isolation_level="AUTOCOMMIT"))
         self._readers = async_sessionmaker(self._read_engine, expire_on_commit=False)
         self._sqlite_path = settings.sqlite_path if settings.is_sqlite else None
-        self._glance: sqlite3.Connection | None = None
+        self._postgres_url = None if settings.is_sqlite else settings.database_url
+        self._connect_timeout_s = settings.database_pool_timeout_s
+        self._glance: sqlite3.Connection | asyncpg.Connection | None = None
+        self._glance_lock = asyncio.Lock()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -195,20 +201,46 @@ class Database:
     async def glance(self, sql: str, **params) -> list[tuple]:
         """A small read for a hot path (the version check before an answer already rendered), `:name` parameters.
 
-        On SQLite it runs on a plain sqlite3 connection in the event loop's own thread: a primary-key read under WAL
-        takes microseconds and never waits for a writer, while a session's trip to aiosqlite's thread costs about a
-        millisecond of CPU. Should the file be busy all the same (a WAL recovery), it reads through the pool. On
-        PostgreSQL it is one pooled connection's query, without an ORM session."""
-        if self._sqlite_path is not None:
-            try:
-                if self._glance is None:
-                    self._glance = sqlite3.connect(self._sqlite_path, isolation_level=None, check_same_thread=False)
-                    self._glance.execute("PRAGMA busy_timeout=0")
-                return self._glance.execute(sql, params).fetchall()
-            except sqlite3.OperationalError:
-                pass
+        It skips what a session costs: on SQLite it runs on a plain sqlite3 connection in the event loop's own
+        thread (a primary-key read under WAL takes microseconds and never waits for a writer, while a trip to
+        aiosqlite's thread costs about a millisecond of CPU); on PostgreSQL on one asyncpg connection of its own
+        (no pool checkout, no pre-ping round trip). Should that fail (a busy file, a restarted server), the read
+        goes through the pool like any other."""
+        try:
+            if self._sqlite_path is not None:
+                return self._glance_sqlite(sql, params)
+            if self._postgres_url is not None:
+                return await self._glance_postgres(sql, params)
+        except Exception:  # whatever it was, the pool's path has the retries and the errors callers expect
+            await self._close_glance()
         async with self._read_engine.connect() as connection:
             return [tuple(row) for row in await connection.execute(text(sql), params)]
+
+    def _glance_sqlite(self, sql: str, params: dict) -> list[tuple]:
+        if self._glance is None:
+            self._glance = sqlite3.connect(self._sqlite_path, isolation_level=None, check_same_thread=False)
+            self._glance.execute("PRAGMA busy_timeout=0")
+        return self._glance.execute(sql, params).fetchall()
+
+    async def _glance_postgres(self, sql: str, params: dict) -> list[tuple]:
+        names: list[str] = []
+        numbered = _NAMED_PARAMETER.sub(lambda m: names.append(m.group(1)) or f"${len(names)}", sql)
+        async with self._glance_lock:  # one connection runs one query at a time
+            if self._glance is None or self._glance.is_closed():
+                self._glance = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s)
+            try:
+                rows = await self._glance.fetch(numbered, *(params[name] for name in names))
+            except BaseException:  # a query cut short (a cancelled request too) leaves the connection unusable
+                await self._close_glance()
+                raise
+            return [tuple(row) for row in rows]
+
+    async def _close_glance(self) -> None:
+        glance, self._glance = self._glance, None
+        if isinstance(glance, sqlite3.Connection):
+            glance.close()
+        elif glance is not None:
+            glance.terminate()
 
     async def _close(self, session: AsyncSession) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
@@ -239,8 +271,7 @@ class Database:
         return None
 
     async def close(self) -> None:
-        if self._glance is not None:
-            self._glance.close()
+        await self._close_glance()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT_S)
         await self.engine.dispose()
