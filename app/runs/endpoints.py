@@ -86,17 +86,31 @@ def _json(body: bytes, tag: str) -> Response:
 async def list_runs(tenant: TenantDep, db: DatabaseDep, page: RunsCursor, status: RunStatus | None = None,
                     if_none_match: IfNoneMatch = None) -> Response:
     """Cursor-paginated, optionally filtered by status. Poll with `If-None-Match`: 304 while no listed run changed."""
-    tag = conditional.entity_tag(*await repository.runs_page_version(db, tenant=tenant, limit=page.limit, after=page.after,
-                                                                      status=status))
+    versions = await repository.runs_page_versions(db, tenant=tenant, limit=page.limit, after=page.after, status=status)
+    listed, has_more = versions[:page.limit], len(versions) > page.limit
+    tag = conditional.entity_tag(tenant, page.limit, page.after, status, has_more, *listed)
     if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
     body = RENDERED.get((tag, "runs"))
-    if body is None:
-        async with db.read() as session:
-            runs, has_more = await repository.list_runs(session, tenant=tenant, limit=page.limit, after=page.after,
-                                                        status=status)
-        body = RENDERED.put((tag, "runs"), RunList.model_validate({"data": runs, "has_more": has_more}).model_dump_json().encode())
+    if body is None:  # the page from each run's view as rendered for its version: a run that moved renders alone
+        views = await _rendered_runs(db, [conditional.entity_tag(*version) for version in listed], [v[0] for v in listed])
+        body = RENDERED.put((tag, "runs"), b'{"data":[' + b",".join(views) + b'],"has_more":' + _JSON_BOOL[has_more] + b"}")
     return _json(body, tag)
+
+
+_JSON_BOOL = {True: b"true", False: b"false"}
+
+
+async def _rendered_runs(db: Database, tags: list[str], run_ids: list[str]) -> list[bytes]:
+    """Each run's view as JSON, rendered once per version (`tags`, the runs' own); a run deleted meanwhile is left out."""
+    rendered = {run_id: RENDERED.get((tag, "run")) for tag, run_id in zip(tags, run_ids, strict=True)}
+    if missing := [run_id for run_id, body in rendered.items() if body is None]:
+        async with db.read() as session:
+            views = await repository.run_views(session, missing)
+        for tag, run_id in zip(tags, run_ids, strict=True):
+            if run_id in views:
+                rendered[run_id] = RENDERED.put((tag, "run"), RunOut.model_validate(views[run_id]).model_dump_json().encode())
+    return [body for body in rendered.values() if body is not None]
 
 
 async def _run_tag(db: Database, run_id: str, tenant: str) -> str:
@@ -115,14 +129,10 @@ async def get_run(tenant: TenantDep, run_id: str, db: DatabaseDep, if_none_match
     tag = await _run_tag(db, run_id, tenant)
     if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
-    body = RENDERED.get((tag, "run"))
-    if body is None:
-        async with db.read() as session:
-            view = await repository.get_run_view(session, run_id, tenant)
-        if view is None:  # deleted since the glance
-            raise NotFound(f"run {run_id!r} not found")
-        body = RENDERED.put((tag, "run"), RunOut.model_validate(view).model_dump_json().encode())
-    return _json(body, tag)
+    rendered = await _rendered_runs(db, [tag], [run_id])
+    if not rendered:  # deleted since the glance
+        raise NotFound(f"run {run_id!r} not found")
+    return _json(rendered[0], tag)
 
 
 async def _transition(svc: ServicesDep, run_id: str, tenant: str, change) -> Run:

@@ -185,13 +185,13 @@ async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
     return _version(*rows[0]) if rows else None
 
 
-async def runs_page_version(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> tuple:
-    """The version of a page of `list_runs`: each listed run's, and whether more follow."""
+async def runs_page_versions(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> list[tuple]:
+    """The version of each run on a page of the tenant's runs, newest first, and of the first run after it if any."""
     filters = {"tenant": tenant} | ({"status": str(status)} if status else {}) | ({"after": after} if after else {})
     where = " AND ".join("id < :after" if name == "after" else f"{name} = :{name}" for name in filters)
     rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
                            **filters, n=limit + 1)
-    return tenant, limit, after, status, tuple(_version(*row) for row in rows)
+    return [_version(*row) for row in rows]
 
 
 async def published(session: AsyncSession, run_id: str) -> dict:
@@ -246,16 +246,10 @@ async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = 
     return None if row is None else run_view(*row)
 
 
-async def list_runs(
-    session: AsyncSession, *, tenant: str, limit: int, after: str | None, status: str | None,
-) -> tuple[list[dict], bool]:
-    query = _run_query().where(Run.tenant == tenant)
-    if status:
-        query = query.where(Run.status == status)
-    if after:
-        query = query.where(Run.id < after)
-    rows = (await session.execute(query.order_by(Run.id.desc()).limit(limit + 1))).all()
-    return [run_view(*row) for row in rows[:limit]], len(rows) > limit
+async def run_views(session: AsyncSession, run_ids: list[str]) -> dict[str, dict]:
+    """Views of these runs (those that still exist), by id, in one query."""
+    rows = (await session.execute(_run_query().where(Run.id.in_(run_ids)))).all()
+    return {row[0].id: run_view(*row) for row in rows}
 
 
 async def iterations(session: AsyncSession, run_id: str) -> list[dict]:
