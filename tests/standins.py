@@ -244,10 +244,11 @@ class ScriptedTextModel(LoopbackStandIn):
     tool call belongs, a tool call written as JSON, an email written out, an answer cut at the token limit. Each
     entry is (content, finish_reason), or a tool call {"name", "arguments"} sent as a proper one. With
     `rejects_tool_choice` it answers 400 to a named `tool_choice`, with `rejects` to any request that sets that
-    field, and with `context_chars` to messages longer than that, as some servers do."""
+    field, and with `context_chars` to messages longer than that, as some servers do. A request with a
+    `response_format` gets `structured` (content, finish_reason) when given, else the script's turn."""
 
     def __init__(self, script: list, rejects_tool_choice: bool = False, rejects: str | None = None,
-                 context_chars: int | None = None):
+                 context_chars: int | None = None, structured: tuple[str, str] | None = None):
         self.requests: list[dict] = []
         app = FastAPI()
 
@@ -264,6 +265,8 @@ class ScriptedTextModel(LoopbackStandIn):
             if context_chars is not None and len(json.dumps(body["messages"])) > context_chars:  # llama-server's words
                 return refuse("request (4153 tokens) exceeds the available context size (4096 tokens), try increasing it")
             turn = script[min(sum(m["role"] == "assistant" for m in body["messages"]), len(script) - 1)]
+            if structured is not None and body.get("response_format"):
+                turn = structured
             if isinstance(turn, dict):
                 message = {"role": "assistant", "content": None, "tool_calls": [{
                     "id": f"call_{len(self.requests)}", "type": "function",

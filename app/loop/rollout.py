@@ -2,16 +2,19 @@
 
 A turn answered in text does not end it: a tool call written as JSON is run, an email written out is
 taken as the final one, and anything else gets a short correction while turns remain. The last turn
-asks for `finalize_email` by `tool_choice`.
+asks for `finalize_email` by `tool_choice`; when that is answered in text too (a server whose chat
+template has no tools ignores `tool_choice`), the email is asked for once more as JSON under a schema
+(`response_format`), which servers that constrain decoding cannot answer with anything else.
 """
 
 import openai
 from openai import AsyncOpenAI
+from pydantic import ValidationError
 
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 from app.agent.prompt import initial_messages
-from app.agent.schemas import ScenarioContext
+from app.agent.schemas import Email, ScenarioContext
 from app.agent.email_text import email_from_text, tool_call_from_text
 from app.agent.tools import TOOL_NAMES, TOOLS, AgentTools
 from app.loop.schemas import EmailTrajectory, EndReason
@@ -22,6 +25,16 @@ FINALIZE = {"type": "function", "function": {"name": "finalize_email"}}
 CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nodes and get_relevant_context, and submit the "
               "email by calling finalize_email with subject, body and the ids of the nodes you cite. If you cannot call "
               "tools, write the email itself: a first line starting 'Subject:', then the body.")
+
+
+STRUCTURED = ("Write the email now, as JSON: its subject, its body, and the ids of the nodes you read that it cites. "
+              "Keep it short.")
+EMAIL_SCHEMA = {  # bounded, so that a model that repeats itself still closes the JSON within the token limit
+    "type": "object",
+    "properties": {"subject": {"type": "string", "maxLength": 120}, "body": {"type": "string", "maxLength": 1500},
+                   "citations": {"type": "array", "items": {"type": "string", "maxLength": 80}, "maxItems": 8}},
+    "required": ["subject", "body", "citations"],
+}
 
 
 def _context_full(exc: openai.BadRequestError) -> bool:
@@ -52,7 +65,7 @@ async def rollout(
         scenario_id=scenario.id,
         rollout=rollout_index,
     )
-    turns, cut, tool_choice = 0, False, True
+    turns, cut, tool_choice, answered_in_text = 0, False, True, False
     while turns < max_turns and tools.final_email is None:
         turns += 1
         last = turns == max_turns
@@ -77,6 +90,7 @@ async def rollout(
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
         cut = choice.finish_reason == "length"
+        answered_in_text = not choice.message.tool_calls
         if choice.message.tool_calls:
             for call in choice.message.tool_calls:
                 result = tools.call(call.function.name, call.function.arguments)
@@ -91,6 +105,9 @@ async def rollout(
         elif not last:
             trajectory.corrections += 1
             trajectory.messages_and_choices.append({"role": "user", "content": CORRECTION})
+    if tools.final_email is None and trajectory.end_reason is None and turns == max_turns and answered_in_text:
+        if (email := await _structured_email(client, request, trajectory, tools)) is not None:
+            tools.final_email, trajectory.end_reason = email, EndReason.STRUCTURED
     if trajectory.end_reason is None:
         trajectory.end_reason = (EndReason.FINALIZED if tools.final_email is not None
                                  else EndReason.CUT_BY_LENGTH if cut else EndReason.OUT_OF_TURNS)
@@ -98,3 +115,24 @@ async def rollout(
     trajectory.metadata |= {"scenario_id": scenario.id, "finalized": trajectory.email is not None,  # for ART's logs
                             "end_reason": trajectory.end_reason.value}
     return trajectory.finish()
+
+
+async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: EmailTrajectory, tools: AgentTools) -> Email | None:
+    """The email as JSON under EMAIL_SCHEMA, asked for after a last turn answered in text; its citations limited to
+    the nodes the agent read. None when the server refuses `response_format` or the answer is not such JSON."""
+    trajectory.messages_and_choices.append({"role": "user", "content": STRUCTURED})
+    structured = {key: value for key, value in request.items() if key != "tools"} | {
+        "messages": trajectory.messages(),
+        "response_format": {"type": "json_schema", "json_schema": {"name": "email", "schema": EMAIL_SCHEMA}}}
+    try:
+        response = await client.chat.completions.create(**structured)
+    except openai.BadRequestError:
+        return None
+    choice = response.choices[0]
+    trajectory.messages_and_choices.append(choice)
+    try:
+        email = Email.model_validate_json(choice.message.content or "")
+    except ValidationError:
+        return None
+    email.citations = [node for node in dict.fromkeys(email.citations) if node in tools.read]
+    return email if email.subject.strip() and email.body.strip() else None

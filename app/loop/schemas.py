@@ -110,6 +110,7 @@ class EndReason(StrEnum):
 
     FINALIZED = "finalized"  # a finalize_email call
     PARSED_FROM_TEXT = "parsed_from_text"  # an email written in the message, read as the final one
+    STRUCTURED = "structured"  # after a last turn in text, the email asked for as JSON under a schema
     OUT_OF_TURNS = "out_of_turns"
     CUT_BY_LENGTH = "cut_by_length"  # out of turns, the last answer cut at the token limit
     CONTEXT_FULL = "context_full"  # the conversation outgrew the model's context window

@@ -7,7 +7,7 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.rollout import CORRECTION, rollout
+from app.loop.rollout import CORRECTION, EMAIL_SCHEMA, STRUCTURED, rollout
 from app.loop.schemas import EndReason
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import ScriptedTextModel
@@ -46,7 +46,8 @@ async def test_text_turns_get_a_correction_and_a_written_out_email_is_the_final_
 async def test_the_last_turn_asks_for_finalize_email_and_says_how_the_rollout_ended():
     trajectory, requests = await run([("I am thinking.", "stop")], max_turns=3)
     assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.email is None and trajectory.corrections == 2
-    assert [r.get("tool_choice") for r in requests] == [None, None, {"type": "function", "function": {"name": "finalize_email"}}]
+    assert [r.get("tool_choice") for r in requests] == [None, None, {"type": "function", "function": {"name": "finalize_email"}}, None]
+    assert requests[-1]["response_format"]["json_schema"]["schema"] == EMAIL_SCHEMA and "tools" not in requests[-1]
     cut, _ = await run([("Dear", "length")], max_turns=2)
     assert cut.end_reason == EndReason.CUT_BY_LENGTH
     finalized, _ = await run([{"name": "finalize_email", "arguments": {"subject": "s", "body": "b", "citations": []}}])
@@ -67,7 +68,26 @@ async def test_a_conversation_that_outgrows_the_context_window_ends_the_rollout_
 async def test_a_server_that_rejects_a_named_tool_choice_is_asked_again_without_it():
     trajectory, requests = await run([("I am thinking.", "stop")], max_turns=2, rejects_tool_choice=True)
     assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.turns == 2
-    assert [("tool_choice" in r) for r in requests] == [False, True, False]
+    assert [("tool_choice" in r) for r in requests] == [False, True, False, False]
+
+
+async def test_a_last_turn_in_text_is_followed_by_one_request_for_the_email_as_json_under_a_schema():
+    """As llama-server does with a chat template without tools: `tool_choice` ignored, `response_format` obeyed."""
+    title = GRAPH.nodes[NODE].title
+    read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
+    written = json.dumps({"subject": f"About {title}", "body": "Hi Priya, a short note.", "citations": [NODE, "ghost", NODE]})
+    trajectory, requests = await run([read, ("<start_nodes>[...]</start_nodes>", "stop")], max_turns=2,
+                                     structured=(written, "stop"))
+    assert trajectory.end_reason == EndReason.STRUCTURED and trajectory.turns == 2 and len(requests) == 3
+    assert trajectory.email.subject == f"About {title}" and trajectory.email.citations == [NODE]  # only what it read
+    assert requests[-1]["messages"][-1] == {"role": "user", "content": STRUCTURED}
+    for answer in (("{\"subject\": \"cut at the lim", "length"), ("Subject: no JSON here", "stop")):
+        unusable, _ = await run([("Thinking.", "stop")], max_turns=1, structured=answer)
+        assert unusable.email is None and unusable.end_reason in (EndReason.CUT_BY_LENGTH, EndReason.OUT_OF_TURNS)
+    refused, requests = await run([("Thinking.", "stop")], max_turns=1, rejects="response_format")
+    assert refused.email is None and refused.end_reason == EndReason.OUT_OF_TURNS and len(requests) == 2
+    tools_used, requests = await run([read], max_turns=2)  # out of turns calling tools: nothing more is asked
+    assert tools_used.end_reason == EndReason.OUT_OF_TURNS and len(requests) == 2
 
 
 async def test_a_model_that_answers_in_text_still_gets_a_run_through(learn):
