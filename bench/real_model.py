@@ -19,7 +19,7 @@ import httpx
 from bench import run_in_process
 from tests.support import free_port, wait_for
 
-RUN = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"]}
+RUN = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_tokens_per_turn": 256}
 
 
 @contextlib.contextmanager

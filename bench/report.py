@@ -419,7 +419,7 @@ def real_model_section(rm: dict) -> list[str]:
         f"{rm['model']} served by llama.cpp's `llama-server` on loopback (2 slots of 8,192 tokens, this machine's "
         f"2 cores), as the policy (`MODEL_BACKEND=openai`) and the RULER judge (`JUDGE_MAX_TOKENS=1024`): "
         f"{run['iterations']} iterations, K = {run['rollouts_per_group']}, one scenario, "
-        f"{run['max_tokens_per_turn']} tokens a turn (`make bench-real-model`). The run {rm['status']} in "
+        f"{run.get('max_tokens_per_turn', 1024)} tokens a turn (`make bench-real-model`). The run {rm['status']} in "
         f"{rm['seconds']:.0f} s" + (f": {rm['error']['message']} (step {rm['error']['step']})." if rm["error"] else "."),
         "",
         "| iteration | seconds | rollout ends | corrections | judge: groups, judged, retried, dropped, errors | email attempts |",

@@ -35,6 +35,7 @@ EMAIL_SCHEMA = {  # bounded, so that a model that repeats itself still closes th
                    "citations": {"type": "array", "items": {"type": "string", "maxLength": 80}, "maxItems": 8}},
     "required": ["subject", "body", "citations"],
 }
+STRUCTURED_MAX_TOKENS = 1024  # room for the longest email the schema allows (about 2,300 characters of JSON)
 
 
 def _context_full(exc: openai.BadRequestError) -> bool:
@@ -122,7 +123,7 @@ async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: Emai
     the nodes the agent read. None when the server refuses `response_format` or the answer is not such JSON."""
     trajectory.messages_and_choices.append({"role": "user", "content": STRUCTURED})
     structured = {key: value for key, value in request.items() if key != "tools"} | {
-        "messages": trajectory.messages(),
+        "messages": trajectory.messages(), "max_tokens": max(request["max_tokens"], STRUCTURED_MAX_TOKENS),
         "response_format": {"type": "json_schema", "json_schema": {"name": "email", "schema": EMAIL_SCHEMA}}}
     try:
         response = await client.chat.completions.create(**structured)

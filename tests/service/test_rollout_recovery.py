@@ -7,7 +7,7 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.rollout import CORRECTION, EMAIL_SCHEMA, STRUCTURED, rollout
+from app.loop.rollout import CORRECTION, EMAIL_SCHEMA, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
 from app.loop.schemas import EndReason
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import ScriptedTextModel
@@ -48,6 +48,7 @@ async def test_the_last_turn_asks_for_finalize_email_and_says_how_the_rollout_en
     assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.email is None and trajectory.corrections == 2
     assert [r.get("tool_choice") for r in requests] == [None, None, {"type": "function", "function": {"name": "finalize_email"}}, None]
     assert requests[-1]["response_format"]["json_schema"]["schema"] == EMAIL_SCHEMA and "tools" not in requests[-1]
+    assert requests[-1]["max_tokens"] == STRUCTURED_MAX_TOKENS > requests[0]["max_tokens"] == 256  # room for the whole JSON
     cut, _ = await run([("Dear", "length")], max_turns=2)
     assert cut.end_reason == EndReason.CUT_BY_LENGTH
     finalized, _ = await run([{"name": "finalize_email", "arguments": {"subject": "s", "body": "b", "citations": []}}])
