@@ -540,7 +540,7 @@ function iterationTable(iterations, shown, select) {
   // How the rollouts ended and how the judge fared: what to look at when a model or a judge misbehaves.
   const rollouts = (m) => {
     if (!m || m.rollouts === undefined) return h("span", { class: "muted" }, "–");
-    const ends = [["finalized", "finalized"], ["parsed_from_text", "from text"], ["out_of_turns", "out of turns"],
+    const ends = [["finalized", "finalized"], ["parsed_from_text", "from text"], ["structured", "as JSON"], ["out_of_turns", "out of turns"],
       ["cut_by_length", "cut at the token limit"], ["context_full", "context full"]].filter(([key]) => m[`end/${key}`]).map(([key, label]) => `${m[`end/${key}`]} ${label}`);
     const judge = m["judge/dropped"] ? [`judge dropped ${m["judge/dropped"]} of ${m["judge/groups"]}`] : [];
     return [...ends, ...judge].join(" · ") || "–";
