@@ -148,14 +148,14 @@ class UnreliableJudge(LoopbackStandIn):
 
     BEHAVIOURS = ("out_of_range", "malformed", "wrong_count", "good")
 
-    def __init__(self):
+    def __init__(self, behaviours: tuple[str, ...] = BEHAVIOURS):
         self.calls: list[str] = []
         self.prompts: list[str] = []
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
         async def chat(body: dict) -> dict:
-            behaviour = self.BEHAVIOURS[len(self.calls) % len(self.BEHAVIOURS)]
+            behaviour = behaviours[len(self.calls) % len(behaviours)]
             self.calls.append(behaviour)
             self.prompts.append(json.dumps(body["messages"]))
             ids = re.findall(r'<trajectory id="([^"]+)">', body["messages"][-1]["content"])

@@ -45,6 +45,7 @@ RETRY_HINTS = {
     JudgeError.COUNT_MISMATCH: "Give exactly one score for each trajectory, with its trajectory id, and no others.",
     JudgeError.NOT_JSON: "Answer with the JSON object only: no text, no code fence around it.",
 }
+HALVED_ON = (JudgeError.COUNT_MISMATCH, JudgeError.NOT_JSON)  # answers a smaller group may get right
 TOKENS_PER_CHAR = 0.25  # a rough, generous English/JSON ratio: the check is for a prompt far over the window
 
 
@@ -67,13 +68,15 @@ class JudgeStats:
     retried: int = 0
     dropped: int = 0
     split: int = 0  # groups judged in parts, their prompt too long for the judge's context window
+    halved: int = 0  # parts judged in halves after every attempt at the whole got a miscounted or unreadable answer
     out_of_range: int = 0  # scores outside [0, 1], clamped
     errors: Counter = field(default_factory=Counter)
     last_error: str | None = None
+    last_kind: JudgeError | None = None
 
     def metrics(self) -> dict[str, float]:
         return {"judge/groups": float(self.groups), "judge/judged": float(self.judged), "judge/retried": float(self.retried),
-                "judge/dropped": float(self.dropped), "judge/split": float(self.split),
+                "judge/dropped": float(self.dropped), "judge/split": float(self.split), "judge/halved": float(self.halved),
                 "judge/out_of_range": float(self.out_of_range)} | {
             f"judge/errors/{kind.value}": float(self.errors[kind]) for kind in JudgeError}
 
@@ -109,7 +112,10 @@ class Judge:
 
     async def judge(self, group: art.TrajectoryGroup, stats: JudgeStats | None = None) -> art.TrajectoryGroup | None:
         """RULER's scores, raw; None when every attempt failed. A group whose prompt would not fit the judge's
-        context window is judged in parts that do (halves, and so on; each part relative to itself)."""
+        context window is judged in parts that do (halves, and so on; each part relative to itself), and so is a
+        part whose every answer miscounted its trajectories or was not the JSON asked for: fewer trajectories
+        are fewer scores to get right (a weak judge's typical failure). A judge that cannot be reached is not
+        asked again in parts."""
         stats = stats if stats is not None else JudgeStats()
         stats.groups += 1
         trajectories = list(group.trajectories)
@@ -122,12 +128,17 @@ class Judge:
 
     async def _in_parts(self, trajectories: list[art.Trajectory], stats: JudgeStats) -> art.TrajectoryGroup | None:
         if len(trajectories) == 1 or self.fits(trajectories):
-            return await self._attempts(art.TrajectoryGroup(trajectories), stats)
+            judged = await self._attempts(art.TrajectoryGroup(trajectories), stats)
+            if judged is not None or len(trajectories) == 1 or stats.last_kind not in HALVED_ON:
+                return judged
+            stats.halved += 1
         half = len(trajectories) // 2
-        parts = [await self._in_parts(part, stats) for part in (trajectories[:half], trajectories[half:])]
-        if any(part is None for part in parts):
-            return None
-        return art.TrajectoryGroup([t for part in parts for t in part.trajectories])
+        judged: list[art.Trajectory] = []
+        for part in (trajectories[:half], trajectories[half:]):
+            if (scored := await self._in_parts(part, stats)) is None:
+                return None
+            judged += scored.trajectories
+        return art.TrajectoryGroup(judged)
 
     async def _attempts(self, group: art.TrajectoryGroup, stats: JudgeStats) -> art.TrajectoryGroup | None:
         rubric = self.rubric
@@ -138,6 +149,7 @@ class Judge:
             except Exception as exc:  # any failure of the judge drops the group, never the run
                 kind = judge_error(exc)
                 stats.errors[kind] += 1
+                stats.last_kind = kind
                 stats.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 rubric = self.rubric + ("\n" + RETRY_HINTS[kind] if kind in RETRY_HINTS else "")
                 continue

@@ -44,14 +44,16 @@ async def test_runs_survive_an_unreliable_judge(unreliable_judge, learn):
     rewards = [t["reward"] for r in learned.iterations[1:] for t in r["trajectories"]]
     assert rewards and all(0.0 <= reward <= 1.0 for reward in rewards)
     assert {0.0, 1.0} & set(rewards), "the out-of-range scores were clamped, not dropped"
-    assert sum(r["metrics"]["dropped_groups"] for r in learned.iterations[1:]) > 0
     # Each way it failed is counted per iteration, beside what was judged, retried and dropped.
     total = {key: sum(r["metrics"][key] for r in learned.iterations[1:]) for key in learned.iterations[1]["metrics"]
              if key.startswith("judge/") and key != "judge/latency_s" and key != "judge/cost_usd"}
     assert total["judge/errors/not_json"] > 0 and total["judge/errors/count_mismatch"] > 0 and total["judge/out_of_range"] > 0
     assert total["judge/groups"] == total["judge/judged"] + total["judge/dropped"] == 3 * 4
     assert total["judge/dropped"] == sum(r["metrics"]["dropped_groups"] for r in learned.iterations[1:])
-    assert total["judge/retried"] == total["judge/errors/not_json"] + total["judge/errors/count_mismatch"] - total["judge/dropped"]
+    assert total["judge/halved"] > 0  # a group whose every answer failed was judged in halves
+    # Every attempt that failed was retried, except the last of each part that then was halved or dropped.
+    failed = total["judge/errors/not_json"] + total["judge/errors/count_mismatch"]
+    assert total["judge/retried"] == failed - total["judge/halved"] - total["judge/dropped"]
     assert all(r["metrics"]["judge/latency_s"] > 0 for r in learned.iterations[1:])
     assert {"out_of_range", "malformed", "wrong_count", "good"} <= set(unreliable_judge.calls)
 
@@ -82,6 +84,25 @@ async def test_a_group_too_long_for_the_judge_is_judged_in_parts_that_fit(unreli
     assert [prompt.count("<trajectory id=") for prompt in unreliable_judge.prompts] == [1] * len(unreliable_judge.prompts)
     assert [t.messages()[1]["content"] for t in judged.trajectories] == ["0", "1", "2", "3"]
     assert (stats.groups, stats.judged, stats.dropped) == (1, 1, 0)
+
+
+async def test_a_group_the_judge_keeps_miscounting_is_judged_in_halves_and_an_unreachable_judge_is_not():
+    miscounting = UnreliableJudge(behaviours=("wrong_count", "wrong_count", "good", "good"))
+    try:
+        judge = Judge("openai/flaky-judge", {"api_base": miscounting.base_url, "api_key": "k"}, retries=1)
+        group = [art.Trajectory(messages_and_choices=[{"role": "user", "content": "Write."},
+                                                      {"role": "assistant", "content": str(n)}], reward=0.0) for n in range(2)]
+        stats = JudgeStats()
+        judged = await judge.judge(art.TrajectoryGroup(group), stats)
+        assert [prompt.count("<trajectory id=") for prompt in miscounting.prompts] == [2, 2, 1, 1]
+        assert [t.messages()[1]["content"] for t in judged.trajectories] == ["0", "1"]
+        assert (stats.groups, stats.judged, stats.halved, stats.retried, stats.dropped) == (1, 1, 1, 1, 0)
+    finally:
+        miscounting.close()
+    unreachable = Judge("openai/gone", {"api_base": "http://127.0.0.1:9/v1", "api_key": "k"}, retries=1)
+    stats = JudgeStats()
+    assert await unreachable.judge(art.TrajectoryGroup(group), stats) is None
+    assert (stats.halved, stats.dropped, stats.errors[JudgeError.UNAVAILABLE]) == (0, 1, 2)
 
 
 def flaky_judges(judge: UnreliableJudge) -> dict:
