@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable
 
 import art
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.registry import delete_stored_checkpoints
@@ -246,16 +246,22 @@ def run_view(row) -> dict:
     }
 
 
+# Built once: building this statement (four subqueries) and its cache key costs about 1 ms a call, running it 0.05.
+_RUN_VIEWS = _run_query().where(Run.id.in_(bindparam("run_ids", expanding=True)))
+_TENANT_RUN_VIEW = _run_query().where(Run.id == bindparam("run_id"), Run.tenant == bindparam("tenant"))
+
+
 async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
     """The run (if `tenant` owns it) and its latest and best emails in one query: the endpoint clients poll."""
-    query = _run_query().where(Run.id == run_id)
-    row = (await session.execute(query if tenant is None else query.where(Run.tenant == tenant))).first()
+    if tenant is None:
+        return (await run_views(session, [run_id])).get(run_id)
+    row = (await session.execute(_TENANT_RUN_VIEW, {"run_id": run_id, "tenant": tenant})).first()
     return None if row is None else run_view(row)
 
 
 async def run_views(session: AsyncSession, run_ids: list[str]) -> dict[str, dict]:
     """Views of these runs (those that still exist), by id, in one query."""
-    rows = (await session.execute(_run_query().where(Run.id.in_(run_ids)))).all()
+    rows = (await session.execute(_RUN_VIEWS, {"run_ids": run_ids})).all()
     return {row.id: run_view(row) for row in rows}
 
 
