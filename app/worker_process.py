@@ -16,7 +16,7 @@ import threading
 
 from app.supervision import SupervisedChild
 
-WORKER_NICENESS = 19  # the lowest: runs get every cycle the API leaves, and a waking request preempts them at once
+WORKER_NICENESS = 5  # below the API; the embedded model server, the worker's child, sits below both
 PARENT_ENV = "CODREAMER_SERVE_PID"  # set in the child: fault drills crash the whole service, not one process
 
 
