@@ -72,7 +72,6 @@ class JudgeStats:
     out_of_range: int = 0  # scores outside [0, 1], clamped
     errors: Counter = field(default_factory=Counter)
     last_error: str | None = None
-    last_kind: JudgeError | None = None
 
     def metrics(self) -> dict[str, float]:
         return {"judge/groups": float(self.groups), "judge/judged": float(self.judged), "judge/retried": float(self.retried),
@@ -128,8 +127,8 @@ class Judge:
 
     async def _in_parts(self, trajectories: list[art.Trajectory], stats: JudgeStats) -> art.TrajectoryGroup | None:
         if len(trajectories) == 1 or self.fits(trajectories):
-            judged = await self._attempts(art.TrajectoryGroup(trajectories), stats)
-            if judged is not None or len(trajectories) == 1 or stats.last_kind not in HALVED_ON:
+            judged, failed_as = await self._attempts(art.TrajectoryGroup(trajectories), stats)
+            if judged is not None or len(trajectories) == 1 or failed_as not in HALVED_ON:
                 return judged
             stats.halved += 1
         half = len(trajectories) // 2
@@ -140,8 +139,10 @@ class Judge:
             judged += scored.trajectories
         return art.TrajectoryGroup(judged)
 
-    async def _attempts(self, group: art.TrajectoryGroup, stats: JudgeStats) -> art.TrajectoryGroup | None:
-        rubric = self.rubric
+    async def _attempts(self, group: art.TrajectoryGroup,
+                        stats: JudgeStats) -> tuple[art.TrajectoryGroup | None, JudgeError | None]:
+        """The judged group, or None and how the last attempt failed."""
+        rubric, kind = self.rubric, None
         for attempt in range(self.retries + 1):
             stats.retried += attempt > 0
             try:
@@ -149,13 +150,12 @@ class Judge:
             except Exception as exc:  # any failure of the judge drops the group, never the run
                 kind = judge_error(exc)
                 stats.errors[kind] += 1
-                stats.last_kind = kind
                 stats.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 rubric = self.rubric + ("\n" + RETRY_HINTS[kind] if kind in RETRY_HINTS else "")
                 continue
             stats.out_of_range += sum(not 0 <= t.reward <= 1 for t in judged.trajectories)
-            return judged
-        return None
+            return judged, None
+        return None, kind
 
 
 def clamped(score: float) -> float:

@@ -252,7 +252,7 @@ _TENANT_RUN_VIEW = _run_query().where(Run.id == bindparam("run_id"), Run.tenant 
 
 
 async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
-    """The run (if `tenant` owns it) and its latest and best emails in one query: the endpoint clients poll."""
+    """The run (if `tenant` owns it) and its latest and best emails in one query, as a write's answer shows it."""
     if tenant is None:
         return (await run_views(session, [run_id])).get(run_id)
     row = (await session.execute(_TENANT_RUN_VIEW, {"run_id": run_id, "tenant": tenant})).first()
