@@ -151,6 +151,7 @@ class UnreliableJudge(LoopbackStandIn):
     def __init__(self, behaviours: tuple[str, ...] = BEHAVIOURS):
         self.calls: list[str] = []
         self.prompts: list[str] = []
+        self.formats: list[dict | None] = []  # each request's response_format
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
@@ -158,6 +159,7 @@ class UnreliableJudge(LoopbackStandIn):
             behaviour = behaviours[len(self.calls) % len(behaviours)]
             self.calls.append(behaviour)
             self.prompts.append(json.dumps(body["messages"]))
+            self.formats.append(body.get("response_format"))
             ids = re.findall(r'<trajectory id="([^"]+)">', body["messages"][-1]["content"])
             scores = [{"trajectory_id": i, "explanation": "ok", "score": 0.2 + 0.1 * n} for n, i in enumerate(ids)]
             if behaviour == "out_of_range":

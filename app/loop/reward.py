@@ -46,7 +46,34 @@ RETRY_HINTS = {
     JudgeError.NOT_JSON: "Answer with the JSON object only: no text, no code fence around it.",
 }
 HALVED_ON = (JudgeError.COUNT_MISMATCH, JudgeError.NOT_JSON)  # answers a smaller group may get right
+EXPLANATION_CHARS = 400  # a bounded answer's explanation: enough to say why, too short to run on to the token limit
 TOKENS_PER_CHAR = 0.25  # a rough, generous English/JSON ratio: the check is for a prompt far over the window
+
+
+def bounded_answer(trajectories: list[art.Trajectory]) -> dict:
+    """RULER's answer format (`art.rewards.ruler.Response`), bounded to the group it is sent: exactly one score
+    per trajectory RULER shows the judge (one when they are all identical, as RULER does), by its id, in [0, 1],
+    with a short explanation. A server that decodes by grammar then cannot miscount or write on until its token
+    limit, the two ways a small judge fails; RULER's own format leaves the list's length open."""
+    identical = len({json.dumps(t.messages(), sort_keys=True, default=str) for t in trajectories}) == 1
+    ids = ["1"] if identical else [str(n) for n in range(1, len(trajectories) + 1)]
+    score = {
+        "type": "object",
+        "properties": {
+            "trajectory_id": {"type": "string", "enum": ids},
+            "explanation": {"type": "string", "maxLength": EXPLANATION_CHARS},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "required": ["trajectory_id", "explanation", "score"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"scores": {"type": "array", "items": score, "minItems": len(ids), "maxItems": len(ids)}},
+        "required": ["scores"],
+        "additionalProperties": False,
+    }
+    return {"type": "json_schema", "json_schema": {"name": "Response", "schema": schema, "strict": True}}
 
 
 def judge_error(exc: Exception) -> JudgeError:
@@ -93,6 +120,19 @@ class Judge:
     retries: int = 2
     rubric: str = SALES_EMAIL_RUBRIC
     context_tokens: int | None = None  # None: what litellm knows of the model, else unchecked
+
+    @property
+    def bounds_answers(self) -> bool:
+        """A judge at a base URL is a server of our own (llama.cpp, vLLM, Ollama, the embedded one): it is sent
+        the group's `bounded_answer`. A hosted judge gets RULER's request unchanged, as its provider expects."""
+        return "api_base" in self.params
+
+    def _params(self, group: art.TrajectoryGroup) -> dict:
+        if not self.bounds_answers:
+            return self.params
+        # The OpenAI client merges `extra_body` over the request it builds, so this replaces RULER's format.
+        extra_body = self.params.get("extra_body", {}) | {"response_format": bounded_answer(list(group.trajectories))}
+        return self.params | {"extra_body": extra_body}
 
     def context_window(self) -> int | None:
         if self.context_tokens is not None:
@@ -142,11 +182,11 @@ class Judge:
     async def _attempts(self, group: art.TrajectoryGroup,
                         stats: JudgeStats) -> tuple[art.TrajectoryGroup | None, JudgeError | None]:
         """The judged group, or None and how the last attempt failed."""
-        rubric, kind = self.rubric, None
+        rubric, kind, params = self.rubric, None, self._params(group)
         for attempt in range(self.retries + 1):
             stats.retried += attempt > 0
             try:
-                judged = await ruler_score_group(group, self.model, self.params, rubric, swallow_exceptions=False)
+                judged = await ruler_score_group(group, self.model, params, rubric, swallow_exceptions=False)
             except Exception as exc:  # any failure of the judge drops the group, never the run
                 kind = judge_error(exc)
                 stats.errors[kind] += 1

@@ -3,10 +3,12 @@
 import json
 
 import art
+import jsonschema
 import pytest
+from art.rewards.ruler import Response
 
 from app.knowledge_graph.service import demo_document, demo_graph
-from app.loop.reward import RETRY_HINTS, Judge, JudgeError, JudgeStats
+from app.loop.reward import EXPLANATION_CHARS, RETRY_HINTS, Judge, JudgeError, JudgeStats
 from app.runs.executor import create_judge
 from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
@@ -103,6 +105,31 @@ async def test_a_group_the_judge_keeps_miscounting_is_judged_in_halves_and_an_un
     stats = JudgeStats()
     assert await unreachable.judge(art.TrajectoryGroup(group), stats) is None
     assert (stats.halved, stats.dropped, stats.errors[JudgeError.UNAVAILABLE]) == (0, 1, 2)
+
+
+async def test_a_judge_at_a_base_url_is_asked_for_exactly_one_bounded_score_per_trajectory(unreliable_judge):
+    """A small judge served by llama.cpp wrote scores until its token limit under RULER's open-ended list; a
+    grammar-decoding server given this format cannot (see the real-model test)."""
+    judge = Judge("openai/flaky-judge", {"api_base": unreliable_judge.base_url, "api_key": "k"}, retries=3)
+    distinct = [art.Trajectory(messages_and_choices=[{"role": "user", "content": "Write."},
+                                                     {"role": "assistant", "content": str(n)}], reward=0.0) for n in range(3)]
+    identical = [art.Trajectory(messages_and_choices=[{"role": "user", "content": "Write."},
+                                                      {"role": "assistant", "content": "same"}], reward=0.0) for _ in range(2)]
+    await judge.judge(art.TrajectoryGroup(distinct))
+    await judge.judge(art.TrajectoryGroup(identical))
+    asked = [(f["type"], f["json_schema"]["schema"]["properties"]["scores"]) for f in unreliable_judge.formats]
+    # The judge answers in turn out of range (used, clamped), then malformed, miscounted and good for the second
+    # group: each attempt is asked the same bounds, and RULER shows the judge one of identical trajectories.
+    assert [(kind, s["minItems"], s["maxItems"], s["items"]["properties"]["trajectory_id"]["enum"])
+            for kind, s in asked] == [("json_schema", 3, 3, ["1", "2", "3"])] + [("json_schema", 1, 1, ["1"])] * 3
+    item = asked[0][1]["items"]["properties"]
+    assert (item["score"]["minimum"], item["score"]["maximum"], item["explanation"]["maxLength"]) == (0, 1, EXPLANATION_CHARS)
+    # An answer within the bounds is one RULER reads.
+    answer = {"scores": [{"trajectory_id": i, "explanation": "x" * EXPLANATION_CHARS, "score": 0.5} for i in ("1", "2", "3")]}
+    jsonschema.validate(answer, unreliable_judge.formats[0]["json_schema"]["schema"])
+    assert len(Response.model_validate(answer).scores) == 3
+    # A hosted judge (no base URL) gets RULER's request as RULER builds it.
+    assert not Judge("openai/gpt-4.1-mini", {"api_key": "k"}).bounds_answers
 
 
 def flaky_judges(judge: UnreliableJudge) -> dict:
