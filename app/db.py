@@ -160,13 +160,6 @@ def _chain(exc: BaseException):
 # Below this much free space on the SQLite file's disk, writes are about to fail (SQLite needs room for its journal).
 MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
 CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the engine is disposed
-GLANCE_CONNECTIONS = 2  # PostgreSQL connections each API process keeps for glances, beyond DATABASE_POOL_SIZE
-
-
-async def _keep_as_is(connection: asyncpg.Connection) -> None:
-    """A glance leaves nothing to reset (no transaction, listener or setting): skip asyncpg's reset round trip."""
-
-
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
 
 
@@ -184,7 +177,7 @@ class Database:
         self._sqlite_path = settings.sqlite_path if settings.is_sqlite else None
         self._postgres_url = None if settings.is_sqlite else settings.database_url
         self._connect_timeout_s = settings.database_pool_timeout_s
-        self._glance: sqlite3.Connection | asyncpg.Pool | None = None
+        self._glance: sqlite3.Connection | asyncpg.Connection | None = None
         self._glance_lock = asyncio.Lock()
 
     @asynccontextmanager
@@ -210,10 +203,9 @@ class Database:
 
         It skips what a session costs: on SQLite it runs on a plain sqlite3 connection in the event loop's own
         thread (a primary-key read under WAL takes microseconds and never waits for a writer, while a trip to
-        aiosqlite's thread costs about a millisecond of CPU); on PostgreSQL on a small asyncpg pool of its own (no
-        session, no pre-ping or reset round trip; two glances at once need not queue behind one another's round
-        trip, which a busy server stretches). Should that fail (a busy file, a restarted server), the read goes
-        through the pool like any other."""
+        aiosqlite's thread costs about a millisecond of CPU); on PostgreSQL on one asyncpg connection of its own
+        (no pool checkout, no pre-ping round trip). Should that fail (a busy file, a restarted server), the read
+        goes through the pool like any other."""
         try:
             if self._sqlite_path is not None:
                 return self._glance_sqlite(sql, params)
@@ -233,17 +225,13 @@ class Database:
     async def _glance_postgres(self, sql: str, params: dict) -> list[tuple]:
         names: list[str] = []
         numbered = _NAMED_PARAMETER.sub(lambda m: names.append(m.group(1)) or f"${len(names)}", sql)
-        if self._glance is None:
-            async with self._glance_lock:  # one pool, however many requests find none
-                if self._glance is None:
-                    self._glance = await asyncpg.create_pool(
-                        self._postgres_url, min_size=1, max_size=GLANCE_CONNECTIONS, reset=_keep_as_is,
-                        timeout=self._connect_timeout_s)
-        async with self._glance.acquire(timeout=self._connect_timeout_s) as connection:
+        async with self._glance_lock:  # one connection runs one query at a time
+            if self._glance is None or self._glance.is_closed():
+                self._glance = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s)
             try:
-                rows = await connection.fetch(numbered, *(params[name] for name in names))
+                rows = await self._glance.fetch(numbered, *(params[name] for name in names))
             except BaseException:  # a query cut short (a cancelled request too) leaves the connection unusable
-                connection.terminate()
+                await self._close_glance()
                 raise
             return [tuple(row) for row in rows]
 
@@ -252,7 +240,7 @@ class Database:
         if isinstance(glance, sqlite3.Connection):
             glance.close()
         elif glance is not None:
-            glance.terminate()  # the pool and every connection in it
+            glance.terminate()
 
     async def _close(self, session: AsyncSession) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
