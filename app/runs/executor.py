@@ -4,6 +4,7 @@ DBOS steps are module functions, so the workflow reaches the worker's executor t
 `current()`; `lifecycle.start` installs it before DBOS launches.
 """
 
+import asyncio
 from collections.abc import Callable
 
 import art
@@ -34,6 +35,7 @@ class Executor:
         self._judges: dict[str, Judge] = {"default": self.judge}
         self._backends: dict[str, art.Backend | None] = {"embedded": self.embedded}
         self._policies: dict[str, Policy] = {}
+        self._registering: dict[str, asyncio.Lock] = {}
 
     def judge_named(self, name: str | None) -> Judge:
         """The judge a run names (None: the default), built once per worker."""
@@ -48,9 +50,17 @@ class Executor:
         return self._backends[name]
 
     async def policy(self, run_id: str, backend_name: str) -> Policy:
-        """The run's model and client, registered (checkpoints loaded) on first use in this process."""
-        policy = self._policies.get(run_id)
-        if policy is None:
+        """The run's model and client, registered (checkpoints loaded) on first use in this process, once.
+
+        A pipelined stage's steps ask at once (a resumed run's first stage: its email, training and generation):
+        the first registers and the others wait for it. Two registrations of one model each loaded the
+        checkpoints, and the later one replaced the list a training step had just added its step to, so the
+        next iteration trained that step again."""
+        if (policy := self._policies.get(run_id)) is not None:
+            return policy
+        async with self._registering.setdefault(run_id, asyncio.Lock()):
+            if (policy := self._policies.get(run_id)) is not None:
+                return policy
             model = create_model(backend_name, self.settings, run_id)
             backend = self.backend(backend_name)
             if backend is not None:
@@ -60,11 +70,12 @@ class Executor:
             policy = self._policies[run_id] = Policy.of(
                 model, max_retries=self.settings.backend_retries, timeout=self.settings.model_timeout_s
             )
-        return policy
+            return policy
 
     async def release(self, run_id: str) -> None:
         """Drops what this process holds for a run (its client, its checkpoints in memory); idempotent."""
         policy = self._policies.pop(run_id, None)
+        self._registering.pop(run_id, None)
         if policy is not None:
             if isinstance(policy.model, art.TrainableModel):
                 self.embedded.forget(policy.model)

@@ -1,12 +1,16 @@
 """Races a second client could win: a graph replaced or deleted as a run is created on it, and the
-per-tenant cap under a burst of creates, on SQLite and PostgreSQL (in process, concurrent requests)."""
+per-tenant cap under a burst of creates, on SQLite and PostgreSQL (in process, concurrent requests); and a run's
+steps asking for its policy at once."""
 
 import asyncio
 
+import art
 import pytest
 
 from app.knowledge_graph.service import demo_document
+from app.local import local_service
 from app.main import create_app
+from app.runs.executor import current
 from app.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
@@ -88,3 +92,22 @@ async def test_the_active_run_cap_holds_under_a_burst(api):
     assert codes == [202] * CAP + [429] * (60 - CAP), codes
     listed = (await api.get("/runs", params={"status": "queued", "limit": 100}, headers={"Authorization": "Bearer cap-key"})).json()
     assert len(listed["data"]) == CAP
+
+
+async def test_steps_that_ask_at_once_for_a_runs_policy_share_one_registration(tmp_path, monkeypatch):
+    """A resumed pipelined run's first stage asks for its policy from three steps at once. Each used to register the
+    model anew: the last registration replaced the checkpoints a training step had just added to, and the next
+    iteration trained that step again (caught by the SIGTERM drill: iterations 3 and 4 both at step 3)."""
+    registered = []
+    register = art.TrainableModel.register
+
+    async def counted(model, backend, *args, **kwargs):
+        registered.append(model.name)
+        await register(model, backend, *args, **kwargs)
+
+    monkeypatch.setattr(art.TrainableModel, "register", counted)
+    async with local_service(tmp_path, Settings(_env_file=None)):
+        policies = await asyncio.gather(*(current().policy("run_at_once", "embedded") for _ in range(3)))
+        assert policies[0] is policies[1] is policies[2]
+        assert len(registered) == 1
+        await current().release("run_at_once")
