@@ -81,6 +81,7 @@ class AgentTools:
         self.scores = scores
         self.final_email: Email | None = None
         self.read: dict[str, str] = {}  # node id: title, of the nodes whose facts the agent read
+        self.seen = dict.fromkeys(scenario.seed_nodes)  # the node ids shown to the agent so far, in order
 
     def call(self, name: str, arguments: str) -> str:
         try:
@@ -116,6 +117,7 @@ class AgentTools:
             for n in self.graph.neighbors(node.id)
         ]
         neighbors.sort(key=lambda n: (-n["score"], n["id"]))
+        self.seen.update(dict.fromkeys(n["id"] for n in neighbors))
         return {"node_id": node.id, "neighbors": neighbors}
 
     def _context(self, node_id: str) -> dict:
@@ -136,7 +138,33 @@ class AgentTools:
         return {"status": "final", "citations": self.final_email.citations}
 
 
+    def email_schema(self) -> dict:
+        """The email as JSON, bounded so that a model that repeats itself still closes it within the token limit,
+        citing one to MAX_CITATIONS of the nodes the agent read (none when it read none)."""
+        cited = ({"type": "array", "items": {"type": "string", "enum": list(self.read)}, "minItems": 1,
+                  "maxItems": min(MAX_CITATIONS, len(self.read))} if self.read
+                 else {"type": "array", "items": {"type": "string"}, "maxItems": 0})
+        return _object(subject={"type": "string", "maxLength": 120}, body={"type": "string", "maxLength": 1500},
+                       citations=cited)
+
+    def call_schema(self, finalize_only: bool) -> dict:
+        """One tool call as JSON (`{"name", "arguments"}`, the form `tool_call_from_text` reads), for a server that
+        constrains decoding to a schema but not to tools: node ids among those shown to the agent, and
+        `finalize_email` only once it has read a node, or alone (`finalize_only`, the last turn)."""
+        finalize = _object(name={"const": "finalize_email"}, arguments=self.email_schema())
+        if finalize_only:
+            return finalize
+        node = _object(node_id={"type": "string", "enum": list(self.seen)})
+        explore = [_object(name={"const": name}, arguments=node) for name in ("get_connected_nodes", "get_relevant_context")]
+        return {"anyOf": [*explore, finalize] if self.read else explore}
+
+
+MAX_CITATIONS = 8
 TOOL_NAMES = {tool["function"]["name"] for tool in TOOLS}
+
+
+def _object(**properties: dict) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _error(message: str) -> str:

@@ -132,6 +132,7 @@ async def generate(
         "finalized_fraction": float(np.mean([t.email is not None for t in trajectories])) if trajectories else 0.0,
         **{f"end/{reason.value}": float(sum(t.end_reason == reason for t in trajectories)) for reason in EndReason},
         "corrections": float(sum(t.corrections for t in trajectories)),
+        "json_turns": float(sum(t.json_turns for t in trajectories)),
         "mean_turns": float(np.mean([t.turns for t in trajectories])) if trajectories else 0.0,
         "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
         "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,

@@ -1,10 +1,12 @@
 """One rollout: the agent explores the knowledge graph with tools and finalizes an email.
 
 A turn answered in text does not end it: a tool call written as JSON is run, an email written out is
-taken as the final one, and anything else gets a short correction while turns remain. The last turn
-asks for `finalize_email` by `tool_choice`; when that is answered in text too (a server whose chat
-template has no tools ignores `tool_choice`), the email is asked for once more as JSON under a schema
-(`response_format`), which servers that constrain decoding cannot answer with anything else.
+taken as the final one, and anything else gets a short correction while turns remain. After a turn in
+text, each later turn asks for one tool call as JSON under a schema (`response_format`) instead of by
+`tools`: a server whose chat template has no tools (llama.cpp's for SmolLM2) ignores `tools` and
+`tool_choice` but constrains decoding to a schema, so the agent still reads nodes and cites them. The
+last turn asks for `finalize_email` alone (by `tool_choice`, or by that schema); when it is answered in
+text all the same, the email is asked for once more as JSON.
 """
 
 import openai
@@ -29,12 +31,6 @@ CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nod
 
 STRUCTURED = ("Write the email now, as JSON: its subject, its body, and the ids of the nodes you read that it cites. "
               "Keep it short.")
-EMAIL_SCHEMA = {  # bounded, so that a model that repeats itself still closes the JSON within the token limit
-    "type": "object",
-    "properties": {"subject": {"type": "string", "maxLength": 120}, "body": {"type": "string", "maxLength": 1500},
-                   "citations": {"type": "array", "items": {"type": "string", "maxLength": 80}, "maxItems": 8}},
-    "required": ["subject", "body", "citations"],
-}
 STRUCTURED_MAX_TOKENS = 1024  # room for the longest email the schema allows (about 2,300 characters of JSON)
 
 
@@ -66,22 +62,30 @@ async def rollout(
         scenario_id=scenario.id,
         rollout=rollout_index,
     )
-    turns, cut, tool_choice, answered_in_text = 0, False, True, False
+    turns, cut, answered_in_text = 0, False, False
+    takes = {"tool_choice": True, "response_format": True}  # what the server has not refused yet
     while turns < max_turns and tools.final_email is None:
         turns += 1
         last = turns == max_turns
         request = {"model": model_name, "messages": trajectory.messages(), "tools": TOOLS, "max_tokens": max_tokens,
                    "temperature": 0 if greedy else 1, "seed": None if seed is None else seed + turns, "logprobs": logprobs}
+        if answered_in_text and takes["response_format"]:
+            trajectory.json_turns += 1
+            asked = "response_format"
+            ask = _without_tools(request) | {
+                "max_tokens": max(max_tokens, STRUCTURED_MAX_TOKENS) if last else max_tokens,
+                "response_format": _json_schema("tool_call", tools.call_schema(finalize_only=last))}
+        elif last and takes["tool_choice"]:
+            asked, ask = "tool_choice", request | {"tool_choice": FINALIZE}
+        else:
+            asked, ask = None, request
         try:
-            if last and tool_choice:
-                try:
-                    response = await client.chat.completions.create(**request, tool_choice=FINALIZE)
-                except openai.BadRequestError as exc:
-                    if _context_full(exc):
-                        raise
-                    tool_choice = False  # a server that takes no named tool_choice: ask without it
-                    response = await client.chat.completions.create(**request)
-            else:
+            try:
+                response = await client.chat.completions.create(**ask)
+            except openai.BadRequestError as exc:
+                if asked is None or _context_full(exc):
+                    raise
+                takes[asked] = False  # a server that refuses it: ask plainly, now and from now on
                 response = await client.chat.completions.create(**request)
         except openai.BadRequestError as exc:
             if turns == 1 or not _context_full(exc):
@@ -106,7 +110,8 @@ async def rollout(
         elif not last:
             trajectory.corrections += 1
             trajectory.messages_and_choices.append({"role": "user", "content": CORRECTION})
-    if tools.final_email is None and trajectory.end_reason is None and turns == max_turns and answered_in_text:
+    if (tools.final_email is None and trajectory.end_reason is None and turns == max_turns and answered_in_text
+            and takes["response_format"]):
         if (email := await _structured_email(client, request, trajectory, tools)) is not None:
             tools.final_email, trajectory.end_reason = email, EndReason.STRUCTURED
     if trajectory.end_reason is None:
@@ -119,12 +124,13 @@ async def rollout(
 
 
 async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: EmailTrajectory, tools: AgentTools) -> Email | None:
-    """The email as JSON under EMAIL_SCHEMA, asked for after a last turn answered in text; its citations limited to
-    the nodes the agent read. None when the server refuses `response_format` or the answer is not such JSON."""
+    """The email as JSON under the tools' email schema, asked for after a last turn answered in text; its citations
+    limited to the nodes the agent read. None when the server refuses `response_format` or the answer is not such
+    JSON."""
     trajectory.messages_and_choices.append({"role": "user", "content": STRUCTURED})
-    structured = {key: value for key, value in request.items() if key != "tools"} | {
+    structured = _without_tools(request) | {
         "messages": trajectory.messages(), "max_tokens": max(request["max_tokens"], STRUCTURED_MAX_TOKENS),
-        "response_format": {"type": "json_schema", "json_schema": {"name": "email", "schema": EMAIL_SCHEMA}}}
+        "response_format": _json_schema("email", tools.email_schema())}
     try:
         response = await client.chat.completions.create(**structured)
     except openai.BadRequestError:
@@ -137,3 +143,11 @@ async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: Emai
         return None
     email.citations = [node for node in dict.fromkeys(email.citations) if node in tools.read]
     return email if email.subject.strip() and email.body.strip() else None
+
+
+def _without_tools(request: dict) -> dict:
+    return {key: value for key, value in request.items() if key != "tools"}
+
+
+def _json_schema(name: str, schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}

@@ -125,6 +125,7 @@ class EmailTrajectory(art.Trajectory):
     email: Email | None = None
     end_reason: EndReason | None = None  # None: written before end reasons were recorded
     corrections: int = 0  # turns answered in text that were told to use the tools
+    json_turns: int = 0  # turns that asked for a tool call as JSON under a schema, after a turn in text
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")

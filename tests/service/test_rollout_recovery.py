@@ -7,7 +7,7 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.rollout import CORRECTION, EMAIL_SCHEMA, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
+from app.loop.rollout import CORRECTION, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
 from app.loop.schemas import EndReason
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import ScriptedTextModel
@@ -41,13 +41,52 @@ async def test_text_turns_get_a_correction_and_a_written_out_email_is_the_final_
     assert len(corrections) == 1
     assert requests[2]["messages"][-1]["content"].startswith("Result of get_relevant_context: ")
     assert all(r["max_tokens"] == 256 and "tool_choice" not in r for r in requests)
+    # after the turn in text, each turn asks for a tool call as JSON under a schema instead of by tools
+    assert "tools" in requests[0] and "response_format" not in requests[0]
+    assert all("tools" not in r and r["response_format"]["json_schema"]["name"] == "tool_call" for r in requests[1:])
+    assert trajectory.json_turns == 2
+
+
+def names_offered(request: dict) -> list[str]:
+    schema = request["response_format"]["json_schema"]["schema"]
+    return [option["properties"]["name"]["const"] for option in schema.get("anyOf", [schema])]
+
+
+async def test_after_a_turn_in_text_the_agent_explores_and_cites_through_tool_calls_under_a_schema():
+    """As llama-server does with a chat template without tools: `tools` ignored, `response_format` obeyed."""
+    read = json.dumps({"name": "get_relevant_context", "arguments": {"node_id": NODE}})
+    final = json.dumps({"name": "finalize_email", "arguments": {"subject": "About it", "body": EMAIL_BODY, "citations": [NODE]}})
+    trajectory, requests = await run([("<start_nodes>[...]</start_nodes>", "stop"), (read, "stop"), (final, "stop")])
+    assert trajectory.end_reason == EndReason.FINALIZED and trajectory.email.citations == [NODE]
+    assert trajectory.turns == 3 and trajectory.json_turns == 2 and trajectory.corrections == 1
+    # nothing read yet: only the exploring tools, on the nodes the prompt showed
+    assert names_offered(requests[1]) == ["get_connected_nodes", "get_relevant_context"]
+    node_ids = requests[1]["response_format"]["json_schema"]["schema"]["anyOf"][1]["properties"]["arguments"]
+    assert node_ids["properties"]["node_id"]["enum"] == SCENARIO.seed_nodes
+    # a node read: finalize_email too, citing 1 to 8 of the nodes read
+    assert names_offered(requests[2]) == ["get_connected_nodes", "get_relevant_context", "finalize_email"]
+    cited = requests[2]["response_format"]["json_schema"]["schema"]["anyOf"][2]["properties"]["arguments"]["properties"]
+    assert cited["citations"] == {"type": "array", "items": {"type": "string", "enum": [NODE]}, "minItems": 1, "maxItems": 1}
+
+    # the last turn under the schema offers finalize_email alone, with room for the whole email
+    _, requests = await run([("Thinking.", "stop")], max_turns=3)
+    assert [names_offered(r) for r in requests[1:3]] == [["get_connected_nodes", "get_relevant_context"], ["finalize_email"]]
+    assert [r["max_tokens"] for r in requests[:3]] == [256, 256, STRUCTURED_MAX_TOKENS]
+
+    # a server that refuses response_format is asked again plainly, that turn and every turn after it
+    refused, requests = await run([("Thinking.", "stop")], max_turns=3, rejects="response_format")
+    assert refused.end_reason == EndReason.OUT_OF_TURNS and refused.json_turns == 1
+    assert [("response_format" in r, "tools" in r) for r in requests] == [
+        (False, True), (True, False), (False, True), (False, True)]  # the last: tool_choice, no JSON asked after it
 
 
 async def test_the_last_turn_asks_for_finalize_email_and_says_how_the_rollout_ended():
-    trajectory, requests = await run([("I am thinking.", "stop")], max_turns=3)
-    assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.email is None and trajectory.corrections == 2
+    read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
+    trajectory, requests = await run([read, read, ("I am thinking.", "stop")], max_turns=3)
+    assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.email is None and trajectory.corrections == 0
     assert [r.get("tool_choice") for r in requests] == [None, None, {"type": "function", "function": {"name": "finalize_email"}}, None]
-    assert requests[-1]["response_format"]["json_schema"]["schema"] == EMAIL_SCHEMA and "tools" not in requests[-1]
+    schema = requests[-1]["response_format"]["json_schema"]["schema"]  # then the email as JSON, citing what was read
+    assert schema["properties"]["citations"]["items"]["enum"] == [NODE] and "tools" not in requests[-1]
     assert requests[-1]["max_tokens"] == STRUCTURED_MAX_TOKENS > requests[0]["max_tokens"] == 256  # room for the whole JSON
     cut, _ = await run([("Dear", "length")], max_turns=2)
     assert cut.end_reason == EndReason.CUT_BY_LENGTH
@@ -67,13 +106,14 @@ async def test_a_conversation_that_outgrows_the_context_window_ends_the_rollout_
 
 
 async def test_a_server_that_rejects_a_named_tool_choice_is_asked_again_without_it():
-    trajectory, requests = await run([("I am thinking.", "stop")], max_turns=2, rejects_tool_choice=True)
+    read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
+    trajectory, requests = await run([read, ("I am thinking.", "stop")], max_turns=2, rejects_tool_choice=True)
     assert trajectory.end_reason == EndReason.OUT_OF_TURNS and trajectory.turns == 2
     assert [("tool_choice" in r) for r in requests] == [False, True, False, False]
 
 
 async def test_a_last_turn_in_text_is_followed_by_one_request_for_the_email_as_json_under_a_schema():
-    """As llama-server does with a chat template without tools: `tool_choice` ignored, `response_format` obeyed."""
+    """A server that ignores `tool_choice` on the last turn after the agent used tools gets asked for the email."""
     title = GRAPH.nodes[NODE].title
     read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
     written = json.dumps({"subject": f"About {title}", "body": "Hi Priya, a short note.", "citations": [NODE, "ghost", NODE]})
