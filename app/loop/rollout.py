@@ -1,7 +1,8 @@
 """One rollout: the agent explores the knowledge graph with tools and finalizes an email.
 
 A turn answered in text does not end it: a tool call written as JSON is run, an email written out is
-taken as the final one, and anything else gets a short correction while turns remain. After a turn in
+taken as the final one when it cites a node the agent read (any, on the last turn), and anything else
+gets a short correction while turns remain. After a turn in
 text, each later turn asks for one tool call as JSON under a schema (`response_format`) instead of by
 `tools`: a server whose chat template has no tools (llama.cpp's for SmolLM2) ignores `tools` and
 `tool_choice` but constrains decoding to a schema, so the agent still reads nodes and cites them. The
@@ -28,6 +29,8 @@ CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nod
               "email by calling finalize_email with subject, body and the ids of the nodes you cite. If you cannot call "
               "tools, write the email itself: a first line starting 'Subject:', then the body.")
 
+GROUND = ("That email cites no facts you have read. Read the nodes you need with get_relevant_context, then submit the "
+          "email with finalize_email, citing their ids.")
 
 STRUCTURED = ("Write the email now, as JSON: its subject, its body, and the ids of the nodes you read that it cites. "
               "Keep it short.")
@@ -105,11 +108,11 @@ async def rollout(
         if written := tool_call_from_text(text, TOOL_NAMES):
             name, arguments = written
             trajectory.messages_and_choices.append({"role": "user", "content": f"Result of {name}: {tools.call(name, arguments)}"})
-        elif (email := email_from_text(text, tools.read)) is not None:
+        elif (email := email_from_text(text, tools.read)) is not None and (email.citations or last):
             tools.final_email, trajectory.end_reason = email, EndReason.PARSED_FROM_TEXT
-        elif not last:
+        elif not last:  # neither a call nor a grounded email (one citing nothing is final only on the last turn)
             trajectory.corrections += 1
-            trajectory.messages_and_choices.append({"role": "user", "content": CORRECTION})
+            trajectory.messages_and_choices.append({"role": "user", "content": CORRECTION if email is None else GROUND})
     if (tools.final_email is None and trajectory.end_reason is None and turns == max_turns and answered_in_text
             and takes["response_format"]):
         if (email := await _structured_email(client, request, trajectory, tools)) is not None:

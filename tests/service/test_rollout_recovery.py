@@ -7,7 +7,7 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.rollout import CORRECTION, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
+from app.loop.rollout import CORRECTION, GROUND, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
 from app.loop.schemas import EndReason
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import ScriptedTextModel
@@ -45,6 +45,13 @@ async def test_text_turns_get_a_correction_and_a_written_out_email_is_the_final_
     assert "tools" in requests[0] and "response_format" not in requests[0]
     assert all("tools" not in r and r["response_format"]["json_schema"]["name"] == "tool_call" for r in requests[1:])
     assert trajectory.json_turns == 2
+
+
+async def test_an_email_written_out_that_cites_nothing_read_is_final_only_on_the_last_turn():
+    written = (f"Subject: A note for you\n\n{EMAIL_BODY}", "stop")
+    trajectory, requests = await run([written], max_turns=3)
+    assert trajectory.end_reason == EndReason.PARSED_FROM_TEXT and trajectory.turns == 3 and trajectory.email.citations == []
+    assert trajectory.corrections == 2 and requests[1]["messages"][-1] == {"role": "user", "content": GROUND}
 
 
 def names_offered(request: dict) -> list[str]:
