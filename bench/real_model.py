@@ -74,6 +74,7 @@ def measure() -> dict:
             "iteration": r["iteration"], "seconds": round((r["finished_at"] - r["started_at"]).total_seconds(), 1),
             "ends": {k.removeprefix("end/"): v for k, v in r["metrics"].items() if k.startswith("end/")},
             "corrections": r["metrics"].get("corrections"),
+            "json_turns": r["metrics"].get("json_turns"),
             "judge": {k.removeprefix("judge/"): v for k, v in r["metrics"].items() if k.startswith("judge/")},
             "email_attempts": r["metrics"].get("email/attempts"),
             "email": r["email"],

@@ -422,8 +422,8 @@ def real_model_section(rm: dict) -> list[str]:
         f"{run.get('max_tokens_per_turn', 1024)} tokens a turn (`make bench-real-model`). The run {rm['status']} in "
         f"{rm['seconds']:.0f} s" + (f": {rm['error']['message']} (step {rm['error']['step']})." if rm["error"] else "."),
         "",
-        "| iteration | seconds | rollout ends | corrections | judge: groups, judged, retried, dropped, errors | email attempts |",
-        "|---|---|---|---|---|---|",
+        "| iteration | seconds | rollout ends | corrections | JSON turns | judge: groups, judged, retried, dropped, errors | email attempts |",
+        "|---|---|---|---|---|---|---|",
     ]
     for it in rm["iterations"]:
         ends = ", ".join(f"{k} {v:g}" for k, v in it["ends"].items() if v) or "–"
@@ -431,8 +431,9 @@ def real_model_section(rm: dict) -> list[str]:
         errors = ", ".join(f"{k.removeprefix('errors/')} {v:g}" for k, v in j.items() if k.startswith("errors/") and v) or "none"
         judge = (f"{j['groups']:g}, {j['judged']:g}, {j['retried']:g}, {j['dropped']:g}, {errors}" if j else "–")
         corrections = "–" if it["corrections"] is None else f"{it['corrections']:g}"
+        json_turns = "–" if it.get("json_turns") is None else f"{it['json_turns']:g}"
         attempts = "–" if it["email_attempts"] is None else f"{it['email_attempts']:g}"
-        lines.append(f"| {it['iteration']} | {it['seconds']:.0f} | {ends} | {corrections} | {judge} | {attempts} |")
+        lines.append(f"| {it['iteration']} | {it['seconds']:.0f} | {ends} | {corrections} | {json_turns} | {judge} | {attempts} |")
     lines += ["", "The published emails:", ""]
     for it in rm["iterations"]:
         email = it["email"]
