@@ -82,6 +82,7 @@ class AgentTools:
         self.final_email: Email | None = None
         self.read: dict[str, str] = {}  # node id: title, of the nodes whose facts the agent read
         self.seen = dict.fromkeys(scenario.seed_nodes)  # the node ids shown to the agent so far, in order
+        self.expanded: set[str] = set()  # the nodes whose connections were listed
 
     def call(self, name: str, arguments: str) -> str:
         try:
@@ -117,6 +118,7 @@ class AgentTools:
             for n in self.graph.neighbors(node.id)
         ]
         neighbors.sort(key=lambda n: (-n["score"], n["id"]))
+        self.expanded.add(node.id)
         self.seen.update(dict.fromkeys(n["id"] for n in neighbors))
         return {"node_id": node.id, "neighbors": neighbors}
 
@@ -147,20 +149,30 @@ class AgentTools:
         return _object(subject={"type": "string", "maxLength": 120}, body={"type": "string", "maxLength": 1500},
                        citations=cited)
 
-    def call_schema(self, finalize_only: bool) -> dict:
+    def call_schema(self, turns_after: int) -> dict:
         """One tool call as JSON (`{"name", "arguments"}`, the form `tool_call_from_text` reads), for a server that
-        constrains decoding to a schema but not to tools: node ids among those shown to the agent, and
-        `finalize_email` only once it has read a node, or alone (`finalize_only`, the last turn)."""
+        constrains decoding to a schema but not to tools. Only calls that can still help: a node shown to the agent
+        and not yet listed or read (a repeat returns what it already has), `finalize_email` once it has read a node,
+        a read when only one turn would be left to finalize in, and `finalize_email` alone on the last turn."""
         finalize = _object(name={"const": "finalize_email"}, arguments=self.email_schema())
-        if finalize_only:
+        if turns_after == 0:
             return finalize
-        node = _object(node_id={"type": "string", "enum": list(self.seen)})
-        explore = [_object(name={"const": name}, arguments=node) for name in ("get_connected_nodes", "get_relevant_context")]
-        return {"anyOf": [*explore, finalize] if self.read else explore}
+        options = []
+        if unlisted := [n for n in self.seen if n not in self.expanded] if self.read or turns_after > 1 else []:
+            options.append(_node_call("get_connected_nodes", unlisted))
+        if unread := [n for n in self.seen if n not in self.read]:
+            options.append(_node_call("get_relevant_context", unread))
+        if self.read:
+            options.append(finalize)
+        return options[0] if len(options) == 1 else {"anyOf": options}
 
 
 MAX_CITATIONS = 8
 TOOL_NAMES = {tool["function"]["name"] for tool in TOOLS}
+
+
+def _node_call(name: str, node_ids: list[str]) -> dict:
+    return _object(name={"const": name}, arguments=_object(node_id={"type": "string", "enum": node_ids}))
 
 
 def _object(**properties: dict) -> dict:

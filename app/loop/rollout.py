@@ -32,6 +32,8 @@ CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nod
 GROUND = ("That email cites no facts you have read. Read the nodes you need with get_relevant_context, then submit the "
           "email with finalize_email, citing their ids.")
 
+FINALIZE_NOW = ("Last turn: submit the email now with finalize_email: a short subject, a body of a few sentences for the "
+                "prospect, and the ids of the nodes you read that it cites.")
 STRUCTURED = ("Write the email now, as JSON: its subject, its body, and the ids of the nodes you read that it cites. "
               "Keep it short.")
 STRUCTURED_MAX_TOKENS = 1024  # room for the longest email the schema allows (about 2,300 characters of JSON)
@@ -75,9 +77,12 @@ async def rollout(
         if answered_in_text and takes["response_format"]:
             trajectory.json_turns += 1
             asked = "response_format"
+            if last:  # the schema alone leaves a small model writing the email's JSON without knowing it is one
+                trajectory.messages_and_choices.append({"role": "user", "content": FINALIZE_NOW})
+                request["messages"] = trajectory.messages()
             ask = _without_tools(request) | {
                 "max_tokens": max(max_tokens, STRUCTURED_MAX_TOKENS) if last else max_tokens,
-                "response_format": _json_schema("tool_call", tools.call_schema(finalize_only=last))}
+                "response_format": _json_schema("tool_call", tools.call_schema(turns_after=max_turns - turns))}
         elif last and takes["tool_choice"]:
             asked, ask = "tool_choice", request | {"tool_choice": FINALIZE}
         else:

@@ -7,7 +7,7 @@ from openai import AsyncOpenAI
 
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.rollout import CORRECTION, GROUND, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
+from app.loop.rollout import CORRECTION, FINALIZE_NOW, GROUND, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
 from app.loop.schemas import EndReason
 from app.runs.schemas import LearnLoopRequest
 from tests.standins import ScriptedTextModel
@@ -75,9 +75,19 @@ async def test_after_a_turn_in_text_the_agent_explores_and_cites_through_tool_ca
     cited = requests[2]["response_format"]["json_schema"]["schema"]["anyOf"][2]["properties"]["arguments"]["properties"]
     assert cited["citations"] == {"type": "array", "items": {"type": "string", "enum": [NODE]}, "minItems": 1, "maxItems": 1}
 
-    # the last turn under the schema offers finalize_email alone, with room for the whole email
+    # a call that would repeat one made is not offered again: it would return what the agent already has
+    listed = json.dumps({"name": "get_connected_nodes", "arguments": {"node_id": NODE}})
+    _, requests = await run([("Thinking.", "stop"), (listed, "stop"), ("Thinking.", "stop")])
+    offered = {o["properties"]["name"]["const"]: o["properties"]["arguments"]["properties"]["node_id"]["enum"]
+               for o in requests[2]["response_format"]["json_schema"]["schema"]["anyOf"]}
+    assert NODE not in offered["get_connected_nodes"] and NODE in offered["get_relevant_context"]
+    assert set(offered["get_connected_nodes"]) > set(SCENARIO.seed_nodes) - {NODE}  # and its neighbours are now shown
+
+    # with one turn left before the last and nothing read, a read; the last turn offers finalize_email alone, says
+    # so, and has room for the whole email
     _, requests = await run([("Thinking.", "stop")], max_turns=3)
-    assert [names_offered(r) for r in requests[1:3]] == [["get_connected_nodes", "get_relevant_context"], ["finalize_email"]]
+    assert [names_offered(r) for r in requests[1:3]] == [["get_relevant_context"], ["finalize_email"]]
+    assert requests[2]["messages"][-1] == {"role": "user", "content": FINALIZE_NOW}
     assert [r["max_tokens"] for r in requests[:3]] == [256, 256, STRUCTURED_MAX_TOKENS]
 
     # a server that refuses response_format is asked again plainly, that turn and every turn after it
