@@ -30,7 +30,7 @@ async def test_a_run_with_a_real_small_model_as_policy_and_judge_completes(tmp_p
     nodes = set(demo_graph().nodes)
     for record in records:
         email = record["email"]
-        assert email["subject"] and email["body"] and set(email["citations"]) <= nodes, email
+        assert email["subject"] and email["body"] and email["citations"] and set(email["citations"]) <= nodes, email
     for record in records[1:]:
         ends = {reason: record["metrics"][f"end/{reason.value}"] for reason in EndReason}
         assert sum(ends.values()) == RUN["rollouts_per_group"] == len(record["trajectories"]), ends
