@@ -77,13 +77,8 @@ def run(
     os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
     import tempfile
 
-    from fastapi.exceptions import RequestValidationError
-
-    from app.lifecycle import StartupError
-    from app.local import add_graph, iterations as run_iterations, local_service, run_to_end
     from app.runs.schemas import LearnLoopRequest
 
-    settings = _settings_or_exit()
     document = _load_graph(graph)
     given = {"graph_id": document.id if document else None, "scenario_ids": scenario, "target_scenario_id": target,
              "iterations": iterations, "rollouts_per_group": rollouts_per_group, "max_turns": max_turns,
@@ -93,6 +88,13 @@ def run(
         request = LearnLoopRequest(**{field: value for field, value in given.items() if value is not None})
     except ValidationError as exc:
         raise _usage_error(exc) from None
+    # Only now the settings' checks and what runs the loop: a usage error above answers in a second, not after the
+    # 7 CPU-seconds of importing ART
+    settings = _settings_or_exit()
+    from fastapi.exceptions import RequestValidationError
+
+    from app.lifecycle import StartupError
+    from app.local import add_graph, iterations as run_iterations, local_service, run_to_end
 
     async def main(data_dir: Path):
         async with local_service(data_dir, settings) as process:

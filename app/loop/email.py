@@ -22,7 +22,8 @@ from app.loop.generation import Policy
 from app.loop.outcome_model import FeedbackSource
 from app.loop.reward import Judge, blend, clamped
 from app.loop.rollout import rollout
-from app.loop.schemas import EmailTrajectory, EndReason, RunConfig
+from app.loop.schemas import EndReason, RunConfig
+from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
 
 

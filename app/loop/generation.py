@@ -18,7 +18,8 @@ from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import Scenario
 from app.loop.reward import Scorer, has_signal, rollout_seed
 from app.loop.rollout import rollout
-from app.loop.schemas import EmailTrajectory, EndReason, RunConfig
+from app.loop.schemas import EndReason, RunConfig
+from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
 
 

@@ -17,7 +17,8 @@ from art.rewards import ruler_score_group
 from app.faults import fault_point
 from app.loop.feedback import Feedback
 from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource
-from app.loop.schemas import EmailTrajectory, RewardStats, RunConfig
+from app.loop.schemas import RewardStats, RunConfig
+from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
 
 SALES_EMAIL_RUBRIC = """

@@ -20,7 +20,8 @@ from app.agent.prompt import initial_messages
 from app.agent.schemas import Email, ScenarioContext
 from app.agent.email_text import email_from_text, tool_call_from_text
 from app.agent.tools import TOOL_NAMES, TOOLS, AgentTools
-from app.loop.schemas import EmailTrajectory, EndReason
+from app.loop.schemas import EndReason
+from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
 
 

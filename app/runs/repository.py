@@ -17,7 +17,7 @@ from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.agent.schemas import Email, TracedEmail
 from app.loop.features import content_hash, email_features
 from app.loop.outcome_model import FeedbackSource
-from app.loop.schemas import EmailTrajectory
+from app.loop.trajectory import EmailTrajectory
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
 

@@ -9,7 +9,8 @@ from app.agent.schemas import Email, ScenarioContext
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.agent.transcript import parse_transcript
-from app.loop.schemas import EmailTrajectory, RunConfig
+from app.loop.schemas import RunConfig
+from app.loop.trajectory import EmailTrajectory
 from app.loop.in_context import PLAYBOOK_SIZE, criteria, distil, lessons
 
 

@@ -6,7 +6,8 @@ from app.loop.feedback import FeedbackSimulator, reply_probabilities
 from app.loop.features import perceived_cta, perceived_length, perceived_tone
 from app.loop.feedback import create_feedback
 from app.agent.schemas import Email
-from app.loop.schemas import EmailTrajectory, RunConfig
+from app.loop.schemas import RunConfig
+from app.loop.trajectory import EmailTrajectory
 from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
 from app.agent.prompt import initial_messages, proven_nodes
 from app.agent.transcript import parse_transcript

@@ -33,7 +33,7 @@ def test_webhook_node_scores_are_whole_up_to_the_limit_then_top_plus_changes():
 
 def test_a_trajectory_survives_storage_with_its_email(tmp_path):
     from app.agent.schemas import Email
-    from app.loop.schemas import EmailTrajectory
+    from app.loop.trajectory import EmailTrajectory
 
     original = EmailTrajectory(messages_and_choices=[{"role": "user", "content": "hi"}], scenario_id="s", rollout=3, turns=2,
                                email=Email(subject="S", body="B", citations=["a"]), reward=0.5)
