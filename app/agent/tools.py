@@ -139,7 +139,6 @@ class AgentTools:
         self.final_email = Email(subject=str(subject), body=str(body), citations=list(dict.fromkeys(citations)))
         return {"status": "final", "citations": self.final_email.citations}
 
-
     def email_schema(self) -> dict:
         """The email as JSON, bounded so that a model that repeats itself still closes it within the token limit,
         citing one to MAX_CITATIONS of the nodes the agent read (none when it read none)."""
@@ -158,7 +157,8 @@ class AgentTools:
         if turns_after == 0:
             return finalize
         options = []
-        if unlisted := [n for n in self.seen if n not in self.expanded] if self.read or turns_after > 1 else []:
+        unlisted = [n for n in self.seen if n not in self.expanded]
+        if unlisted and (self.read or turns_after > 1):  # nothing read and one turn to spare: only a read
             options.append(_node_call("get_connected_nodes", unlisted))
         if unread := [n for n in self.seen if n not in self.read]:
             options.append(_node_call("get_relevant_context", unread))

@@ -2,12 +2,12 @@
 
 A turn answered in text does not end it: a tool call written as JSON is run, an email written out is
 taken as the final one when it cites a node the agent read (any, on the last turn), and anything else
-gets a short correction while turns remain. After a turn in
-text, each later turn asks for one tool call as JSON under a schema (`response_format`) instead of by
-`tools`: a server whose chat template has no tools (llama.cpp's for SmolLM2) ignores `tools` and
-`tool_choice` but constrains decoding to a schema, so the agent still reads nodes and cites them. The
-last turn asks for `finalize_email` alone (by `tool_choice`, or by that schema); when it is answered in
-text all the same, the email is asked for once more as JSON.
+gets a short correction while turns remain. After a turn in text, each later turn asks for one tool call
+as JSON under a schema (`response_format`) instead of by `tools`: a server whose chat template has no
+tools (llama.cpp's for SmolLM2) ignores `tools` and `tool_choice` but constrains decoding to a schema,
+so the agent still reads nodes and cites them. The last turn asks for `finalize_email` alone (by
+`tool_choice`, or by that schema); when it is answered in text all the same, the email is asked for once
+more as JSON.
 """
 
 import openai
@@ -29,10 +29,8 @@ FINALIZE = {"type": "function", "function": {"name": "finalize_email"}}
 CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nodes and get_relevant_context, and submit the "
               "email by calling finalize_email with subject, body and the ids of the nodes you cite. If you cannot call "
               "tools, write the email itself: a first line starting 'Subject:', then the body.")
-
 GROUND = ("That email cites no facts you have read. Read the nodes you need with get_relevant_context, then submit the "
           "email with finalize_email, citing their ids.")
-
 FINALIZE_NOW = ("Last turn: submit the email now with finalize_email: a short subject, a body of a few sentences for the "
                 "prospect, and the ids of the nodes you read that it cites.")
 STRUCTURED = ("Write the email now, as JSON: its subject, its body, and the ids of the nodes you read that it cites. "
