@@ -6,12 +6,13 @@ import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dbos import DBOS
 
 from app import logs, migrations
 from app.auth import parse_api_keys
-from app.backends.registry import BackendUnavailable, check_available
+from app.backends.specs import BackendUnavailable, check_available
 from app.core import Services
 from app.db import Database
 from app.events.relay import WebhookRelay
@@ -20,11 +21,13 @@ from app.events.stream import EventFeed
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
-from app.runs import executor, workflow
+from app.runs import queue
 from app.runs import repository as runs_repository
-from app.runs.executor import Executor
 from app.runs.workers import Housekeeper
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.runs.executor import Executor
 
 log = logging.getLogger("codreamer")
 
@@ -81,7 +84,7 @@ class Process:
     """What `start` brought up: the API's services and, in a worker, the run executor and webhook relay."""
 
     api: Services
-    executor: Executor | None = None
+    executor: "Executor | None" = None
     relay: WebhookRelay | None = None
     housekeeper: Housekeeper | None = None
     background: list[asyncio.Task] = field(default_factory=list)  # the relay and the housekeeping
@@ -107,21 +110,23 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
                                    runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db),
-                                   wake_waiting=functools.partial(workflow.wake_waiting, db)))
+                                   wake_waiting=functools.partial(queue.wake_waiting, db)))
     process.api.health.append(db.problem)
     if worker:
+        # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.
+        from app.runs import executor, workflow  # noqa: F401
+
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
-        process.executor = Executor(process.api, wake_relay=process.relay.wake)
+        process.executor = executor.Executor(process.api, wake_relay=process.relay.wake)
         process.api.health.append(process.executor.embedded.problem)
-    executor.install(process.executor)
+        executor.install(process.executor)
     try:
         await _launch(settings, process, worker=worker)
     except BaseException as exc:  # nothing DBOS started may keep the process alive
+        queue.disconnect()
         DBOS.destroy(destroy_registry=False)
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="codreamer"))
-        if process.executor is not None:
-            await process.executor.close()
-        executor.install(None)
+        await _close_executor(process)
         await db.close()
         if isinstance(exc, DATABASE_ERRORS):
             raise StartupError(logs.database_problem(settings.database_url, exc)) from None
@@ -132,17 +137,18 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
 async def _launch(settings: Settings, process: Process, *, worker: bool) -> None:
     db = process.api.db
     DBOS(config={
-        "name": "codreamer",
+        "name": queue.APPLICATION,
         "system_database_url": dbos_database_url(settings),
         "executor_id": settings.executor_id,
-        "application_version": workflow.WORKFLOW_VERSION,
+        "application_version": queue.WORKFLOW_VERSION,
         "log_level": "WARNING",
     })
     if not worker:
         DBOS.listen_queues([])
     DBOS.launch()
+    queue.connect(dbos_database_url(settings))
     await DBOS.register_queue_async(
-        workflow.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
+        queue.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
         worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
     )
     if worker:
@@ -161,16 +167,23 @@ async def stop(process: Process) -> None:
         await process.relay.close()
     interrupted = await drain(process.api.settings)
     # From here on nothing a workflow does is recorded: one still running stays PENDING, for recovery.
+    queue.disconnect()
     DBOS.destroy(destroy_registry=False)
     # DBOS made its thread pool the loop's default executor and has just shut that pool down.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="codreamer"))
     if interrupted:
         await interrupt(interrupted, process.api.settings)
-    if process.executor is not None:
-        await process.executor.close()
-    executor.install(None)
+    await _close_executor(process)
     await process.api.feed.close()
     await process.api.db.close()
+
+
+async def _close_executor(process: Process) -> None:
+    if process.executor is not None:
+        from app.runs import executor
+
+        await process.executor.close()
+        executor.install(None)
 
 
 async def stop_background(process: Process) -> None:

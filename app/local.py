@@ -17,7 +17,7 @@ from app.events.models import Event
 from app.runs.events import TERMINAL_EVENTS
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import GraphDocument
-from app.runs import repository, service, workflow
+from app.runs import queue, repository, service
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
 
@@ -60,7 +60,7 @@ async def run_to_end(
             seen = event.seq
             on_event(event)
             if event.type in TERMINAL_EVENTS:
-                await workflow.wait(created.run_id)
+                await queue.result(created.run_id)
                 async with process.api.db.read() as session:
                     return await repository.get_run_view(session, created.run_id)
         await asyncio.sleep(poll_s)

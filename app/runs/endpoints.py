@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
 from app import conditional
-from app.backends.registry import delete_local_files, model_name
+from app.backends.specs import delete_local_files, model_name
 from app.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
 from app.db import Database
@@ -21,7 +21,7 @@ from app.events.schemas import DeliveryList
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import RunOutcomes
 from app.pages import cursor_params
-from app.runs import repository, service, transitions, workflow
+from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
@@ -147,7 +147,7 @@ async def _transition(svc: ServicesDep, run_id: str, tenant: str, change) -> Run
 async def cancel_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
     """The run stops at its next step boundary; an iteration in flight is not recorded."""
     run = await _transition(svc, run_id, tenant, transitions.cancel)
-    await workflow.cancel(run_id, run.attempt)
+    await queue.cancel(run_id, run.attempt)
     async with svc.db.read() as session:
         return await repository.get_run_view(session, run.id)
 
@@ -157,7 +157,7 @@ async def cancel_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
 async def resume_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> dict:
     """Starts a failed run again from its last recorded iteration (after a backend outage, say)."""
     run = await _transition(svc, run_id, tenant, transitions.resume)
-    await workflow.enqueue(run.id, run.attempt)
+    await queue.enqueue(run.id, run.attempt)
     async with svc.db.read() as session:
         return await repository.get_run_view(session, run.id)
 

@@ -1,12 +1,11 @@
-"""Reads of runs and what they own, and the trajectory store that lets any worker train a run."""
+"""Reads and writes of runs and what they own (the trajectories' store is `app.runs.trajectories`)."""
 
 from collections.abc import Awaitable, Callable
 
-import art
 from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.backends.registry import delete_stored_checkpoints
+from app.backends.specs import delete_stored_checkpoints
 from app.db import Database
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
@@ -17,7 +16,6 @@ from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.agent.schemas import Email, TracedEmail
 from app.loop.features import content_hash, email_features
 from app.loop.outcome_model import FeedbackSource
-from app.loop.trajectory import EmailTrajectory
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
 
@@ -72,31 +70,6 @@ def email_ref(run: Run, graph: KnowledgeGraph, iteration: int, slot: int, scenar
                     features=email_features(email, prospect.name, prospect.company), content_hash=content_hash(email))
 
 
-async def replace_trajectories(session: AsyncSession, run: Run, graph: KnowledgeGraph, iteration: int,
-                               groups: list[art.TrajectoryGroup], message_id_domain: str) -> None:
-    """Idempotent: a re-run generate step replaces what an interrupted one wrote (with the same refs)."""
-    run_id = run.id
-    await session.execute(delete(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration))
-    await session.execute(delete(EmailRef).where(EmailRef.run_id == run_id, EmailRef.iteration == iteration,
-                                                 EmailRef.slot != refs.PUBLISHED))
-    position = 0
-    for group_index, group in enumerate(groups):
-        for t in group.trajectories:
-            email = None
-            if t.email is not None:
-                traced = email_ref(run, graph, iteration, position, t.scenario_id, t.email, t.metrics.get("judge_score"))
-                email = t.email.model_dump() | {"ref": traced.ref, "message_id": refs.message_id(traced.ref, message_id_domain)}
-                session.add(traced)
-            session.add(TrajectoryRecord(
-                run_id=run_id, iteration=iteration, position=position, group_index=group_index,
-                scenario_id=t.scenario_id, reward=float(t.reward),
-                judge_score=t.metrics.get("judge_score"), feedback_score=t.metrics.get("feedback_score"),
-                feedback_source=feedback_source(t.metrics), feedback_confidence=t.metrics.get("feedback_confidence"),
-                email=email, turns=t.turns, trajectory=t.to_json(),
-            ))
-            position += 1
-
-
 async def trajectory_emails(session: AsyncSession, run_id: str, iteration: int, scenario_id: str) -> list[tuple[int, TracedEmail]]:
     """(position, email) of the iteration's candidates for one scenario that finalized an email."""
     rows = await session.execute(select(TrajectoryRecord.position, TrajectoryRecord.email).where(
@@ -126,17 +99,6 @@ async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> No
     latest = await latest_iteration(session, run_id)
     await session.execute(delete(TrajectoryRecord).where(
         TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration > (-1 if latest is None else latest)))
-
-
-async def load_groups(session: AsyncSession, run_id: str, iteration: int) -> list[art.TrajectoryGroup]:
-    rows = (await session.scalars(
-        select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
-        .order_by(TrajectoryRecord.position)
-    )).all()
-    groups: dict[int, list[EmailTrajectory]] = {}
-    for row in rows:
-        groups.setdefault(row.group_index, []).append(EmailTrajectory.from_json(row.trajectory))
-    return [art.TrajectoryGroup(ts) for _, ts in sorted(groups.items())]
 
 
 # ---------------------------------------------------------------- runs and iterations

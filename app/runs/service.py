@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from app.auth import OPEN_TENANT
-from app.backends.registry import SPECS, BackendUnavailable, check_available
+from app.backends.specs import SPECS, BackendUnavailable, check_available
 from app.core import Services
 from app.db import serialize_on
 from app.errors import Conflict, TooManyRequests, invalid
@@ -23,7 +23,7 @@ from app.events.ssrf import UnsafeWebhookURL, redacted, resolve
 from app.knowledge_graph import repository as graphs
 from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
-from app.runs import workflow
+from app.runs import queue
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
 
@@ -164,6 +164,6 @@ async def create_run(
         if replayed is None:
             raise Conflict("the run could not be stored as it was validated; retry") from None
         return replayed, True
-    await workflow.enqueue(run.id)
+    await queue.enqueue(run.id)
     note = "shown once: keep it, later responses never include it" if secret else None
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id)), False

@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 
 from app.db import Database, utcnow
 from app.runs.status import RunStatus
-from app.runs import transitions, workflow
+from app.runs import queue, transitions
 from app.runs.models import Run, Worker
 from app.settings import Settings
 
@@ -85,22 +85,22 @@ class Housekeeper:
         if not active:
             self._stalled = {}
             return []
-        by_workflow = {workflow.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
+        by_workflow = {queue.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
         known = {w.workflow_id: w for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
-        running_here = set(workflow.running_here())
+        running_here = set(queue.running_here())
         stalled = {}
         ended = []
         for workflow_id, (run_id, attempt, status) in by_workflow.items():
             found = known.get(workflow_id)
             state = found.status if found else None
             if found is None and status == RunStatus.QUEUED:  # a crash lost the enqueue (enqueue dedupes)
-                await workflow.enqueue(run_id, attempt)
+                await queue.enqueue(run_id, attempt)
             elif state in ENDED_WORKFLOW:
                 await self._fail(run_id, f"the run's workflow ended ({state}) without recording why; see the server log. "
                                          "Resume it to continue.")
                 log.warning("run %s: its workflow ended in %s; marked failed (resumable)", run_id, state)
                 ended.append(run_id)
-            elif found is not None and found.app_version not in (None, workflow.WORKFLOW_VERSION):
+            elif found is not None and found.app_version not in (None, queue.WORKFLOW_VERSION):
                 await DBOS.cancel_workflow_async(workflow_id)  # no worker of this version runs it; it would hold a queue slot
                 await self._fail(run_id, f"the service was upgraded while this run was in flight, and its workflow belongs to "
                                          f"another version ({found.app_version}); resume it to continue after its last "

@@ -15,13 +15,13 @@ import typing
 from datetime import datetime, timedelta
 
 import numpy as np
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from app.backends.registry import delete_local_files, delete_stored_checkpoints, model_name
-from app.db import Database, describe, is_transient, utcnow
+from app.backends.specs import delete_local_files, delete_stored_checkpoints, model_name
+from app.db import describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
@@ -39,7 +39,7 @@ from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
-from app.runs import repository, transitions
+from app.runs import queue, repository, trajectories, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
 from app.runs.events import Waiting
@@ -49,11 +49,6 @@ from app.runs.records import (
 from app.runs.schemas import EffectiveConfig
 from app.runs.status import RunStatus, Step
 
-RUNS_QUEUE = "runs"
-# DBOS recovers and dequeues only the workflows of its own application version. Pinned, rather than DBOS's
-# hash of the workflow's source, so a run in flight across an upgrade resumes on the new code; bump it
-# only when the steps' order or names change, as a checkpoint of the old order cannot be replayed.
-WORKFLOW_VERSION = "learning_run-2"
 DB_RETRIES = 6  # with backoff capped at 8 s: rides out about half a minute of database trouble
 log = logging.getLogger("codreamer")
 
@@ -229,7 +224,7 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
         for trajectory in group.trajectories:
             trajectory.initial_policy_version = sampled_step
     async with executor.services.db.transaction() as session:
-        await repository.replace_trajectories(session, run, graph, iteration, generation.groups, executor.settings.message_id_domain)
+        await trajectories.replace_trajectories(session, run, graph, iteration, generation.groups, executor.settings.message_id_domain)
     fault_point(Step.GENERATE, iteration)
     metrics = generation.metrics | scorer.stats.metrics() | ({} if sampled_step is None else {"policy_step": float(sampled_step)})
     return GenerationResult(started_at=started_at, metrics=metrics, trace_url=trace_url,
@@ -247,7 +242,7 @@ async def train_step(run_id: str, iteration: int, step_before: int | None) -> Tr
         if step_before is None:
             previous = await session.scalar(select(Iteration.training).where(Iteration.run_id == run_id, Iteration.iteration == iteration - 1))
             step_before = TrainingOutcome.model_validate(previous).step if previous else 0
-        groups = await repository.load_groups(session, run_id, iteration)
+        groups = await trajectories.load_groups(session, run_id, iteration)
     outcome = await train(
         executor.backend(config.backend), policy.model, groups, config,
         step_before=step_before, retries=executor.settings.backend_retries,
@@ -263,7 +258,7 @@ async def reweight_step(run_id: str, iteration: int, pending: list[ReweightResul
     _, config, _, scores = await _context(run_id)
     scores = _with_pending(scores, pending)
     async with current().services.db.read() as session:
-        groups = await repository.load_groups(session, run_id, iteration)
+        groups = await trajectories.load_groups(session, run_id, iteration)
     changed = reweight({s: scores.of(s) for s in config.scenario_ids}, groups, config)
     previous = await _previous_context(run_id, iteration, pending) if config.in_context else None
     context = distil(previous, groups, config, iteration=iteration)
@@ -292,7 +287,7 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
         email, score, source = await _choose_by_outcomes(run, config, graph, iteration, (email, score, source))
     if email is None and iteration > 0:
         async with current().services.db.read() as session:
-            best = best_trajectory(await repository.load_groups(session, run_id, iteration), target.id)
+            best = best_trajectory(await trajectories.load_groups(session, run_id, iteration), target.id)
         if best is not None:
             email, score, source = best.email, best.metrics.get("judge_score"), "best_of_iteration"
     if email is None:
@@ -314,7 +309,7 @@ async def _choose_by_outcomes(run: Run, config: EffectiveConfig, graph: Knowledg
     the outcome model (`app.loop.email.choose_by_outcomes`)."""
     feedback = await _feedback(run, config, graph)
     async with current().services.db.read() as session:
-        groups = await repository.load_groups(session, run.id, iteration)
+        groups = await trajectories.load_groups(session, run.id, iteration)
     target = config.target_scenario_id
     candidates = [greedy[:2]] + [(t.email, t.metrics["judge_score"]) for g in groups for t in g.trajectories
                                  if t.scenario_id == target and t.email and "judge_score" in t.metrics]
@@ -378,18 +373,7 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
 
 
-OUTCOMES_TOPIC = "outcomes"
 WAIT_POLL_S = 60.0  # a waiting run also looks this often (a wake sent while no worker held it is not lost, only late)
-
-
-async def wake_waiting(db: Database, run_ids: set[str]) -> None:
-    """Tells the runs among `run_ids` that wait for outcomes that some arrived."""
-    async with db.read() as session:
-        rows = (await session.execute(select(Run.id, Run.attempt, Run.waiting).where(
-            Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
-    for run_id, attempt, waiting in rows:
-        if waiting:
-            await DBOS.send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
 
 
 async def _wait_state(run_id: str, iteration: int, wait: FeedbackWait, until) -> WaitState:
@@ -425,7 +409,7 @@ async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> Non
     """Durably: the deadline and each look are steps, each sleep a DBOS recv that ingestion's wake ends early."""
     state = await wait_begin_step(run_id, iteration, wait)
     while not state.done:
-        await DBOS.recv_async(OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
+        await DBOS.recv_async(queue.OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
         state = await wait_check_step(run_id, iteration, wait, state.until)
 
 
@@ -474,7 +458,7 @@ async def let_go(run_id: str) -> None:
         await executor.release(run_id)
 
 
-@DBOS.workflow(name="learning_run")
+@DBOS.workflow(name=queue.WORKFLOW_NAME)
 async def learning_run(run_id: str) -> str | None:
     """The run's status when its workflow ends; None when the run was deleted meanwhile."""
     interrupted = False
@@ -582,30 +566,3 @@ async def learning_run(run_id: str) -> str | None:
         if not interrupted:
             await let_go(run_id)
 
-
-def running_here() -> list[str]:
-    """The workflow ids this process is executing now."""
-    from dbos import _dbos
-
-    instance = _dbos._dbos_global_instance
-    return instance._active_workflows_set.activeList() if instance is not None else []
-
-
-def workflow_id(run_id: str, attempt: int) -> str:
-    return run_id if attempt == 1 else f"{run_id}.{attempt}"
-
-
-async def enqueue(run_id: str, attempt: int = 1) -> None:
-    """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
-    with SetWorkflowID(workflow_id(run_id, attempt)):
-        await DBOS.enqueue_workflow_async(RUNS_QUEUE, learning_run, run_id)
-
-
-async def wait(run_id: str, attempt: int = 1) -> str:
-    """The workflow's result, once DBOS has recorded it (a run's last event precedes that by a moment)."""
-    handle = await DBOS.retrieve_workflow_async(workflow_id(run_id, attempt))
-    return await handle.get_result()
-
-
-async def cancel(run_id: str, attempt: int) -> None:
-    await DBOS.cancel_workflow_async(workflow_id(run_id, attempt))

@@ -5,6 +5,7 @@ import os
 
 from tests.support import Server, assert_exactly_once, process_gone, run_workers, wait_for, wait_for_status
 
+LOOP_LIBRARY = "/tiktoken/_tiktoken"  # litellm's tokenizer, a compiled library: it shows in a process's memory map
 BODY = {"iterations": 3, "rollouts_per_group": 2, "max_turns": 3, "scenario_ids": ["scn-healthcare-cto"]}
 
 
@@ -23,6 +24,13 @@ def test_a_killed_worker_is_restarted_and_its_run_finishes_exactly_once_while_th
             assert restarted != worker
             assert wait_for_status(client, run_id)["status"] == "succeeded"
             assert_exactly_once(client, run_id, BODY["iterations"])
+        # The loop (ART's litellm and its tokenizer library) is loaded by the worker only, never by the API.
+        assert LOOP_LIBRARY in _shared_libraries(restarted) and LOOP_LIBRARY not in _shared_libraries(server.process.pid)
         assert "the run worker exited with code -9; restarting it" in server.log.read_text()
     finally:
         server.stop()
+
+
+def _shared_libraries(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()

@@ -10,7 +10,7 @@ import pytest
 from dbos import DBOS
 
 from app.backends.embedded.models import PolicyCheckpoint
-from app.backends.registry import model_name
+from app.backends.specs import model_name
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs import workflow

@@ -15,7 +15,7 @@ from app.lifecycle import dbos_database_url
 from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
 from app.local import local_service, run_to_end
-from app.runs import repository, service, transitions, workflow
+from app.runs import queue, repository, service, transitions, workflow
 from app.runs.executor import current
 from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
 from app.runs.workers import Housekeeper
@@ -52,8 +52,8 @@ async def test_a_failing_step_fails_the_run_and_resume_finishes_it(process, poin
     monkeypatch.delenv("FAIL_AT")
     async with process.api.db.transaction() as session:
         run = await transitions.resume(session, failed["run_id"])
-    await workflow.enqueue(run.id, run.attempt)
-    assert await workflow.wait(run.id, run.attempt) == "succeeded"
+    await queue.enqueue(run.id, run.attempt)
+    assert await queue.result(run.id, run.attempt) == "succeeded"
     async with process.api.db.read() as session:
         view = await repository.get_run_view(session, run.id)
         recorded = [i["iteration"] for i in await repository.iterations(session, run.id)]
@@ -68,7 +68,7 @@ async def test_a_cancelled_run_releases_what_the_worker_holds(process):
         await asyncio.sleep(0.05)
     async with process.api.db.transaction() as session:
         await transitions.cancel(session, created.run_id)
-    await workflow.cancel(created.run_id, 1)
+    await queue.cancel(created.run_id, 1)
     for _ in range(600):  # the step in flight finishes, then the workflow stops and lets go
         if not current().holds(created.run_id):
             break
@@ -83,7 +83,7 @@ async def test_a_run_whose_workflow_ended_unrecorded_is_reconciled(process, monk
     monkeypatch.setenv("FAIL_AT", "start,fail")  # the run fails at start, and recording that fails too
     created, _ = await service.create_run(process.api, REQUEST)
     with pytest.raises(Exception):
-        await workflow.wait(created.run_id)
+        await queue.result(created.run_id)
     # The worker's housekeeping reconciles every few seconds; a pass now does it at once (idempotent).
     await Housekeeper(process.api.db, process.api.settings).reconcile()
     async with process.api.db.read() as session:
@@ -133,7 +133,7 @@ async def test_a_cancelled_run_leaves_no_trajectories_of_an_unrecorded_iteration
             await asyncio.sleep(0.02)
     async with process.api.db.transaction() as session:
         await transitions.cancel(session, created.run_id)
-    await workflow.cancel(created.run_id, 1)
+    await queue.cancel(created.run_id, 1)
     for _ in range(2400):  # the step in flight notices the cancel, then the worker lets go (slow on a busy machine)
         if not current().holds(created.run_id):
             break
@@ -188,7 +188,7 @@ async def _in_flight_before_the_last_email(process, rewrite) -> tuple[str, dict,
 
 async def test_a_run_checkpointed_with_dict_outputs_resumes_on_typed_steps(process):
     run_id, first, email = await _in_flight_before_the_last_email(process, lambda step: _as_the_dict_steps_wrote_it(step["output"]))
-    forked = await DBOS.fork_workflow_async(run_id, email, application_version=workflow.WORKFLOW_VERSION)
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=queue.WORKFLOW_VERSION)
     assert await forked.get_result() == "succeeded"
     async with process.api.db.read() as session:
         again = (await repository.iterations(session, run_id))[1]
@@ -204,7 +204,7 @@ async def test_a_checkpoint_that_no_longer_fits_fails_the_run_naming_its_step(pr
         return {"rewards": "not stats"} if step["function_name"] == "generate" else step["output"]
 
     run_id, _, email = await _in_flight_before_the_last_email(process, unreadable)
-    forked = await DBOS.fork_workflow_async(run_id, email, application_version=workflow.WORKFLOW_VERSION)
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=queue.WORKFLOW_VERSION)
     assert await forked.get_result() == "failed"
     async with process.api.db.read() as session:
         run = await repository.get_run_view(session, run_id)

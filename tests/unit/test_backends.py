@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from app.backends.registry import SPECS, BackendUnavailable, EmbeddedOptions, ServerlessOptions, check_available
+from app.backends.specs import SPECS, BackendUnavailable, EmbeddedOptions, ServerlessOptions, check_available
 from app.backends.retry import is_transient
 from app.loop.training import train
 from app.loop.schemas import RunConfig

@@ -18,10 +18,10 @@ import httpx
 from art import TrainableModel, Trajectory, TrajectoryGroup, dev
 from art.types import TrainResult, TrainSFTConfig
 
+from app.backends.embedded.policy import DEFAULT_LEARNING_RATE
 from app.backends.embedded.process import ModelServerProcess
 from app.backends.embedded.server import JUDGE_MODEL_NAME
 
-DEFAULT_LEARNING_RATE = 0.05
 MODEL_SERVER_NICENESS = 10  # the API comes first; runs get every cycle it leaves
 log = logging.getLogger("codreamer")
 

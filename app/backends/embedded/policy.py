@@ -20,6 +20,7 @@ from app.backends.embedded.composer import CTAS, LENGTHS, TONES, angle_of, compo
 from app.agent.text import terms
 from app.agent.transcript import SeenNode, Transcript
 
+DEFAULT_LEARNING_RATE = 0.05  # the step of GRPO's update of this policy, unless a run sets its own
 ACTIONS = ("get_connected_nodes", "get_relevant_context", "propose_email", "finalize_email")
 TYPE_BUCKETS, ID_BUCKETS, SCENARIO_BUCKETS = 8, 32, 32
 NODE_BASE = 10  # the node features before the type and id buckets

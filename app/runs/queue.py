@@ -1,0 +1,79 @@
+"""A run's durable workflow as the API reaches it: enqueued, cancelled and woken by name, through DBOS's client.
+
+The API never imports the workflow itself (the loop, ART and litellm: 2 s of CPU at start-up and 100 MB in every API
+process); only workers register and execute it (`app.runs.workflow`). Both enqueue the same way, here.
+"""
+
+from dbos import DBOS, DBOSClient, EnqueueOptions
+from sqlalchemy import select
+
+from app.db import Database
+from app.runs.models import Run
+from app.runs.status import RunStatus
+
+RUNS_QUEUE = "runs"
+WORKFLOW_NAME = "learning_run"
+# DBOS recovers and dequeues only the workflows of its own application version. Pinned, rather than DBOS's
+# hash of the workflow's source, so a run in flight across an upgrade resumes on the new code; bump it
+# only when the steps' order or names change, as a checkpoint of the old order cannot be replayed.
+WORKFLOW_VERSION = "learning_run-2"
+APPLICATION = "codreamer"
+OUTCOMES_TOPIC = "outcomes"  # what a waiting run receives when outcomes arrive
+
+_client: DBOSClient | None = None
+
+
+def connect(system_database_url: str) -> None:
+    """After DBOS has launched in this process (it migrates the system database the client writes to)."""
+    global _client
+    _client = DBOSClient(system_database_url=system_database_url, application_name=APPLICATION,
+                         system_database_pool_size=2, lazy=True)
+
+
+def disconnect() -> None:
+    global _client
+    client, _client = _client, None
+    if client is not None:
+        client.destroy()
+
+
+def workflow_id(run_id: str, attempt: int) -> str:
+    return run_id if attempt == 1 else f"{run_id}.{attempt}"
+
+
+async def enqueue(run_id: str, attempt: int = 1) -> None:
+    """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
+    if _client is None:
+        raise RuntimeError("the run queue is not connected (DBOS has not launched in this process)")
+    options: EnqueueOptions = {"queue_name": RUNS_QUEUE, "workflow_name": WORKFLOW_NAME, "app_version": WORKFLOW_VERSION,
+                               "workflow_id": workflow_id(run_id, attempt)}
+    await _client.enqueue_async(options, run_id)
+
+
+async def cancel(run_id: str, attempt: int) -> None:
+    await DBOS.cancel_workflow_async(workflow_id(run_id, attempt))
+
+
+async def wake_waiting(db: Database, run_ids: set[str]) -> None:
+    """Tells the runs among `run_ids` that wait for outcomes that some arrived: it ends their sleep early."""
+    async with db.read() as session:
+        rows = (await session.execute(select(Run.id, Run.attempt, Run.waiting).where(
+            Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
+    for run_id, attempt, waiting in rows:
+        if waiting:
+            await DBOS.send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
+
+
+def running_here() -> list[str]:
+    """The workflow ids this process is executing now."""
+    from dbos import _dbos
+
+    instance = _dbos._dbos_global_instance
+    return instance._active_workflows_set.activeList() if instance is not None else []
+
+
+async def result(run_id: str, attempt: int = 1) -> str:
+    """The workflow's result, once DBOS has recorded it (a run's last event precedes that by a moment)."""
+    handle = await DBOS.retrieve_workflow_async(workflow_id(run_id, attempt))
+    return await handle.get_result()
+
