@@ -43,7 +43,9 @@ def run(section: str, workdir: Path):
     if section == "outcomes":
         from bench import outcomes
 
-        return outcomes.measure(workdir / "outcomes")
+        result = outcomes.measure(workdir / "outcomes")
+        outcomes.plot(result["learning"], HERE / "outcomes.png")
+        return result
     if section == "real_model":
         from bench import real_model
 

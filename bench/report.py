@@ -241,6 +241,8 @@ def outcomes_section(oc: dict) -> list[str]:
     rec_pub, rec_ab = lr["recovered_published"], lr["recovered_ab"]
     three = lr.get("first_three", lr)
     pct = lambda x: "n/a (no oracle gain)" if x is None else f"{x:.0%}"  # noqa: E731
+    interval = lr.get("interval_90", {})
+    within = lambda v: f" (90% interval {interval[v][0]:.0%} to {interval[v][1]:.0%})" if v in interval else ""  # noqa: E731
     return [
         "## 5. Outcomes",
         "",
@@ -253,14 +255,17 @@ def outcomes_section(oc: dict) -> list[str]:
         *[f"| {v.replace('_', ' ')} | {late[v]:.3f} | {', '.join(f'{x:.2f}' for x in per_seed.get(v, []))} | {judge[v]:.3f} |"
           for v in late],
         "",
+        "![true reply probability per iteration](outcomes.png)",
+        "",
         "The published email settles on one text for many iterations, so each seed's late mean is one or two "
-        "plateaus and seeds differ by more than the variants do: the targets are judged over every seed, and the "
-        "issue's 3 seeds (the first 3) are shown beside them.",
+        "plateaus and seeds differ by more than the variants do: the targets are judged over every seed, with a 90% "
+        "interval from resampling the seeds, and the issue's 3 seeds (the first 3) are shown beside them.",
         "",
         *(f"- Outcomes (published only) recover ≥ 50% of the oracle's gain over judge only: {pct(rec_pub)} over "
-          f"{len(lr['seeds'])} seeds ({pct(three['recovered_published'])} over the first 3), {_ok(rec_pub is not None and rec_pub >= 0.5)}.",
-          f"- Outcomes of A/B sends recover ≥ 75%: {pct(rec_ab)} over {len(lr['seeds'])} seeds "
-          f"({pct(three['recovered_ab'])} over the first 3), {_ok(rec_ab is not None and rec_ab >= 0.75)}."),
+          f"{len(lr['seeds'])} seeds{within('outcomes_published')}; {pct(three['recovered_published'])} over the first 3. "
+          f"Target: {_ok(rec_pub is not None and rec_pub >= 0.5)}.",
+          f"- Outcomes of A/B sends recover ≥ 75%: {pct(rec_ab)} over {len(lr['seeds'])} seeds{within('outcomes_ab')}; "
+          f"{pct(three['recovered_ab'])} over the first 3. Target: {_ok(rec_ab is not None and rec_ab >= 0.75)}."),
         "- No variant more than 0.02 below judge only on the judge's own score: "
         + "; ".join(f"{v.replace('_', ' ')} {-d:+.3f}" for v, d in drop.items()) + f", {_ok(max(drop.values()) <= 0.02)}.",
         "",
