@@ -27,7 +27,8 @@ def _loaded(server: Server, ids: list[str], rate: float) -> dict:
     result = asyncio.run(_load(server.url, ids, rate, SECONDS))
     elapsed = time.perf_counter() - started
     cores = {k: round((sum(_cpu_seconds(p) for p in ps) - before[k]) / elapsed, 2) for k, ps in processes.items()}
-    return {k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")} | {"errors": result["errors"], "cores": cores}
+    return ({k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")} | {"errors": result["errors"], "cores": cores}
+            | {"p99_ms_by_read": {read: round(v, 1) for read, v in result["p99_ms_by_read"].items()}})
 
 
 def measure_one(workdir, database: str, runs: int = 20) -> dict:

@@ -19,13 +19,15 @@ SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
 async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) -> dict:
     """aiohttp as the client: it costs the shared CPU less than httpx."""
     latencies: list[float] = []
+    by_read: dict[str, list[float]] = {"run": [], "runs_page": [], "iterations": []}
     errors: list[str] = []
     connector = aiohttp.TCPConnector(limit=200)
     async with aiohttp.ClientSession(base_url=base_url, connector=connector, timeout=aiohttp.ClientTimeout(total=10)) as client:
         async def one(i: int) -> None:
             kind = i % 10
-            path = (f"/runs/{run_ids[i % len(run_ids)]}" if kind < 7 else "/runs?limit=20" if kind < 9
-                    else f"/runs/{run_ids[i % len(run_ids)]}/iterations")
+            read = "run" if kind < 7 else "runs_page" if kind < 9 else "iterations"
+            path = {"run": f"/runs/{run_ids[i % len(run_ids)]}", "runs_page": "/runs?limit=20",
+                    "iterations": f"/runs/{run_ids[i % len(run_ids)]}/iterations"}[read]
             started = time.perf_counter()
             try:
                 async with client.get(path) as response:
@@ -35,6 +37,7 @@ async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) 
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 errors.append(f"{path}: {type(exc).__name__}")
             latencies.append(time.perf_counter() - started)
+            by_read[read].append(latencies[-1])
 
         tasks = []
         t0 = time.perf_counter()
@@ -50,6 +53,7 @@ async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) 
         "requests": len(latencies), "seconds": elapsed, "throughput_rps": len(latencies) / elapsed,
         "p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
         "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()), "errors": len(errors),
+        "p99_ms_by_read": {read: float(np.percentile(np.array(v) * 1000, 99)) for read, v in by_read.items() if v},
         "error_samples": errors[:5],
     }
 

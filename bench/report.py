@@ -325,15 +325,16 @@ def interference_section(results: list[dict]) -> list[str]:
         "on the same data once every run has stopped. Cores: CPU seconds per second of the API's process, its worker",
         "and the worker's embedded model server.",
         "",
-        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | errors | cores: API / worker / model server |",
-        "|---|---|---|---|---|---|---|---|",
+        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | errors | cores: API / worker / model server |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for label, key in (("20 in flight", "with_runs"), ("none", "without_runs")):
             for rate, m in r[key].items():
-                c = m["cores"]
+                c, by_read = m["cores"], m.get("p99_ms_by_read")
+                reads = " / ".join(f"{by_read[k]:.1f}" for k in ("run", "runs_page", "iterations")) if by_read else "–"
                 lines.append(f"| {r['database']} | {rate} | {label} | {m['throughput_rps']:.0f} | {m['p50_ms']:.1f} | "
-                             f"{m['p99_ms']:.1f} | {m['errors']} | {c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
+                             f"{m['p99_ms']:.1f} | {reads} | {m['errors']} | {c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
     lines.append("")
     for r in results:
         ratio, quiet = r["ratio"].get("200"), max(m["p99_ms"] for m in r["without_runs"].values())
