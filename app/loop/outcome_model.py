@@ -31,18 +31,24 @@ class SentEmail:
     replies: int
 
 
+def feedback_score(p_open: float, p_reply: float) -> float:
+    """Opens count, replies count more: 0.4 · P(open) + 0.6 · P(reply | delivered)."""
+    return 0.4 * p_open + 0.6 * p_reply
+
+
 @dataclass(frozen=True)
 class Estimate:
     score: float  # the feedback term of the reward, in [0, 1]
     p_open: float
     p_reply: float
-    confidence: float  # in [0, 1]: how much of the feedback weight this estimate carries
+    confidence: float  # in [0, 1]: how far the evidence moves the reward from the baseline toward this score
     source: FeedbackSource
+    baseline: float = 0.0  # the score of an email the evidence says nothing about: the population's (moot at confidence 1)
 
     @classmethod
-    def of_rates(cls, p_open: float, p_reply: float, confidence: float, source: FeedbackSource) -> "Estimate":
-        """Opens count, replies count more: score = 0.4 · P(open) + 0.6 · P(reply | delivered)."""
-        return cls(0.4 * p_open + 0.6 * p_reply, p_open, p_reply, confidence, source)
+    def of_rates(cls, p_open: float, p_reply: float, confidence: float, source: FeedbackSource,
+                 baseline: float = 0.0) -> "Estimate":
+        return cls(feedback_score(p_open, p_reply), p_open, p_reply, confidence, source, baseline)
 
 
 NO_ESTIMATE = Estimate(0.0, 0.0, 0.0, 0.0, FeedbackSource.NONE)
@@ -61,6 +67,7 @@ class TraitRegression:
     weights: dict[str, float]
     covariance: np.ndarray  # the posterior's, by Laplace's approximation: intercept first, then the traits in order
     prior_variance: float  # of each coefficient
+    population: float  # the rate over every send (Beta(1, 1) smoothed), where the prior centres an email
 
     def probability(self, features: list[str]) -> float:
         return _sigmoid(self.intercept + sum(self.weights.get(trait, 0.0) for trait in features))
@@ -110,7 +117,7 @@ class TraitRegression:
         p = 1 / (1 + np.exp(-(x @ beta)))
         hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
         return cls(float(beta[0]), dict(zip(traits, beta[1:].tolist(), strict=True)), np.linalg.inv(hessian),
-                   float(1 / precision[0]))
+                   float(1 / precision[0]), float(population))
 
 
 @dataclass
@@ -151,13 +158,14 @@ class OutcomeModel:
         if self.opens is None or self.replies is None:
             return NO_ESTIMATE
         p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
+        baseline = feedback_score(self.opens.population, self.replies.population)
         sent = self.observed.get(content_hash)
         if sent is None:
-            return Estimate.of_rates(p_open, p_reply, self.replies.certainty(features), FeedbackSource.PREDICTED)
+            return Estimate.of_rates(p_open, p_reply, self.replies.certainty(features), FeedbackSource.PREDICTED, baseline)
         delivered, opens, replies = sent
         k = self.prior_strength
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
-                                 delivered / (delivered + k), FeedbackSource.OBSERVED)
+                                 delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
 
     def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:
         """Rates drawn from the model's posterior (Thompson sampling), at full confidence: an email sent before draws

@@ -205,10 +205,15 @@ def clamped(score: float) -> float:
 
 
 def blend(judge_score: float, feedback: Estimate, weight: float) -> float:
-    """reward = (1 - w·c) · judge + w·c · feedback, w the run's feedback_weight and c the feedback's confidence:
-    with no outcomes (c = 0) the reward is the judge's, and evidence earns feedback its weight."""
-    share = weight * feedback.confidence
-    return (1 - share) * judge_score + share * feedback.score
+    """reward = (1 − w) · judge + w · (b + c · (f − b)): w the run's feedback_weight, f the feedback, c its confidence,
+    b the population's feedback. With no outcomes the reward is the judge's; with outcomes, evidence moves an email
+    from the population's rates toward its own, so an email sent often at the usual rates scores as one never sent.
+    Evidence does not move weight between the judge and the feedback: judge scores sit far above feedback scores,
+    so that would mark an email down for having been sent, the more the more it was sent."""
+    if feedback.source == FeedbackSource.NONE:
+        return judge_score
+    toward = feedback.baseline + feedback.confidence * (feedback.score - feedback.baseline)
+    return (1 - weight) * judge_score + weight * toward
 
 
 def rollout_seed(seed: int, iteration: int, scenario_id: str, index: int) -> int:

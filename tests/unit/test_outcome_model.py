@@ -14,13 +14,27 @@ def sent(features, delivered, opens, replies, content="h") -> SentEmail:
     return SentEmail(features=features, content_hash=content, delivered=delivered, opens=opens, replies=replies)
 
 
-def test_the_blend_scales_the_feedback_weight_by_the_confidence():
-    estimate = Estimate.of_rates(p_open=0.5, p_reply=0.25, confidence=0.5, source=FeedbackSource.PREDICTED)
+def test_the_blend_moves_the_feedback_from_the_populations_toward_the_emails_own_by_the_confidence():
+    estimate = Estimate.of_rates(p_open=0.5, p_reply=0.25, confidence=0.5, source=FeedbackSource.PREDICTED, baseline=0.2)
     assert estimate.score == pytest.approx(0.4 * 0.5 + 0.6 * 0.25)
-    assert blend(0.8, estimate, weight=0.3) == pytest.approx(0.85 * 0.8 + 0.15 * estimate.score)
+    assert blend(0.8, estimate, weight=0.3) == pytest.approx(0.7 * 0.8 + 0.3 * (0.2 + 0.5 * (estimate.score - 0.2)))
     assert blend(0.8, NO_ESTIMATE, weight=0.3) == 0.8  # no outcomes: the judge's score
     full = Estimate.of_rates(1.0, 1.0, 1.0, FeedbackSource.OBSERVED)
     assert blend(0.2, full, weight=1.0) == pytest.approx(1.0)
+
+
+def test_evidence_of_usual_rates_neither_helps_nor_hurts_and_better_rates_win():
+    """Two emails the judge scores alike: one sent often at the population's rates, one never sent (confidence 0)."""
+    model = OutcomeModel.fit([sent(["tone:formal"], 400, 120, 40, "often"), sent(["tone:direct"], 400, 40, 4, "poor"),
+                              sent(["tone:warm"], 400, 200, 80, "good")], K)
+    usual = model.estimate(["tone:formal"], "often")
+    unknown = Estimate.of_rates(0.9, 0.9, 0.0, FeedbackSource.PREDICTED, usual.baseline)  # whatever it predicts, c = 0
+    at_population = Estimate.of_rates(model.opens.population, model.replies.population, usual.confidence,
+                                      FeedbackSource.OBSERVED, usual.baseline)
+    assert usual.confidence > 0.9 and at_population.score == pytest.approx(usual.baseline)
+    assert blend(0.9, at_population, 0.3) == pytest.approx(blend(0.9, unknown, 0.3))
+    assert blend(0.9, model.estimate(["tone:warm"], "good"), 0.3) > blend(0.9, unknown, 0.3)
+    assert blend(0.9, model.estimate(["tone:direct"], "poor"), 0.3) < blend(0.9, unknown, 0.3)
 
 
 def test_without_outcomes_there_is_no_estimate():
