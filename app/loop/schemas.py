@@ -48,7 +48,8 @@ class RunConfig(BaseModel):
     max_turns: int = Field(6, ge=1, le=32)
     learning_rate: float | None = Field(None, gt=0, le=1, description="GRPO learning rate; default: the backend's.")
     feedback_weight: float = Field(0.3, ge=0, le=1, description=(
-        "Weight of online feedback in the blended reward, at full confidence (scaled down by how much evidence there is)."))
+        "Weight of online feedback in the blended reward. An email's feedback is the population's where there is no "
+        "evidence about it, and moves toward its own rates as evidence grows; with no outcomes at all the reward is the judge's."))
     feedback_wait: FeedbackWait | None = Field(None, description=(
         "Pace iterations by outcomes: after publishing an iteration (the baseline too, but not the last), the run waits, "
         "durably and cancellably, until its emails have `min_delivered` delivered events or `timeout_s` passes."))
