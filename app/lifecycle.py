@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from dbos import DBOS
 
 from app import logs, migrations
+from app.heap import freeze_startup_heap
 from app.auth import parse_api_keys
 from app.backends.specs import BackendUnavailable, check_available
 from app.core import Services
@@ -131,6 +132,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
         if isinstance(exc, DATABASE_ERRORS):
             raise StartupError(logs.database_problem(settings.database_url, exc)) from None
         raise
+    freeze_startup_heap()
     return process
 
 

@@ -2,6 +2,7 @@
 API, which takes the worker with it, is `tests/e2e/test_service.py::test_crash_mid_run_resumes_exactly_once`."""
 
 import os
+from pathlib import Path
 
 from tests.support import Server, assert_exactly_once, process_gone, run_workers, wait_for, wait_for_status
 
@@ -14,9 +15,13 @@ def test_a_killed_worker_is_restarted_and_its_run_finishes_exactly_once_while_th
     try:
         [worker] = wait_for(lambda: run_workers(server.process.pid) or None, timeout=60)
         assert os.getpriority(os.PRIO_PROCESS, worker) > os.getpriority(os.PRIO_PROCESS, server.process.pid)
+        # Batch scheduling: a waking request preempts the worker at once, not after the worker's time slice.
+        assert os.sched_getscheduler(worker) == os.SCHED_BATCH != os.sched_getscheduler(server.process.pid)
         with server.client() as client:
             run_id = client.post("/learn-loop", json=BODY).json()["run_id"]
             wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 1, timeout=180)
+            [model_server] = _children(worker)  # the embedded model server, started by the run: batch like its parent
+            assert os.sched_getscheduler(model_server) == os.SCHED_BATCH
             os.kill(worker, 9)
             wait_for(lambda: process_gone(worker), timeout=30)
             assert client.get(f"/runs/{run_id}").status_code == 200  # the API never went away
@@ -29,6 +34,11 @@ def test_a_killed_worker_is_restarted_and_its_run_finishes_exactly_once_while_th
         assert "the run worker exited with code -9; restarting it" in server.log.read_text()
     finally:
         server.stop()
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(child) for task in tasks.iterdir() for child in (task / "children").read_text().split()]
 
 
 def _shared_libraries(pid: int) -> str:

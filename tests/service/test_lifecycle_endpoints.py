@@ -1,6 +1,7 @@
 """Replacing, deleting and reading whole graphs; deleting and exporting runs (in process)."""
 
 import asyncio
+import gc
 import json
 import sqlite3
 from pathlib import Path
@@ -35,6 +36,14 @@ async def env(tmp_path_factory):
         yield client, path, settings
 
 
+
+
+async def test_start_up_keeps_what_it_built_out_of_full_collections(tmp_path):
+    """A full collection walking the modules, schemas and graph a service loads paused requests 100-300 ms."""
+    gc.unfreeze()
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test")
+    async with lifespan(create_app(settings)):
+        assert gc.get_freeze_count() > 10_000
 
 
 def small_graph(graph_id: str, name: str = "Small") -> dict:

@@ -32,6 +32,7 @@ from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
+from app.heap import freeze_startup_heap
 
 JUDGE_MODEL_NAME = "embedded-judge"
 
@@ -324,8 +325,9 @@ def main(argv: list[str] | None = None) -> None:
         timeout_graceful_shutdown=2, backlog=2048,
     )
     logs.install()  # a request cut off by a shutdown is one quiet line, not a traceback
-    # Training imports ART (seconds); do it while serving, not at the first training step.
-    threading.Thread(target=lambda: __import__("app.backends.embedded.grpo"), daemon=True).start()
+    # Training imports ART (seconds); do it while serving, not at the first training step, and keep it out of
+    # full collections as the rest of start-up is.
+    threading.Thread(target=lambda: (__import__("app.backends.embedded.grpo"), freeze_startup_heap()), daemon=True).start()
     uvicorn.Server(config).run(sockets=[listener])
 
 
