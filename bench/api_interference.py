@@ -3,16 +3,19 @@
 The same server, data and request mix as the API-under-load benchmark (70% run views, 20% run list pages, 10%
 iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in flight, then the same rates once every
 run has stopped. With CPU per process: the API, its run worker (a child) and the worker's embedded model server.
+Each figure pools three 15 s stretches, the rates taking turns: one stretch's p99 rests on its few slowest requests
+(30 at 200/s), and two stretches back to back differed by 70%.
 """
 
 import asyncio
 import time
 
-from bench.api_load import _cancel, _children, _cpu_seconds, _load, _start_runs
+from bench.api_load import _cancel, _children, _cpu_seconds, _sample, _start_runs, _summary
 from tests.support import FreshPostgresDatabase, Server, wait_for
 
 RATES = (100, 200)
 SECONDS = 15.0
+STRETCHES = 3
 
 
 def _processes(server: Server) -> dict[str, list[int]]:
@@ -20,15 +23,26 @@ def _processes(server: Server) -> dict[str, list[int]]:
     return {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in _children(w)]}
 
 
-def _loaded(server: Server, ids: list[str], rate: float) -> dict:
-    """The latency figures of one load, and the cores each process kept busy meanwhile."""
+def _loaded(server: Server, ids: list[str]) -> dict[str, dict]:
+    """Per rate: the latency figures over its stretches, and the cores each process kept busy meanwhile."""
     processes = _processes(server)
-    before, started = {k: sum(_cpu_seconds(p) for p in ps) for k, ps in processes.items()}, time.perf_counter()
-    result = asyncio.run(_load(server.url, ids, rate, SECONDS))
-    elapsed = time.perf_counter() - started
-    cores = {k: round((sum(_cpu_seconds(p) for p in ps) - before[k]) / elapsed, 2) for k, ps in processes.items()}
-    return ({k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")} | {"errors": result["errors"], "cores": cores}
-            | {"p99_ms_by_read": {read: round(v, 1) for read, v in result["p99_ms_by_read"].items()}})
+    samples: dict[int, list] = {rate: [] for rate in RATES}
+    used = {rate: dict.fromkeys(processes, 0.0) for rate in RATES}
+    for _ in range(STRETCHES):
+        for rate in RATES:
+            before, started = {k: sum(_cpu_seconds(p) for p in ps) for k, ps in processes.items()}, time.perf_counter()
+            samples[rate].append(asyncio.run(_sample(server.url, ids, rate, SECONDS)))
+            elapsed = time.perf_counter() - started
+            for k, ps in processes.items():
+                used[rate][k] += (sum(_cpu_seconds(p) for p in ps) - before[k]) / elapsed / STRETCHES
+    results = {}
+    for rate in RATES:
+        result = _summary(samples[rate])
+        results[str(rate)] = ({k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")}
+                              | {"errors": result["errors"], "cores": {k: round(v, 2) for k, v in used[rate].items()}}
+                              | {"p99_ms_by_read": {read: round(v, 1) for read, v in result["p99_ms_by_read"].items()}}
+                              | {"stretch_p99_ms": [round(_summary([s])["p99_ms"], 1) for s in samples[rate]]})
+    return results
 
 
 def measure_one(workdir, database: str, runs: int = 20) -> dict:
@@ -39,11 +53,11 @@ def measure_one(workdir, database: str, runs: int = 20) -> dict:
     try:
         server.start(timeout=180)
         ids = _start_runs(server, runs)
-        with_runs = {str(rate): _loaded(server, ids, rate) for rate in RATES}
+        with_runs = _loaded(server, ids)
         _cancel(server, ids)
         with server.client() as client:
             wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
-        without = {str(rate): _loaded(server, ids, rate) for rate in RATES}
+        without = _loaded(server, ids)
     finally:
         server.stop()
         if pg:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -17,14 +18,20 @@ from tests.support import FreshPostgresDatabase, Server, wait_for
 SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
 
 
-async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) -> dict:
+@dataclass
+class Sample:
+    """What one stretch of load saw: each request's latency in ms, by read, and the errors."""
+    by_read: dict[str, list[float]] = field(default_factory=lambda: {"run": [], "runs_page": [], "iterations": []})
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+async def _sample(base_url: str, run_ids: list[str], rate: float, seconds: float) -> Sample:
     """aiohttp as the client: it costs the shared CPU less than httpx. The client's own heap is frozen first, so a
     full collection of it (the app and numpy are imported here) does not pause the measurement."""
     gc.collect()
     gc.freeze()
-    latencies: list[float] = []
-    by_read: dict[str, list[float]] = {"run": [], "runs_page": [], "iterations": []}
-    errors: list[str] = []
+    sample = Sample()
     connector = aiohttp.TCPConnector(limit=200)
     async with aiohttp.ClientSession(base_url=base_url, connector=connector, timeout=aiohttp.ClientTimeout(total=10)) as client:
         async def one(i: int) -> None:
@@ -37,11 +44,10 @@ async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) 
                 async with client.get(path) as response:
                     await response.read()
                     if response.status != 200:
-                        errors.append(f"{path}: {response.status}")
+                        sample.errors.append(f"{path}: {response.status}")
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                errors.append(f"{path}: {type(exc).__name__}")
-            latencies.append(time.perf_counter() - started)
-            by_read[read].append(latencies[-1])
+                sample.errors.append(f"{path}: {type(exc).__name__}")
+            sample.by_read[read].append((time.perf_counter() - started) * 1000)
 
         tasks = []
         t0 = time.perf_counter()
@@ -51,15 +57,27 @@ async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) 
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(i)))
         await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - t0
-    ms = np.array(latencies) * 1000
+        sample.seconds = time.perf_counter() - t0
+    return sample
+
+
+def _summary(samples: list[Sample]) -> dict:
+    """Percentiles over every request of the samples together."""
+    by_read = {read: [ms for s in samples for ms in s.by_read[read]] for read in samples[0].by_read}
+    ms = np.array([v for values in by_read.values() for v in values])
+    errors = [e for s in samples for e in s.errors]
+    seconds = sum(s.seconds for s in samples)
     return {
-        "requests": len(latencies), "seconds": elapsed, "throughput_rps": len(latencies) / elapsed,
+        "requests": len(ms), "seconds": seconds, "throughput_rps": len(ms) / seconds,
         "p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
         "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()), "errors": len(errors),
-        "p99_ms_by_read": {read: float(np.percentile(np.array(v) * 1000, 99)) for read, v in by_read.items() if v},
+        "p99_ms_by_read": {read: float(np.percentile(v, 99)) for read, v in by_read.items() if v},
         "error_samples": errors[:5],
     }
+
+
+async def _load(base_url: str, run_ids: list[str], rate: float, seconds: float) -> dict:
+    return _summary([await _sample(base_url, run_ids, rate, seconds)])
 
 
 def _start_runs(server: Server, count: int) -> list[str]:
