@@ -322,9 +322,9 @@ def interference_section(results: list[dict]) -> list[str]:
         "## 7. API interference (default `serve`: the API, its run worker in a child process)",
         "",
         "The request mix of section 2 at each rate, first with 20 runs in flight on the embedded backend, then on the",
-        "same data once every run has stopped. Each figure pools three 15 s stretches, the rates taking turns (older",
-        "results: one stretch); each stretch's own p99 is listed too. Cores: CPU seconds per second of the API's process,",
-        "its worker and the worker's embedded model server.",
+        "same data once every run has stopped. Each figure pools three 15 s stretches, the rates taking turns; each",
+        "stretch's own p99 is listed too. Cores: CPU seconds per second of the API's process, its worker and the",
+        "worker's embedded model server.",
         "",
         "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | p99 ms of each stretch | errors | cores: API / worker / model server |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -334,7 +334,7 @@ def interference_section(results: list[dict]) -> list[str]:
             for rate, m in r[key].items():
                 c, by_read = m["cores"], m.get("p99_ms_by_read")
                 reads = " / ".join(f"{by_read[k]:.1f}" for k in ("run", "runs_page", "iterations")) if by_read else "–"
-                stretches = " / ".join(f"{v:.1f}" for v in m.get("stretch_p99_ms", [])) or "–"
+                stretches = " / ".join(f"{v:.1f}" for v in m["stretch_p99_ms"])
                 lines.append(f"| {r['database']} | {rate} | {label} | {m['throughput_rps']:.0f} | {m['p50_ms']:.1f} | "
                              f"{m['p99_ms']:.1f} | {reads} | {stretches} | {m['errors']} | "
                              f"{c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
