@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from dbos import DBOS
 
 from app import logs, migrations
-from app.heap import freeze_startup_heap
 from app.auth import parse_api_keys
 from app.backends.specs import BackendUnavailable, check_available
 from app.core import Services
@@ -19,6 +18,7 @@ from app.db import Database
 from app.events.relay import WebhookRelay
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
+from app.heap import freeze_startup_heap
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing

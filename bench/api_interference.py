@@ -10,8 +10,8 @@ Each figure pools three 15 s stretches, the rates taking turns: one stretch's p9
 import asyncio
 import time
 
-from bench.api_load import _cancel, _children, _cpu_seconds, _sample, _start_runs, _summary
-from tests.support import FreshPostgresDatabase, Server, wait_for
+from bench.api_load import _cancel, _cpu_seconds, _sample, _start_runs, _summary
+from tests.support import FreshPostgresDatabase, Server, child_pids, wait_for
 
 RATES = (100, 200)
 SECONDS = 15.0
@@ -19,8 +19,8 @@ STRETCHES = 3
 
 
 def _processes(server: Server) -> dict[str, list[int]]:
-    workers = _children(server.process.pid)
-    return {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in _children(w)]}
+    workers = child_pids(server.process.pid)
+    return {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in child_pids(w)]}
 
 
 def _loaded(server: Server, ids: list[str]) -> dict[str, dict]:

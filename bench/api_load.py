@@ -13,7 +13,7 @@ import aiohttp
 import numpy as np
 
 from app.knowledge_graph.service import demo_document
-from tests.support import FreshPostgresDatabase, Server, wait_for
+from tests.support import FreshPostgresDatabase, Server, child_pids, wait_for
 
 SCENARIOS = [s.id for s in demo_document().scenarios[:2]]
 
@@ -97,14 +97,10 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _children(pid: int) -> list[int]:
-    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
-
-
 def _cpu(server: Server) -> dict[str, float]:
     """CPU seconds so far: the `serve` process (API and run orchestration) and its children (the model server)."""
     pid = server.process.pid
-    return {"serve": _cpu_seconds(pid), "model_server": sum(_cpu_seconds(c) for c in _children(pid))}
+    return {"serve": _cpu_seconds(pid), "model_server": sum(_cpu_seconds(c) for c in child_pids(pid))}
 
 
 def _cores(server: Server, during) -> dict[str, float]:

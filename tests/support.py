@@ -258,6 +258,11 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+def child_pids(pid: int) -> list[int]:
+    """The pids of `pid`'s children, whichever of its threads started them."""
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+
+
 def run_workers(parent: int) -> list[int]:
     """The pids of `parent`'s run-worker children (`python -m app worker --child`)."""
     found = []

@@ -2,9 +2,8 @@
 API, which takes the worker with it, is `tests/e2e/test_service.py::test_crash_mid_run_resumes_exactly_once`."""
 
 import os
-from pathlib import Path
 
-from tests.support import Server, assert_exactly_once, process_gone, run_workers, wait_for, wait_for_status
+from tests.support import Server, assert_exactly_once, child_pids, process_gone, run_workers, wait_for, wait_for_status
 
 LOOP_LIBRARY = "/tiktoken/_tiktoken"  # litellm's tokenizer, a compiled library: it shows in a process's memory map
 BODY = {"iterations": 3, "rollouts_per_group": 2, "max_turns": 3, "scenario_ids": ["scn-healthcare-cto"]}
@@ -20,7 +19,7 @@ def test_a_killed_worker_is_restarted_and_its_run_finishes_exactly_once_while_th
         with server.client() as client:
             run_id = client.post("/learn-loop", json=BODY).json()["run_id"]
             wait_for(lambda: client.get(f"/runs/{run_id}").json()["iterations_completed"] >= 1, timeout=180)
-            [model_server] = _children(worker)  # the embedded model server, started by the run: batch like its parent
+            [model_server] = child_pids(worker)  # the embedded model server, started by the run: batch like its parent
             assert os.sched_getscheduler(model_server) == os.SCHED_BATCH
             os.kill(worker, 9)
             wait_for(lambda: process_gone(worker), timeout=30)
@@ -34,11 +33,6 @@ def test_a_killed_worker_is_restarted_and_its_run_finishes_exactly_once_while_th
         assert "the run worker exited with code -9; restarting it" in server.log.read_text()
     finally:
         server.stop()
-
-
-def _children(pid: int) -> list[int]:
-    tasks = Path(f"/proc/{pid}/task")
-    return [int(child) for task in tasks.iterdir() for child in (task / "children").read_text().split()]
 
 
 def _shared_libraries(pid: int) -> str:

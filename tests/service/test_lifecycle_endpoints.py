@@ -39,7 +39,7 @@ async def env(tmp_path_factory):
 
 
 async def test_start_up_keeps_what_it_built_out_of_full_collections(tmp_path):
-    """A full collection walking the modules, schemas and graph a service loads paused requests 100-300 ms."""
+    """A full collection walking the modules, schemas and graph a service loads paused requests 100-470 ms."""
     gc.unfreeze()
     settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/db.sqlite", environment="test")
     async with lifespan(create_app(settings)):
