@@ -12,6 +12,7 @@ more as JSON.
 
 import openai
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -88,12 +89,12 @@ async def rollout(
             asked, ask = None, request
         try:
             try:
-                response = await client.chat.completions.create(**ask)
+                response = await _complete(client, ask)
             except openai.BadRequestError as exc:
                 if asked is None or _context_full(exc):
                     raise
                 takes[asked] = False  # a server that refuses it: ask plainly, now and from now on
-                response = await client.chat.completions.create(**request)
+                response = await _complete(client, request)
         except openai.BadRequestError as exc:
             if turns == 1 or not _context_full(exc):
                 raise
@@ -139,7 +140,7 @@ async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: Emai
         "messages": trajectory.messages(), "max_tokens": max(request["max_tokens"], STRUCTURED_MAX_TOKENS),
         "response_format": _json_schema("email", tools.email_schema())}
     try:
-        response = await client.chat.completions.create(**structured)
+        response = await _complete(client, structured)
     except openai.BadRequestError:
         return None
     choice = response.choices[0]
@@ -150,6 +151,20 @@ async def _structured_email(client: AsyncOpenAI, request: dict, trajectory: Emai
         return None
     email.citations = [node for node in dict.fromkeys(email.citations) if node in tools.read]
     return email if email.subject.strip() and email.body.strip() else None
+
+
+# What the agent's requests carry as plain JSON, passed the SDK by. Before sending, `create` walks its typed arguments
+# against the request type's unions of message types, about 0.6 ms of CPU per message: 7 ms for a late turn's
+# request, a fifth of the run worker's CPU. What it would send for these is what it was given, and `extra_body` is
+# merged into the same JSON body after that walk.
+PLAIN_JSON = ("messages", "tools", "tool_choice", "response_format")
+
+
+async def _complete(client: AsyncOpenAI, request: dict) -> ChatCompletion:
+    """`chat.completions.create` with the same body, without the walk (the placeholder keeps `messages` required)."""
+    typed = {key: value for key, value in request.items() if key not in PLAIN_JSON}
+    return await client.chat.completions.create(
+        **typed, messages=[], extra_body={key: request[key] for key in PLAIN_JSON if key in request})
 
 
 def _without_tools(request: dict) -> dict:

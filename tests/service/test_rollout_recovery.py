@@ -187,3 +187,27 @@ async def test_a_fixed_model_is_never_asked_for_logprobs(learn):
         learned = await learn(LearnLoopRequest(backend="openai", iterations=1, rollouts_per_group=2, scenario_ids=[SCENARIO.id]),
                               openai_base_url=model.base_url, openai_model="small", openai_api_key="k")
     assert learned.run["status"] == "succeeded", learned.run
+
+
+async def sent_and_typed(script: list, **model) -> tuple[list[dict], list[dict]]:
+    """The bodies a rollout sent, and those `create(**body)` sends for the same arguments."""
+    with ScriptedTextModel(script, **model) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        await rollout(client, "small", GRAPH, SCENARIO, NodeScores(), max_turns=3, seed=1, logprobs=False, max_tokens=256)
+        sent = list(server.requests)
+        for body in sent:
+            await client.chat.completions.create(**body)
+        return sent, server.requests[len(sent):]
+
+
+async def test_each_request_sends_the_body_the_sdk_would_send_for_the_same_arguments():
+    """The conversation and tools go by `extra_body`, past the SDK's per-message walk: the server must see what
+    `create(**arguments)` sends, for every kind of turn (tools, a named tool_choice, a schema, the email as JSON)."""
+    read = {"name": "get_relevant_context", "arguments": {"node_id": NODE}}
+    by_tools = await sent_and_typed([read])  # the last turn names finalize_email
+    by_schema = await sent_and_typed([read, ("I am thinking.", "stop")], structured=("not an email", "stop"))
+    sent = by_tools[0] + by_schema[0]
+    assert {key for body in sent for key in body} >= {"messages", "tools", "tool_choice", "response_format"}
+    assert len(sent[-1]["messages"]) > len(sent[0]["messages"]) > 0
+    for bodies, typed in (by_tools, by_schema):
+        assert bodies == typed  # the same JSON object (its members in another order)
