@@ -2,7 +2,8 @@
 
 The same server, data and request mix as the API-under-load benchmark (70% run views, 20% run list pages, 10%
 iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in flight, then the same rates once every
-run has stopped. With CPU per process: the API, its run worker (a child) and the worker's embedded model server.
+run has stopped. With CPU per process: the API, its run worker (a child) and the worker's embedded model server, and
+how fast the runs progressed meanwhile (iterations per minute, the worker's CPU per iteration).
 Each figure pools three 15 s stretches, the rates taking turns: one stretch's p99 rests on its few slowest requests
 (30 at 200/s), and two stretches back to back differed by 70%.
 """
@@ -10,7 +11,7 @@ Each figure pools three 15 s stretches, the rates taking turns: one stretch's p9
 import asyncio
 import time
 
-from bench.api_load import _cancel, _cpu_seconds, _sample, _start_runs, _summary
+from bench.api_load import _cancel, _cpu_seconds, _iterations, _sample, _start_runs, _summary
 from tests.support import FreshPostgresDatabase, Server, child_pids, wait_for
 
 RATES = (100, 200)
@@ -53,7 +54,12 @@ def measure_one(workdir, database: str, runs: int = 20) -> dict:
     try:
         server.start(timeout=180)
         ids = _start_runs(server, runs)
+        workers = _processes(server)["worker"]
+        done, cpu, started = _iterations(server, ids), sum(_cpu_seconds(p) for p in workers), time.perf_counter()
         with_runs = _loaded(server, ids)
+        done, cpu = _iterations(server, ids) - done, sum(_cpu_seconds(p) for p in workers) - cpu
+        progress = {"iterations_per_min": round(done / (time.perf_counter() - started) * 60, 1),
+                    "worker_cpu_s_per_iteration": round(cpu / max(done, 1), 2)}
         _cancel(server, ids)
         with server.client() as client:
             wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
@@ -62,7 +68,7 @@ def measure_one(workdir, database: str, runs: int = 20) -> dict:
         server.stop()
         if pg:
             pg.drop()
-    return {"database": database, "runs_in_flight": runs, "with_runs": with_runs, "without_runs": without,
+    return {"database": database, "runs_in_flight": runs, "with_runs": with_runs, "without_runs": without, "runs_progress": progress,
             "ratio": {r: round(with_runs[r]["p99_ms"] / without[r]["p99_ms"], 2) for r in with_runs}}
 
 

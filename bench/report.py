@@ -343,7 +343,9 @@ def interference_section(results: list[dict]) -> list[str]:
         ratio, quiet = r["ratio"].get("200"), max(m["p99_ms"] for m in r["without_runs"].values())
         lines.append(f"- {r['database']}: p99 with runs ÷ without, " + ", ".join(f"{v:.1f}× at {k}/s" for k, v in r["ratio"].items())
                      + f" (target ≤ {INTERFERENCE_RATIO:g}× at 200/s: {_ok(ratio is not None and ratio <= INTERFERENCE_RATIO)}); "
-                     f"p99 without runs up to {quiet:.1f} ms (target < {QUIET_P99_MS:g} ms: {_ok(quiet < QUIET_P99_MS)}).")
+                     f"p99 without runs up to {quiet:.1f} ms (target < {QUIET_P99_MS:g} ms: {_ok(quiet < QUIET_P99_MS)})"
+                     + (f"; the runs meanwhile: {p['iterations_per_min']:.0f} iterations a minute, {p['worker_cpu_s_per_iteration']:.2f} s "
+                        "of the worker's CPU each." if (p := r.get("runs_progress")) else "."))
     lines.append("")
     return lines
 
