@@ -269,16 +269,13 @@ def child_pids(pid: int) -> list[int]:
 def run_workers(parent: int) -> list[int]:
     """The pids of `parent`'s run-worker children (`python -m app worker --child`)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for child in child_pids(parent):
         try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+            command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
             continue
-        if ppid == parent and command[1:4] == [b"-m", b"app", b"worker"] and not process_gone(int(entry.name)):
-            found.append(int(entry.name))
+        if command[1:4] == [b"-m", b"app", b"worker"] and not process_gone(child):
+            found.append(child)
     return found
 
 
