@@ -1,7 +1,9 @@
 """Database engine and sessions: one SQLAlchemy async code path for SQLite and PostgreSQL."""
 
 import asyncio
+import logging
 import re
+import time
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
@@ -18,6 +20,8 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
 from app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -149,6 +153,10 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
 
 
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    pass
+
+
 def _chain(exc: BaseException):
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -160,7 +168,61 @@ def _chain(exc: BaseException):
 # Below this much free space on the SQLite file's disk, writes are about to fail (SQLite needs room for its journal).
 MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
 CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the engine is disposed
+# PostgreSQL glances share a few connections, so one reply held up on a busy machine does not queue the others behind it.
+GLANCE_CONNECTIONS = 4
+LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing is asked whether it is still there
+LISTEN_RETRY_S = 1.0  # after a listening connection failed, before another is tried
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
+
+
+class KeptReads:
+    """Reads kept until PostgreSQL announces a change: a trigger NOTIFYs a channel, with the changed row's key, at
+    commit, and a connection of this process LISTENs to it.
+
+    Nothing is kept while no connection listens (a lost one may have missed notices): everything kept is dropped
+    when listening stops or starts. A read is kept only under the token taken before it, if no notice came while it
+    ran (it may have read the row before the change). Every commit this process makes drops everything, so a client
+    reads its own writes at once; what another process commits shows once its notice arrives, within milliseconds.
+    """
+
+    MAX_KEPT = 100_000  # of each kind; past it everything is dropped, and kept again as it is read
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple] = {}  # by the key the notices name
+        self.queries: dict[tuple, list[tuple]] = {}  # any notice may change their answer
+        self.listening = False
+        self._generation = 0
+
+    def row(self, key: str) -> tuple | None:
+        return self.rows.get(key) if self.listening else None
+
+    def query(self, key: tuple) -> list[tuple] | None:
+        return self.queries.get(key) if self.listening else None
+
+    def token(self) -> int | None:
+        """Taken before a read: a read may be kept only under a token still current after it."""
+        return self._generation if self.listening else None
+
+    def keep_row(self, token: int | None, key: str, row: tuple) -> None:
+        if token is not None and token == self._generation:
+            if len(self.rows) >= self.MAX_KEPT:
+                self.rows.clear()
+            self.rows[key] = row
+
+    def keep_query(self, token: int | None, key: tuple, rows: list[tuple]) -> None:
+        if token is not None and token == self._generation:
+            if len(self.queries) >= self.MAX_KEPT:
+                self.queries.clear()
+            self.queries[key] = rows
+
+    def changed(self, key: str | None) -> None:
+        """The row `key` changed; None: anything may have."""
+        self._generation += 1
+        self.queries.clear()
+        if key is None:
+            self.rows.clear()
+        else:
+            self.rows.pop(key, None)
 
 
 class Database:
@@ -177,8 +239,12 @@ class Database:
         self._sqlite_path = settings.sqlite_path if settings.is_sqlite else None
         self._postgres_url = None if settings.is_sqlite else settings.database_url
         self._connect_timeout_s = settings.database_pool_timeout_s
-        self._glance: sqlite3.Connection | asyncpg.Connection | None = None
-        self._glance_lock = asyncio.Lock()
+        self._glance: sqlite3.Connection | None = None
+        self._glance_pool: asyncpg.Pool | None = None
+        self._glance_pool_lock = asyncio.Lock()
+        self._kept: dict[str, KeptReads] = {}
+        self._listeners: dict[str, asyncio.Task] = {}
+        self._listen_after: dict[str, float] = {}  # no new listener before this time (monotonic) after one failed
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -189,6 +255,8 @@ class Database:
                 yield session
         finally:
             await self._close(session)
+            for kept in self._kept.values():
+                kept.changed(None)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -203,8 +271,8 @@ class Database:
 
         It skips what a session costs: on SQLite it runs on a plain sqlite3 connection in the event loop's own
         thread (a primary-key read under WAL takes microseconds and never waits for a writer, while a trip to
-        aiosqlite's thread costs about a millisecond of CPU); on PostgreSQL on one asyncpg connection of its own
-        (no pool checkout, no pre-ping round trip). Should that fail (a busy file, a restarted server), the read
+        aiosqlite's thread costs about a millisecond of CPU); on PostgreSQL on a few asyncpg connections of its own
+        (no SQLAlchemy checkout, no pre-ping round trip). Should that fail (a busy file, a restarted server), the read
         goes through the pool like any other."""
         try:
             if self._sqlite_path is not None:
@@ -225,22 +293,56 @@ class Database:
     async def _glance_postgres(self, sql: str, params: dict) -> list[tuple]:
         names: list[str] = []
         numbered = _NAMED_PARAMETER.sub(lambda m: names.append(m.group(1)) or f"${len(names)}", sql)
-        async with self._glance_lock:  # one connection runs one query at a time
-            if self._glance is None or self._glance.is_closed():
-                self._glance = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s)
-            try:
-                rows = await self._glance.fetch(numbered, *(params[name] for name in names))
-            except BaseException:  # a query cut short (a cancelled request too) leaves the connection unusable
-                await self._close_glance()
-                raise
-            return [tuple(row) for row in rows]
+        if self._glance_pool is None:
+            async with self._glance_pool_lock:
+                if self._glance_pool is None:
+                    # A glance changes no session state, so a returned connection needs none of the reset queries.
+                    self._glance_pool = await asyncpg.create_pool(
+                        self._postgres_url, min_size=1, max_size=GLANCE_CONNECTIONS, reset=_keep_session,
+                        timeout=self._connect_timeout_s)
+        # A query cut short (a cancelled request too) costs its connection only: the pool replaces it.
+        return [tuple(row) for row in await self._glance_pool.fetch(numbered, *(params[name] for name in names))]
 
     async def _close_glance(self) -> None:
         glance, self._glance = self._glance, None
-        if isinstance(glance, sqlite3.Connection):
+        if glance is not None:
             glance.close()
-        elif glance is not None:
-            glance.terminate()
+
+    def kept(self, channel: str) -> KeptReads:
+        """The reads kept for `channel`'s notices. On PostgreSQL the first call starts listening, in the background,
+        and a later one starts again after the listening connection was lost; on SQLite nothing is ever kept."""
+        kept = self._kept.setdefault(channel, KeptReads())
+        if (self._postgres_url is not None and channel not in self._listeners
+                and time.monotonic() >= self._listen_after.get(channel, 0.0)):
+            task = asyncio.get_running_loop().create_task(self._listen(channel, kept), name=f"listen {channel}")
+            self._listeners[channel] = task
+            task.add_done_callback(lambda _task: self._listeners.pop(channel, None))
+        return kept
+
+    async def _listen(self, channel: str, kept: KeptReads) -> None:
+        connection: asyncpg.Connection | None = None
+        try:
+            connection = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s,
+                                               server_settings={"application_name": f"codreamer listen {channel}"})
+            lost = asyncio.Event()
+            connection.add_termination_listener(lambda _connection: lost.set())
+            await connection.add_listener(channel, lambda _connection, _pid, _channel, key: kept.changed(key))
+            kept.changed(None)
+            kept.listening = True
+            while not lost.is_set():  # a connection gone silent (no FIN, no error) would keep reads forever: ask it
+                try:
+                    await asyncio.wait_for(lost.wait(), LISTEN_CHECK_S)
+                except TimeoutError:
+                    await connection.fetchval("SELECT 1", timeout=LISTEN_CHECK_S)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.info("listening on %s stopped (%s); reads of it go to the database until it listens again",
+                     channel, describe(exc))
+            self._listen_after[channel] = time.monotonic() + LISTEN_RETRY_S
+        finally:
+            kept.listening = False
+            kept.changed(None)
+            if connection is not None:
+                connection.terminate()
 
     async def _close(self, session: AsyncSession) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
@@ -271,7 +373,12 @@ class Database:
         return None
 
     async def close(self) -> None:
+        for task in list(self._listeners.values()):
+            task.cancel()
+        await asyncio.gather(*self._listeners.values(), return_exceptions=True)
         await self._close_glance()
+        if self._glance_pool is not None:
+            self._glance_pool.terminate()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT_S)
         await self.engine.dispose()

@@ -138,21 +138,36 @@ def _version(run_id: str, attempt: int, last_seq: int, status: str, waiting: str
 
 
 _VERSION_COLUMNS = "id, attempt, last_seq, status, waiting"
+RUNS_CHANGED = "runs_changed"  # the channel migration 0008's trigger announces a change of these columns on
 
 
 async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
-    """The run's version, if the tenant owns it: a glance, no session (pollers ask this most)."""
-    rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE id = :run_id AND tenant = :tenant",
-                           run_id=run_id, tenant=tenant)
-    return _version(*rows[0]) if rows else None
+    """The run's version, if the tenant owns it: kept until the run changes (PostgreSQL), else a glance (pollers ask
+    this most)."""
+    kept = db.kept(RUNS_CHANGED)
+    row = kept.row(run_id)
+    if row is None:
+        token = kept.token()
+        rows = await db.glance(f"SELECT tenant, {_VERSION_COLUMNS} FROM runs WHERE id = :run_id", run_id=run_id)
+        if not rows:
+            return None
+        row = rows[0]
+        kept.keep_row(token, run_id, row)
+    return _version(*row[1:]) if row[0] == tenant else None
 
 
 async def runs_page_versions(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> list[tuple]:
     """The version of each run on a page of the tenant's runs, newest first, and of the first run after it if any."""
-    filters = {"tenant": tenant} | ({"status": str(status)} if status else {}) | ({"after": after} if after else {})
-    where = " AND ".join("id < :after" if name == "after" else f"{name} = :{name}" for name in filters)
-    rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
-                           **filters, n=limit + 1)
+    kept = db.kept(RUNS_CHANGED)
+    key = (tenant, limit, after, status and str(status))
+    rows = kept.query(key)
+    if rows is None:
+        token = kept.token()
+        filters = {"tenant": tenant} | ({"status": str(status)} if status else {}) | ({"after": after} if after else {})
+        where = " AND ".join("id < :after" if name == "after" else f"{name} = :{name}" for name in filters)
+        rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
+                               **filters, n=limit + 1)
+        kept.keep_query(token, key, rows)
     return [_version(*row) for row in rows]
 
 

@@ -1,0 +1,172 @@
+"""On PostgreSQL the API keeps each run's version until the database announces that it changed (issue 20).
+
+A poll of a run, its iterations or a runs page used to cost a round trip to PostgreSQL for the version, and on a
+busy machine that trip was most of the slowest polls. Migration 0008's trigger NOTIFYs `runs_changed` with the run's
+id at commit; the API listens and keeps what it read until then. Writes made here with the trigger switched off
+(`session_replication_role = replica`) show what a read would have missed: the answer stays until a notice comes.
+"""
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from app.db import Database, KeptReads
+from app.knowledge_graph.service import demo_document
+from app.main import create_app
+from app.runs.repository import RUNS_CHANGED
+from app.settings import Settings
+from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+
+BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
+
+
+@pytest.fixture
+def database_url():
+    require_postgres()
+    database = FreshPostgresDatabase()
+    try:
+        yield database.url
+    finally:
+        database.drop()
+
+
+def write(url: str, sql: str, *params, announced: bool = True) -> None:
+    """A write by another process; unannounced, the trigger does not fire."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        if not announced:
+            connection.execute("SET session_replication_role = replica")
+        connection.execute(sql, params)
+
+
+async def until(condition, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while not (result := await condition()):
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        await asyncio.sleep(0.05)
+    return result
+
+
+@pytest.fixture
+async def service(database_url):
+    """An API node (no run worker here: its commits would drop what is kept) with one queued run."""
+    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="kept-reads-tests-key",
+                        run_worker=False)
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
+        db: Database = app.state.services.db
+        yield client, db, run_id
+
+
+async def kept_by(client, db: Database, paths: list[str]) -> dict[str, str]:
+    """The tags of `paths` once the API listens and has kept what they read."""
+    kept = db.kept(RUNS_CHANGED)
+
+    async def tags():
+        answers = {path: await client.get(path) for path in paths}
+        return kept.listening and kept.rows and kept.queries and {p: a.headers["etag"] for p, a in answers.items()}
+
+    first = await until(tags)
+    assert await tags() == first  # read again from what was kept
+    return first
+
+
+async def test_a_run_read_is_kept_until_its_change_is_announced(service, database_url):
+    client, db, run_id = service
+    paths = [f"/runs/{run_id}", f"/runs/{run_id}/iterations", "/runs?limit=5"]
+    before = await kept_by(client, db, paths)
+
+    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
+    await asyncio.sleep(0.5)
+    assert {p: (await client.get(p)).headers["etag"] for p in paths} == before  # kept: no trip to the database
+
+    write(database_url, "SELECT pg_notify('runs_changed', %s)", run_id)
+    after = await until(lambda: _changed(client, paths, before))
+    assert after == {p: (await client.get(p)).headers["etag"] for p in paths}
+
+    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)  # the trigger announces it
+    await until(lambda: _changed(client, paths, after))
+
+
+async def _changed(client, paths: list[str], before: dict[str, str]) -> dict[str, str] | None:
+    tags = {p: (await client.get(p)).headers["etag"] for p in paths}
+    return tags if all(tags[p] != before[p] for p in paths) else None
+
+
+async def test_nothing_is_kept_across_a_lost_listening_connection(service, database_url):
+    client, db, run_id = service
+    paths = [f"/runs/{run_id}", "/runs?limit=5"]
+    before = await kept_by(client, db, paths)
+    kept = db.kept(RUNS_CHANGED)
+
+    write(database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+          f"codreamer listen {RUNS_CHANGED}")
+    await until(lambda: _true(not kept.listening))  # no read meanwhile, so no new listener yet
+    assert kept.rows == {} and kept.queries == {}
+    # Notices sent while no connection listened are lost: a change made now must still show.
+    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
+    await until(lambda: _changed(client, paths, before))
+    await kept_by(client, db, paths)  # and it listens again
+
+
+async def test_a_commit_of_this_process_drops_what_was_kept_so_its_client_reads_its_own_write(database_url):
+    db = Database(Settings(_env_file=None, database_url=database_url))
+    try:
+        kept = db.kept(RUNS_CHANGED)
+        await until(lambda: _true(kept.listening))
+        kept.keep_row(kept.token(), "run_a", ("public", "run_a", 1, 1, "running", None))
+        kept.keep_query(kept.token(), ("public", 5, None, None), [])
+        async with db.transaction():
+            pass
+        assert kept.rows == {} and kept.queries == {}
+    finally:
+        await db.close()
+
+
+async def _true(value) -> bool:
+    return bool(value)
+
+
+def test_the_trigger_announces_a_change_of_a_run_s_version_and_nothing_else(database_url):
+    from app import migrations
+
+    migrations.upgrade(database_url)
+    write(database_url, "INSERT INTO graphs (id, name, created_at) VALUES ('g', 'g', now())")
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN runs_changed")
+
+        def announced(sql: str) -> list[str]:
+            write(database_url, sql)
+            return [n.payload for n in listener.notifies(timeout=0.5)]
+
+        assert announced("INSERT INTO runs (id, tenant, status, graph_id, config, iterations_total, iterations_completed, "
+                         "last_seq, attempt, created_at) VALUES ('r', 'public', 'queued', 'g', '{}', 1, 0, 0, 1, now())") == ["r"]
+        assert announced("UPDATE runs SET last_seq = 1 WHERE id = 'r'") == ["r"]
+        assert announced("UPDATE runs SET status = 'running' WHERE id = 'r'") == ["r"]
+        assert announced("UPDATE runs SET attempt = 2 WHERE id = 'r'") == ["r"]
+        assert announced("""UPDATE runs SET waiting = '{"until": 1}' WHERE id = 'r'""") == ["r"]
+        assert announced("""UPDATE runs SET waiting = '{"until": 1}' WHERE id = 'r'""") == []  # the same value
+        assert announced("UPDATE runs SET tenant = 'other' WHERE id = 'r'") == ["r"]
+        assert announced("UPDATE runs SET iterations_completed = 1, started_at = now() WHERE id = 'r'") == []
+        assert announced("DELETE FROM runs WHERE id = 'r'") == ["r"]
+
+
+def test_a_read_that_a_notice_overtook_is_not_kept():
+    kept = KeptReads()
+    assert kept.token() is None  # not listening: nothing is kept
+    kept.keep_row(kept.token(), "a", ("row",))
+    assert kept.rows == {}
+    kept.listening = True
+    token = kept.token()
+    kept.changed("b")  # while the read of "a" ran: it may have read before that change
+    kept.keep_row(token, "a", ("row",))
+    kept.keep_query(token, ("page",), [])
+    assert kept.rows == {} and kept.queries == {}
+    token = kept.token()
+    kept.keep_row(token, "a", ("row",))
+    kept.keep_row(token, "b", ("row",))
+    kept.keep_query(token, ("page",), [])
+    kept.changed("a")
+    assert kept.rows == {"b": ("row",)} and kept.queries == {}
