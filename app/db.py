@@ -3,9 +3,9 @@
 import asyncio
 import logging
 import re
-import time
 import shutil
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -153,10 +153,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
 
 
-async def _keep_session(_connection: asyncpg.Connection) -> None:
-    pass
-
-
 def _chain(exc: BaseException):
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -173,6 +169,10 @@ GLANCE_CONNECTIONS = 4
 LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing is asked whether it is still there
 LISTEN_RETRY_S = 1.0  # after a listening connection failed, before another is tried
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
+
+
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    """A glance changes no session state, so a connection handed back needs none of asyncpg's reset queries."""
 
 
 class KeptReads:
@@ -296,7 +296,6 @@ class Database:
         if self._glance_pool is None:
             async with self._glance_pool_lock:
                 if self._glance_pool is None:
-                    # A glance changes no session state, so a returned connection needs none of the reset queries.
                     self._glance_pool = await asyncpg.create_pool(
                         self._postgres_url, min_size=1, max_size=GLANCE_CONNECTIONS, reset=_keep_session,
                         timeout=self._connect_timeout_s)
@@ -311,7 +310,9 @@ class Database:
     def kept(self, channel: str) -> KeptReads:
         """The reads kept for `channel`'s notices. On PostgreSQL the first call starts listening, in the background,
         and a later one starts again after the listening connection was lost; on SQLite nothing is ever kept."""
-        kept = self._kept.setdefault(channel, KeptReads())
+        kept = self._kept.get(channel)
+        if kept is None:
+            kept = self._kept[channel] = KeptReads()
         if (self._postgres_url is not None and channel not in self._listeners
                 and time.monotonic() >= self._listen_after.get(channel, 0.0)):
             task = asyncio.get_running_loop().create_task(self._listen(channel, kept), name=f"listen {channel}")
@@ -334,7 +335,7 @@ class Database:
                     await asyncio.wait_for(lost.wait(), LISTEN_CHECK_S)
                 except TimeoutError:
                     await connection.fetchval("SELECT 1", timeout=LISTEN_CHECK_S)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except Exception as exc:  # whatever it was, reads go to the database meanwhile
             log.info("listening on %s stopped (%s); reads of it go to the database until it listens again",
                      channel, describe(exc))
             self._listen_after[channel] = time.monotonic() + LISTEN_RETRY_S
@@ -373,9 +374,10 @@ class Database:
         return None
 
     async def close(self) -> None:
-        for task in list(self._listeners.values()):
+        listeners = list(self._listeners.values())
+        for task in listeners:
             task.cancel()
-        await asyncio.gather(*self._listeners.values(), return_exceptions=True)
+        await asyncio.gather(*listeners, return_exceptions=True)
         await self._close_glance()
         if self._glance_pool is not None:
             self._glance_pool.terminate()
