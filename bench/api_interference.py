@@ -2,13 +2,15 @@
 
 The same server, data and request mix as the API-under-load benchmark (70% run views, 20% run list pages, 10%
 iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in flight, then the same rates once every
-run has stopped. With CPU per process: the API, its run worker (a child) and the worker's embedded model server, and
+run has stopped. With CPU per process: the API, its run worker (a child), the worker's embedded model server and
+PostgreSQL's processes, and
 how fast the runs progressed meanwhile (iterations per minute, the worker's CPU per iteration).
 Each figure pools three 15 s stretches, the rates taking turns: one stretch's p99 rests on its few slowest requests
 (30 at 200/s), and two stretches back to back differed by 70%.
 """
 
 import asyncio
+import subprocess
 import time
 
 from bench.api_load import _cancel, _cpu_seconds, _iterations, _sample, _start_runs, _summary
@@ -19,23 +21,40 @@ SECONDS = 15.0
 STRETCHES = 3
 
 
-def _processes(server: Server) -> dict[str, list[int]]:
+def _processes(server: Server, database: str) -> dict[str, list[int]]:
+    """The pids of each part; PostgreSQL's are every `postgres` process (the benchmark's database is the only busy
+    one), a backend that comes or goes during a stretch not counted."""
     workers = child_pids(server.process.pid)
-    return {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in child_pids(w)]}
+    parts = {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in child_pids(w)]}
+    if database == "postgresql":
+        parts["database"] = [int(pid) for pid in subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout.split()]
+    return parts
 
 
-def _loaded(server: Server, ids: list[str]) -> dict[str, dict]:
+def _cpu(pids: list[int]) -> dict[int, float]:
+    """CPU seconds so far of each of the processes still there."""
+    used = {}
+    for pid in pids:
+        try:
+            used[pid] = _cpu_seconds(pid)
+        except FileNotFoundError:
+            pass  # gone since it was listed
+    return used
+
+
+def _loaded(server: Server, ids: list[str], database: str) -> dict[str, dict]:
     """Per rate: the latency figures over its stretches, and the cores each process kept busy meanwhile."""
-    processes = _processes(server)
+    processes = _processes(server, database)
     samples: dict[int, list] = {rate: [] for rate in RATES}
     used = {rate: dict.fromkeys(processes, 0.0) for rate in RATES}
     for _ in range(STRETCHES):
         for rate in RATES:
-            before, started = {k: sum(_cpu_seconds(p) for p in ps) for k, ps in processes.items()}, time.perf_counter()
+            before, started = {k: _cpu(ps) for k, ps in processes.items()}, time.perf_counter()
             samples[rate].append(asyncio.run(_sample(server.url, ids, rate, SECONDS)))
             elapsed = time.perf_counter() - started
             for k, ps in processes.items():
-                used[rate][k] += (sum(_cpu_seconds(p) for p in ps) - before[k]) / elapsed / STRETCHES
+                after = _cpu(ps)
+                used[rate][k] += sum(after[p] - before[k][p] for p in after.keys() & before[k].keys()) / elapsed / STRETCHES
     results = {}
     for rate in RATES:
         result = _summary(samples[rate])
@@ -54,16 +73,16 @@ def measure_one(workdir, database: str, runs: int = 20) -> dict:
     try:
         server.start(timeout=180)
         ids = _start_runs(server, runs)
-        workers = _processes(server)["worker"]
+        workers = _processes(server, database)["worker"]
         done, cpu, started = _iterations(server, ids), sum(_cpu_seconds(p) for p in workers), time.perf_counter()
-        with_runs = _loaded(server, ids)
+        with_runs = _loaded(server, ids, database)
         done, cpu = _iterations(server, ids) - done, sum(_cpu_seconds(p) for p in workers) - cpu
         progress = {"iterations_per_min": round(done / (time.perf_counter() - started) * 60, 1),
                     "worker_cpu_s_per_iteration": round(cpu / max(done, 1), 2)}
         _cancel(server, ids)
         with server.client() as client:
             wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
-        without = _loaded(server, ids)
+        without = _loaded(server, ids, database)
     finally:
         server.stop()
         if pg:

@@ -325,11 +325,12 @@ def interference_section(results: list[dict]) -> list[str]:
         "",
         "The request mix of section 2 at each rate, first with 20 runs in flight on the embedded backend, then on the",
         "same data once every run has stopped. Each figure pools three 15 s stretches, the rates taking turns; each",
-        "stretch's own p99 is listed too. Cores: CPU seconds per second of the API's process, its worker and the",
-        "worker's embedded model server. A ratio moves with its denominator: where every request costs more CPU (a",
+        "stretch's own p99 is listed too. Cores: CPU seconds per second of the API's process, its worker, the",
+        "worker's embedded model server and PostgreSQL's processes. A ratio moves with its denominator: where every",
+        "request costs more CPU (a",
         "slower machine), the p99 without runs rises and the ratio falls, so compare the p99s with runs too.",
         "",
-        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | p99 ms of each stretch | errors | cores: API / worker / model server |",
+        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | p99 ms of each stretch | errors | cores: API / worker / model server / database |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -340,7 +341,8 @@ def interference_section(results: list[dict]) -> list[str]:
                 stretches = " / ".join(f"{v:.1f}" for v in m["stretch_p99_ms"])
                 lines.append(f"| {r['database']} | {rate} | {label} | {m['throughput_rps']:.0f} | {m['p50_ms']:.1f} | "
                              f"{m['p99_ms']:.1f} | {reads} | {stretches} | {m['errors']} | "
-                             f"{c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
+                             f"{c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} / "
+                             + (f"{c['database']:.2f} |" if "database" in c else "– |"))
     lines.append("")
     for r in results:
         ratio, quiet = r["ratio"].get("200"), max(m["p99_ms"] for m in r["without_runs"].values())
