@@ -166,8 +166,9 @@ MIN_FREE_DISK_BYTES = 16 * 1024 * 1024
 CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the engine is disposed
 # PostgreSQL glances share a few connections, so one reply held up on a busy machine does not queue the others behind it.
 GLANCE_CONNECTIONS = 4
-LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing is asked whether it is still there
-LISTEN_RETRY_S = 1.0  # after a listening connection failed, before another is tried
+LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing must hear a probe (and how long it may take)
+LISTEN_RETRY_S, LISTEN_RETRY_MAX_S = 1.0, 60.0  # after a listening connection failed, before the next; doubling
+_PROBE = ""  # the payload of a probe notice: no row's key
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
 
 
@@ -179,8 +180,8 @@ class KeptReads:
     """Reads kept until PostgreSQL announces a change: a trigger NOTIFYs a channel, with the changed row's key, at
     commit, and a connection of this process LISTENs to it.
 
-    Nothing is kept while no connection listens (a lost one may have missed notices): everything kept is dropped
-    when listening stops or starts. A read is kept only under the token taken before it, if no notice came while it
+    Nothing is kept while no connection listens (a lost one may have missed notices), and a connection counts as
+    listening only while it hears the probes it is sent: everything kept is dropped when listening stops or starts. A read is kept only under the token taken before it, if no notice came while it
     ran (it may have read the row before the change). Every commit this process makes drops everything, so a client
     reads its own writes at once; what another process commits shows once its notice arrives, within milliseconds.
     """
@@ -245,6 +246,7 @@ class Database:
         self._kept: dict[str, KeptReads] = {}
         self._listeners: dict[str, asyncio.Task] = {}
         self._listen_after: dict[str, float] = {}  # no new listener before this time (monotonic) after one failed
+        self._listen_failures: dict[str, int] = {}  # in a row
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -325,25 +327,40 @@ class Database:
         try:
             connection = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s,
                                                server_settings={"application_name": f"codreamer listen {channel}"})
-            lost = asyncio.Event()
+            lost, heard = asyncio.Event(), asyncio.Event()
             connection.add_termination_listener(lambda _connection: lost.set())
-            await connection.add_listener(channel, lambda _connection, _pid, _channel, key: kept.changed(key))
+            await connection.add_listener(
+                channel, lambda _connection, _pid, _channel, key: heard.set() if key == _PROBE else kept.changed(key))
+            await self._hear_probe(channel, heard)
             kept.changed(None)
             kept.listening = True
-            while not lost.is_set():  # a connection gone silent (no FIN, no error) would keep reads forever: ask it
+            self._listen_failures[channel] = 0
+            while not lost.is_set():
                 try:
                     await asyncio.wait_for(lost.wait(), LISTEN_CHECK_S)
                 except TimeoutError:
-                    await connection.fetchval("SELECT 1", timeout=LISTEN_CHECK_S)
+                    await self._hear_probe(channel, heard)
         except Exception as exc:  # whatever it was, reads go to the database meanwhile
-            log.info("listening on %s stopped (%s); reads of it go to the database until it listens again",
-                     channel, describe(exc))
-            self._listen_after[channel] = time.monotonic() + LISTEN_RETRY_S
+            failures = self._listen_failures[channel] = self._listen_failures.get(channel, 0) + 1
+            retry_s = min(LISTEN_RETRY_S * 2 ** (failures - 1), LISTEN_RETRY_MAX_S)
+            log.info("listening on %s stopped (%s); reads of it go to the database, the next try in %.0f s",
+                     channel, describe(exc), retry_s)
+            self._listen_after[channel] = time.monotonic() + retry_s
         finally:
             kept.listening = False
             kept.changed(None)
             if connection is not None:
                 connection.terminate()
+
+    async def _hear_probe(self, channel: str, heard: asyncio.Event) -> None:
+        """Sends a notice from another connection and waits to hear it: a listener that is there but deaf (a silent
+        connection, a pooler that drops notices) would otherwise keep reads forever."""
+        heard.clear()
+        await self._glance_postgres("SELECT pg_notify(:channel, :probe)", {"channel": channel, "probe": _PROBE})
+        try:
+            await asyncio.wait_for(heard.wait(), LISTEN_CHECK_S)
+        except TimeoutError:
+            raise TimeoutError(f"a notice on {channel} did not arrive within {LISTEN_CHECK_S:g} s") from None
 
     async def _close(self, session: AsyncSession) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.

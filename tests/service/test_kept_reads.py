@@ -7,12 +7,16 @@ id at commit; the API listens and keeps what it read until then. Writes made her
 """
 
 import asyncio
+import contextlib
+import logging
+import struct
 import time
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
-from app.db import Database, KeptReads
+from app.db import LISTEN_CHECK_S, Database, KeptReads
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs.repository import RUNS_CHANGED
@@ -170,3 +174,71 @@ def test_a_read_that_a_notice_overtook_is_not_kept():
     kept.keep_query(token, ("page",), [])
     kept.changed("a")
     assert kept.rows == {"b": ("row",)} and kept.queries == {}
+
+
+@contextlib.asynccontextmanager
+async def notice_dropping_proxy(url: str, drop: bool = True):
+    """A loopback proxy to the PostgreSQL of `url` that passes everything but notices (NotificationResponse, 'A')
+    if `drop`, as a pooler that loses them would; it declines TLS, so it can read the server's messages. Yields its
+    URL."""
+    target = urlsplit(url)
+
+    async def pipe_client(reader, writer, server_writer):
+        while True:  # the first message has no type byte; an SSL or GSS encryption request gets a "no"
+            length, code = struct.unpack("!ii", await reader.readexactly(8))
+            if code in (80877103, 80877104):
+                writer.write(b"N")
+                await writer.drain()
+                continue
+            server_writer.write(struct.pack("!ii", length, code) + await reader.readexactly(length - 8))
+            break
+        while data := await reader.read(65536):
+            server_writer.write(data)
+            await server_writer.drain()
+
+    async def pipe_server(server_reader, writer):
+        while True:
+            kind, length = struct.unpack("!ci", await server_reader.readexactly(5))
+            body = await server_reader.readexactly(length - 4)
+            if not (drop and kind == b"A"):
+                writer.write(kind + struct.pack("!i", length) + body)
+                await writer.drain()
+
+    async def handle(reader, writer):
+        server_reader, server_writer = await asyncio.open_connection(target.hostname, target.port or 5432)
+        tasks = [asyncio.create_task(pipe_client(reader, writer, server_writer)),
+                 asyncio.create_task(pipe_server(server_reader, writer))]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        for w in (writer, server_writer):
+            w.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield url.replace(target.netloc, f"{target.username}@127.0.0.1:{port}" if target.username else f"127.0.0.1:{port}")
+    finally:
+        server.close()
+
+
+async def test_a_listener_that_hears_no_notices_keeps_nothing(database_url, caplog):
+    async with notice_dropping_proxy(database_url, drop=False) as url:  # the proxy itself passes what it should
+        db = Database(Settings(_env_file=None, database_url=url))
+        try:
+            kept = db.kept(RUNS_CHANGED)
+            await until(lambda: _true(kept.listening))
+        finally:
+            await db.close()
+
+    caplog.set_level(logging.INFO, logger="app.db")
+    async with notice_dropping_proxy(database_url) as url:
+        db = Database(Settings(_env_file=None, database_url=url))
+        try:
+            kept = db.kept(RUNS_CHANGED)
+            await until(lambda: _true("did not arrive" in caplog.text), timeout=LISTEN_CHECK_S + 30)
+            assert not kept.listening
+            kept.keep_row(kept.token(), "run_a", ("public", "run_a", 1, 1, "running", None))
+            assert kept.row("run_a") is None
+        finally:
+            await db.close()
