@@ -138,7 +138,9 @@ def _version(run_id: str, attempt: int, last_seq: int, status: str, waiting: str
 
 
 _VERSION_COLUMNS = "id, attempt, last_seq, status, waiting"
-RUNS_CHANGED = "runs_changed"  # the channel migration 0008's trigger announces a change of these columns on
+# The channel on which migration 0008's trigger announces a change of these columns (or of `tenant`): a column added
+# here needs a migration that adds it to the trigger, or kept versions would miss its changes.
+RUNS_CHANGED = "runs_changed"
 
 
 async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
