@@ -10,6 +10,18 @@ from app.local import add_graph, local_service, run_to_end
 from app.runs import repository
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
+from tests.support import FreshPostgresDatabase, require_postgres
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL database of the test's own, dropped afterwards (skipped where none runs, except on CI)."""
+    require_postgres()
+    database = FreshPostgresDatabase()
+    try:
+        yield database.url
+    finally:
+        database.drop()
 
 
 @dataclass

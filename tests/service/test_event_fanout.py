@@ -10,28 +10,17 @@ import json
 import logging
 import time
 
-import pytest
 from sqlalchemy import event
 
 from app.events import stream
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+from tests.support import connect, lifespan
 
 STREAMS = 200
 SSE = {"Accept": "text/event-stream"}
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 4}
-
-
-@pytest.fixture
-def database_url():
-    require_postgres()
-    database = FreshPostgresDatabase()
-    try:
-        yield database.url
-    finally:
-        database.drop()
 
 
 def sse_events(text: str) -> list[tuple[str, str, dict]]:
@@ -44,8 +33,8 @@ def sse_events(text: str) -> list[tuple[str, str, dict]]:
     return found
 
 
-async def test_two_hundred_streams_of_a_run_share_one_poller_and_all_get_every_event(database_url, caplog):
-    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="fanout-tests-secret-key",
+async def test_two_hundred_streams_of_a_run_share_one_poller_and_all_get_every_event(postgres_url, caplog):
+    settings = Settings(_env_file=None, database_url=postgres_url, environment="test", secret_key="fanout-tests-secret-key",
                         database_pool_size=2, database_max_overflow=0)
     app = create_app(settings)
     caplog.set_level(logging.WARNING)

@@ -8,30 +8,19 @@ import asyncio
 import logging
 
 import httpx
-import pytest
 
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import connect, finished, lifespan
 
 EXPORTS = 400
 ROUNDS = 3  # a cut needs unlucky timing: each round is another chance for one
 BODY = {"iterations": 3, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 4}
 
 
-@pytest.fixture
-def database_url():
-    require_postgres()
-    database = FreshPostgresDatabase()
-    try:
-        yield database.url
-    finally:
-        database.drop()
-
-
-async def test_concurrent_exports_are_whole_or_refused_before_any_byte(database_url, caplog):
-    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="export-tests-secret-key")
+async def test_concurrent_exports_are_whole_or_refused_before_any_byte(postgres_url, caplog):
+    settings = Settings(_env_file=None, database_url=postgres_url, environment="test", secret_key="export-tests-secret-key")
     app = create_app(settings)
     async with lifespan(app), connect(app) as api:
         run_id = (await api.post("/learn-loop", json=BODY)).json()["run_id"]

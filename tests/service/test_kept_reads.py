@@ -21,19 +21,9 @@ from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs.repository import RUNS_CHANGED
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+from tests.support import connect, lifespan
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
-
-
-@pytest.fixture
-def database_url():
-    require_postgres()
-    database = FreshPostgresDatabase()
-    try:
-        yield database.url
-    finally:
-        database.drop()
 
 
 def write(url: str, sql: str, *params, announced: bool = True) -> None:
@@ -53,9 +43,9 @@ async def until(condition, timeout: float = 30.0):
 
 
 @pytest.fixture
-async def service(database_url):
+async def service(postgres_url):
     """An API node (no run worker here: its commits would drop what is kept) with one queued run."""
-    settings = Settings(_env_file=None, database_url=database_url, environment="test", secret_key="kept-reads-tests-key",
+    settings = Settings(_env_file=None, database_url=postgres_url, environment="test", secret_key="kept-reads-tests-key",
                         run_worker=False)
     app = create_app(settings)
     async with lifespan(app), connect(app) as client:
@@ -77,20 +67,20 @@ async def kept_by(client, db: Database, paths: list[str]) -> dict[str, str]:
     return first
 
 
-async def test_a_run_read_is_kept_until_its_change_is_announced(service, database_url):
+async def test_a_run_read_is_kept_until_its_change_is_announced(service, postgres_url):
     client, db, run_id = service
     paths = [f"/runs/{run_id}", f"/runs/{run_id}/iterations", "/runs?limit=5"]
     before = await kept_by(client, db, paths)
 
-    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
+    write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
     await asyncio.sleep(0.5)
     assert {p: (await client.get(p)).headers["etag"] for p in paths} == before  # kept: no trip to the database
 
-    write(database_url, "SELECT pg_notify('runs_changed', %s)", run_id)
+    write(postgres_url, "SELECT pg_notify('runs_changed', %s)", run_id)
     after = await until(lambda: _changed(client, paths, before))
     assert after == {p: (await client.get(p)).headers["etag"] for p in paths}
 
-    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)  # the trigger announces it
+    write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)  # the trigger announces it
     await until(lambda: _changed(client, paths, after))
 
 
@@ -99,24 +89,24 @@ async def _changed(client, paths: list[str], before: dict[str, str]) -> dict[str
     return tags if all(tags[p] != before[p] for p in paths) else None
 
 
-async def test_nothing_is_kept_across_a_lost_listening_connection(service, database_url):
+async def test_nothing_is_kept_across_a_lost_listening_connection(service, postgres_url):
     client, db, run_id = service
     paths = [f"/runs/{run_id}", "/runs?limit=5"]
     before = await kept_by(client, db, paths)
     kept = db.kept(RUNS_CHANGED)
 
-    write(database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+    write(postgres_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
           f"codreamer listen {RUNS_CHANGED}")
     await until(lambda: _true(not kept.listening))  # no read meanwhile, so no new listener yet
     assert kept.rows == {} and kept.queries == {}
     # Notices sent while no connection listened are lost: a change made now must still show.
-    write(database_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
+    write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id, announced=False)
     await until(lambda: _changed(client, paths, before))
     await kept_by(client, db, paths)  # and it listens again
 
 
-async def test_a_commit_of_this_process_drops_what_was_kept_so_its_client_reads_its_own_write(database_url):
-    db = Database(Settings(_env_file=None, database_url=database_url))
+async def test_a_commit_of_this_process_drops_what_was_kept_so_its_client_reads_its_own_write(postgres_url):
+    db = Database(Settings(_env_file=None, database_url=postgres_url))
     try:
         kept = db.kept(RUNS_CHANGED)
         await until(lambda: _true(kept.listening))
@@ -133,16 +123,16 @@ async def _true(value) -> bool:
     return bool(value)
 
 
-def test_the_trigger_announces_a_change_of_a_run_s_version_and_nothing_else(database_url):
+def test_the_trigger_announces_a_change_of_a_run_s_version_and_nothing_else(postgres_url):
     from app import migrations
 
-    migrations.upgrade(database_url)
-    write(database_url, "INSERT INTO graphs (id, name, created_at) VALUES ('g', 'g', now())")
-    with psycopg.connect(database_url, autocommit=True) as listener:
+    migrations.upgrade(postgres_url)
+    write(postgres_url, "INSERT INTO graphs (id, name, created_at) VALUES ('g', 'g', now())")
+    with psycopg.connect(postgres_url, autocommit=True) as listener:
         listener.execute("LISTEN runs_changed")
 
         def announced(sql: str) -> list[str]:
-            write(database_url, sql)
+            write(postgres_url, sql)
             return [n.payload for n in listener.notifies(timeout=0.5)]
 
         assert announced("INSERT INTO runs (id, tenant, status, graph_id, config, iterations_total, iterations_completed, "
@@ -222,8 +212,8 @@ async def notice_dropping_proxy(url: str, drop: bool = True):
         server.close()
 
 
-async def test_a_listener_that_hears_no_notices_keeps_nothing(database_url, caplog):
-    async with notice_dropping_proxy(database_url, drop=False) as url:  # the proxy itself passes what it should
+async def test_a_listener_that_hears_no_notices_keeps_nothing(postgres_url, caplog):
+    async with notice_dropping_proxy(postgres_url, drop=False) as url:  # the proxy itself passes what it should
         db = Database(Settings(_env_file=None, database_url=url))
         try:
             kept = db.kept(RUNS_CHANGED)
@@ -232,7 +222,7 @@ async def test_a_listener_that_hears_no_notices_keeps_nothing(database_url, capl
             await db.close()
 
     caplog.set_level(logging.INFO, logger="app.db")
-    async with notice_dropping_proxy(database_url) as url:
+    async with notice_dropping_proxy(postgres_url) as url:
         db = Database(Settings(_env_file=None, database_url=url))
         try:
             kept = db.kept(RUNS_CHANGED)

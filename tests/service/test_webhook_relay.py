@@ -28,7 +28,7 @@ from app.runs import repository as runs_repository
 from app.runs.models import Run
 from app.settings import Settings
 from tests.standins import DripReceiver, Receiver
-from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+from tests.support import connect, lifespan
 
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-healthcare-cto"], "max_turns": 4}
 DEADLINE_S = 2.0
@@ -151,14 +151,8 @@ async def test_a_drip_receiver_delays_no_other_run_and_every_attempt_is_recorded
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path):
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/relay.sqlite"
-        return
-    require_postgres()
-    database = FreshPostgresDatabase()
-    try:
-        yield database.url
-    finally:
-        database.drop()
+        return f"sqlite:///{tmp_path}/relay.sqlite"
+    return request.getfixturevalue("postgres_url")
 
 
 async def outbox(database_url: str, url: str, n: int, **overrides) -> tuple[Settings, str]:
