@@ -3,8 +3,8 @@
 The same server, data and request mix as the API-under-load benchmark (70% run views, 20% run list pages, 10%
 iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in flight, then the same rates once every
 run has stopped. With CPU per process: the API, its run worker (a child), the worker's embedded model server and
-PostgreSQL's processes, and
-how fast the runs progressed meanwhile (iterations per minute, the worker's CPU per iteration).
+PostgreSQL's processes, and how fast the runs progressed meanwhile (iterations per minute, the worker's CPU per
+iteration).
 Each figure pools three 15 s stretches, the rates taking turns: one stretch's p99 rests on its few slowest requests
 (30 at 200/s), and two stretches back to back differed by 70%.
 """
@@ -73,7 +73,7 @@ def measure_one(workdir, database: str, runs: int = 20) -> dict:
     try:
         server.start(timeout=180)
         ids = _start_runs(server, runs)
-        workers = _processes(server, database)["worker"]
+        workers = child_pids(server.process.pid)
         done, cpu, started = _iterations(server, ids), sum(_cpu_seconds(p) for p in workers), time.perf_counter()
         with_runs = _loaded(server, ids, database)
         done, cpu = _iterations(server, ids) - done, sum(_cpu_seconds(p) for p in workers) - cpu
