@@ -181,9 +181,10 @@ class KeptReads:
     commit, and a connection of this process LISTENs to it.
 
     Nothing is kept while no connection listens (a lost one may have missed notices), and a connection counts as
-    listening only while it hears the probes it is sent: everything kept is dropped when listening stops or starts. A read is kept only under the token taken before it, if no notice came while it
-    ran (it may have read the row before the change). Every commit this process makes drops everything, so a client
-    reads its own writes at once; what another process commits shows once its notice arrives, within milliseconds.
+    listening only while it hears the probes it is sent: everything kept is dropped when listening stops or starts.
+    A read is kept only under the token taken before it, if no notice came while it ran (it may have read the row
+    before the change). Every commit this process makes drops everything, so a client reads its own writes at once;
+    what another process commits shows once its notice arrives, within milliseconds.
     """
 
     MAX_KEPT = 100_000  # of each kind; past it everything is dropped, and kept again as it is read
@@ -205,16 +206,16 @@ class KeptReads:
         return self._generation if self.listening else None
 
     def keep_row(self, token: int | None, key: str, row: tuple) -> None:
-        if token is not None and token == self._generation:
-            if len(self.rows) >= self.MAX_KEPT:
-                self.rows.clear()
-            self.rows[key] = row
+        self._keep(self.rows, token, key, row)
 
     def keep_query(self, token: int | None, key: tuple, rows: list[tuple]) -> None:
+        self._keep(self.queries, token, key, rows)
+
+    def _keep(self, kept: dict, token: int | None, key, value) -> None:
         if token is not None and token == self._generation:
-            if len(self.queries) >= self.MAX_KEPT:
-                self.queries.clear()
-            self.queries[key] = rows
+            if len(kept) >= self.MAX_KEPT:
+                kept.clear()
+            kept[key] = value
 
     def changed(self, key: str | None) -> None:
         """The row `key` changed; None: anything may have."""
