@@ -137,26 +137,30 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
 
 
 async def _launch(settings: Settings, process: Process, *, worker: bool) -> None:
-    db = process.api.db
+    """A worker launches DBOS, which executes and recovers workflows. An API only enqueues, cancels and wakes them,
+    through DBOS's client: launched, DBOS would keep threads busy that an API never uses (a notifier waking 100 times
+    a second, queue polling, a scheduler), each one taking the interpreter from the requests in turn."""
+    system_database = dbos_database_url(settings)
+    if not worker:
+        await asyncio.to_thread(DBOS.migrate, system_database)  # the client writes to DBOS's tables
+        queue.connect(system_database)
+        return
     DBOS(config={
         "name": queue.APPLICATION,
-        "system_database_url": dbos_database_url(settings),
+        "system_database_url": system_database,
         "executor_id": settings.executor_id,
         "application_version": queue.WORKFLOW_VERSION,
         "log_level": "WARNING",
     })
-    if not worker:
-        DBOS.listen_queues([])
     DBOS.launch()
-    queue.connect(dbos_database_url(settings))
+    queue.connect(system_database)
     await DBOS.register_queue_async(
         queue.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
         worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
     )
-    if worker:
-        process.housekeeper = housekeeper = Housekeeper(db, settings)
-        await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
-        process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
+    process.housekeeper = housekeeper = Housekeeper(process.api.db, settings)
+    await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
+    process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
 
 
 # How long the relay's poll or the housekeeping round in progress gets to finish at shutdown.

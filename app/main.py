@@ -34,11 +34,8 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if separate:  # the child is the worker of EXECUTOR_ID: it recovers that id's runs; the API only enqueues
-            api_settings = settings.model_copy(update={"executor_id": f"{settings.executor_id}-api"})
-            services = await lifecycle.start(api_settings, worker=False)
-        else:
-            services = await lifecycle.start(settings, worker=settings.run_worker)
+        # With a child, that is the worker of EXECUTOR_ID, which recovers that id's runs; the API only enqueues.
+        services = await lifecycle.start(settings, worker=settings.run_worker and not separate)
         app.state.services = services.api
         worker = None
         try:

@@ -24,7 +24,7 @@ _client: DBOSClient | None = None
 
 
 def connect(system_database_url: str) -> None:
-    """After DBOS has launched in this process (it migrates the system database the client writes to)."""
+    """Once DBOS's tables are there: a worker's DBOS launch, or an API's `DBOS.migrate`, makes them."""
     global _client
     _client = DBOSClient(system_database_url=system_database_url, application_name=APPLICATION,
                          system_database_pool_size=2, lazy=True)
@@ -41,17 +41,21 @@ def workflow_id(run_id: str, attempt: int) -> str:
     return run_id if attempt == 1 else f"{run_id}.{attempt}"
 
 
+def _connected() -> DBOSClient:
+    if _client is None:
+        raise RuntimeError("the run queue is not connected (the process has not started)")
+    return _client
+
+
 async def enqueue(run_id: str, attempt: int = 1) -> None:
     """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
-    if _client is None:
-        raise RuntimeError("the run queue is not connected (DBOS has not launched in this process)")
     options: EnqueueOptions = {"queue_name": RUNS_QUEUE, "workflow_name": WORKFLOW_NAME, "app_version": WORKFLOW_VERSION,
                                "workflow_id": workflow_id(run_id, attempt)}
-    await _client.enqueue_async(options, run_id)
+    await _connected().enqueue_async(options, run_id)
 
 
 async def cancel(run_id: str, attempt: int) -> None:
-    await DBOS.cancel_workflow_async(workflow_id(run_id, attempt))
+    await _connected().cancel_workflow_async(workflow_id(run_id, attempt))
 
 
 async def wake_waiting(db: Database, run_ids: set[str]) -> None:
@@ -61,7 +65,7 @@ async def wake_waiting(db: Database, run_ids: set[str]) -> None:
             Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
     for run_id, attempt, waiting in rows:
         if waiting:
-            await DBOS.send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
+            await _connected().send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
 
 
 def running_here() -> list[str]:

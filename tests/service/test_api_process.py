@@ -1,0 +1,49 @@
+"""An API-only process (`RUN_WORKER=false`, and `codreamer serve`'s API beside its worker child) launches no DBOS:
+DBOS's threads would take its interpreter from requests. It reaches runs' workflows through DBOS's client."""
+
+import pytest
+from dbos import DBOSClient, _dbos
+
+from app.knowledge_graph.service import demo_document
+from app.lifecycle import dbos_database_url
+from app.main import create_app
+from app.runs import queue
+from app.settings import Settings
+from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+
+SCENARIO = demo_document().scenarios[0].id
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def api(request, tmp_path):
+    database = None
+    if request.param == "postgresql":
+        require_postgres()
+        database = FreshPostgresDatabase()
+        url = database.url
+    else:
+        url = f"sqlite:///{tmp_path}/db.sqlite"
+    settings = Settings(_env_file=None, database_url=url, environment="test", run_worker=False,
+                        secret_key="api-process-tests-secret-key")
+    app = create_app(settings)
+    try:
+        async with lifespan(app), connect(app) as client:
+            yield client, settings
+    finally:
+        if database is not None:
+            database.drop()
+
+
+async def test_an_api_only_process_launches_no_dbos_yet_enqueues_and_cancels_runs_in_its_queue(api):
+    client, settings = api
+    assert _dbos._dbos_global_instance is None
+    run_id = (await client.post("/learn-loop", json={"iterations": 1, "scenario_ids": [SCENARIO]})).json()["run_id"]
+    dbos = DBOSClient(system_database_url=dbos_database_url(settings))
+    try:
+        [queued] = await dbos.list_workflows_async(workflow_ids=[run_id])
+        assert (queued.status, queued.queue_name, queued.app_version) == ("ENQUEUED", queue.RUNS_QUEUE, queue.WORKFLOW_VERSION)
+        assert (await client.post(f"/runs/{run_id}/cancel")).status_code == 202
+        [cancelled] = await dbos.list_workflows_async(workflow_ids=[run_id])
+        assert cancelled.status == "CANCELLED"
+    finally:
+        dbos.destroy()
