@@ -263,7 +263,13 @@ def process_gone(pid: int) -> bool:
 
 def child_pids(pid: int) -> list[int]:
     """The pids of `pid`'s children, whichever of its threads started them."""
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += [int(child) for child in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            pass  # a thread that ended since the listing
+    return children
 
 
 def run_workers(parent: int) -> list[int]:
