@@ -1,6 +1,7 @@
 """Database engine and sessions: one SQLAlchemy async code path for SQLite and PostgreSQL."""
 
 import asyncio
+import json
 import logging
 import re
 import shutil
@@ -168,7 +169,7 @@ CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the 
 GLANCE_CONNECTIONS = 4
 LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing must hear a probe (and how long it may take)
 LISTEN_RETRY_S, LISTEN_RETRY_MAX_S = 1.0, 60.0  # after a listening connection failed, before the next; doubling
-_PROBE = ""  # the payload of a probe notice: no row's key
+_PROBE = ""  # the payload of a probe notice (a change's is JSON)
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
 
 
@@ -177,8 +178,9 @@ async def _keep_session(_connection: asyncpg.Connection) -> None:
 
 
 class KeptReads:
-    """Reads kept until PostgreSQL announces a change: a trigger NOTIFYs a channel, with the changed row's key, at
-    commit, and a connection of this process LISTENs to it.
+    """Reads kept until PostgreSQL announces a change: a trigger NOTIFYs a channel, with the changed row itself, at
+    commit, and a connection of this process LISTENs to it. A kept row takes the announced one in place, and so does
+    a kept query's answer unless the change may move the row into or out of it (then the query is read again).
 
     Nothing is kept while no connection listens (a lost one may have missed notices), and a connection counts as
     listening only while it hears the probes it is sent: everything kept is dropped when listening stops or starts.
@@ -190,8 +192,8 @@ class KeptReads:
     MAX_KEPT = 100_000  # of each kind; past it everything is dropped, and kept again as it is read
 
     def __init__(self) -> None:
-        self.rows: dict[str, tuple] = {}  # by the key the notices name
-        self.queries: dict[tuple, list[tuple]] = {}  # any notice may change their answer
+        self.rows: dict[str, tuple] = {}  # by the key the notices name; each row in the notices' shape, key first
+        self.queries: dict[tuple, list[tuple]] = {}  # their answers, rows in the same shape
         self.listening = False
         self._generation = 0
 
@@ -217,14 +219,34 @@ class KeptReads:
                 kept.clear()
             kept[key] = value
 
-    def changed(self, key: str | None) -> None:
-        """The row `key` changed; None: anything may have."""
+    def changed(self, key: str | None, row: tuple | None = None, moved: bool = True) -> None:
+        """The row `key` is now `row` (None: gone, or not announced, so it is read again); `moved`: the change may move
+        it into or out of a query's answer. `key` None: anything may have changed."""
         self._generation += 1
-        self.queries.clear()
         if key is None:
             self.rows.clear()
-        else:
+            self.queries.clear()
+            return
+        if row is None:
             self.rows.pop(key, None)
+        elif key in self.rows:
+            self.rows[key] = row
+        if moved or row is None:
+            self.queries.clear()
+            return
+        for rows in self.queries.values():  # a query's rows are in the notices' shape: each row's key first
+            for i, kept in enumerate(rows):
+                if kept[0] == key:
+                    rows[i] = row
+
+    def announced(self, payload: str) -> None:
+        """A notice: {"key": …, "row": […], "moved": bool} (see migration 0009); anything else drops everything."""
+        try:
+            notice = json.loads(payload)
+            key, row, moved = notice["key"], notice.get("row"), bool(notice.get("moved", True))
+        except (ValueError, TypeError, KeyError):
+            key, row, moved = None, None, True
+        self.changed(key, tuple(row) if isinstance(row, list) else None, moved)
 
 
 class Database:
@@ -331,7 +353,7 @@ class Database:
             lost, heard = asyncio.Event(), asyncio.Event()
             connection.add_termination_listener(lambda _connection: lost.set())
             await connection.add_listener(
-                channel, lambda _connection, _pid, _channel, key: heard.set() if key == _PROBE else kept.changed(key))
+                channel, lambda _connection, _pid, _channel, payload: heard.set() if payload == _PROBE else kept.announced(payload))
             await self._hear_probe(channel, heard)
             kept.changed(None)
             kept.listening = True

@@ -130,44 +130,44 @@ def _best_first():
     return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
 
 
-def _version(run_id: str, attempt: int, last_seq: int, status: str, waiting: str | None) -> tuple:
+def _version(run_id: str, _tenant: str, attempt: int, last_seq: int, status: str, waiting: str | None) -> tuple:
     """What changes whenever the run's view, iteration list or an iteration's detail can: each change of state
     announces itself as an event (last_seq), except a resume (attempt) and the end of a wait (waiting). From the
     row as stored: `waiting` is JSON text, `null` when the run does not wait."""
     return run_id, attempt, last_seq, status, waiting not in (None, "null")
 
 
-_VERSION_COLUMNS = "id, attempt, last_seq, status, waiting"
-# The channel on which migration 0008's trigger announces a change of these columns (or of `tenant`): a column added
-# here needs a migration that adds it to the trigger, or kept versions would miss its changes.
-RUNS_CHANGED = "runs_changed"
+# A run's row as migration 0009's trigger announces it on RUN_VERSIONS when one of these columns changes: a column
+# added here needs a migration that adds it to the trigger, or kept versions would miss its changes.
+_VERSION_ROW = "id, tenant, attempt, last_seq, status, waiting"
+RUN_VERSIONS = "run_versions"
 
 
 async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
-    """The run's version, if the tenant owns it: kept until the run changes (PostgreSQL), else a glance (pollers ask
-    this most)."""
-    kept = db.kept(RUNS_CHANGED)
+    """The run's version, if the tenant owns it: kept and updated by the run's notices (PostgreSQL), else a glance
+    (pollers ask this most)."""
+    kept = db.kept(RUN_VERSIONS)
     row = kept.row(run_id)
     if row is None:
         token = kept.token()
-        rows = await db.glance(f"SELECT tenant, {_VERSION_COLUMNS} FROM runs WHERE id = :run_id", run_id=run_id)
+        rows = await db.glance(f"SELECT {_VERSION_ROW} FROM runs WHERE id = :run_id", run_id=run_id)
         if not rows:
             return None
         row = rows[0]
         kept.keep_row(token, run_id, row)
-    return _version(*row[1:]) if row[0] == tenant else None
+    return _version(*row) if row[1] == tenant else None
 
 
 async def runs_page_versions(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> list[tuple]:
     """The version of each run on a page of the tenant's runs, newest first, and of the first run after it if any."""
-    kept = db.kept(RUNS_CHANGED)
+    kept = db.kept(RUN_VERSIONS)
     key = (tenant, limit, after, status and str(status))
     rows = kept.query(key)
     if rows is None:
         token = kept.token()
         filters = {"tenant": tenant} | ({"status": str(status)} if status else {}) | ({"after": after} if after else {})
         where = " AND ".join("id < :after" if name == "after" else f"{name} = :{name}" for name in filters)
-        rows = await db.glance(f"SELECT {_VERSION_COLUMNS} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
+        rows = await db.glance(f"SELECT {_VERSION_ROW} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
                                **filters, n=limit + 1)
         kept.keep_query(token, key, rows)
     return [_version(*row) for row in rows]

@@ -1,13 +1,15 @@
-"""On PostgreSQL the API keeps each run's version until the database announces that it changed (issue 20).
+"""On PostgreSQL the API keeps each run's version, and updates it from the database's notices (issue 20).
 
 A poll of a run, its iterations or a runs page used to cost a round trip to PostgreSQL for the version, and on a
-busy machine that trip was most of the slowest polls. Migration 0008's trigger NOTIFYs `runs_changed` with the run's
-id at commit; the API listens and keeps what it read until then. Writes made here with the trigger switched off
-(`session_replication_role = replica`) show what a read would have missed: the answer stays until a notice comes.
+busy machine that trip was most of the slowest polls. Migration 0009's trigger NOTIFYs `run_versions` with the run's
+new version at commit; the API listens, keeps what it read and takes each announced version in place. Writes made
+here with the trigger switched off (`session_replication_role = replica`) show what a read would have missed: the
+answer stays until a notice comes.
 """
 
 import asyncio
 import contextlib
+import json
 import logging
 import struct
 import time
@@ -19,7 +21,8 @@ import pytest
 from app.db import LISTEN_CHECK_S, Database, KeptReads
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.runs.repository import RUNS_CHANGED
+from app import conditional
+from app.runs.repository import RUN_VERSIONS
 from app.settings import Settings
 from tests.support import connect, lifespan
 
@@ -56,7 +59,7 @@ async def service(postgres_url):
 
 async def kept_by(client, db: Database, paths: list[str]) -> dict[str, str]:
     """The tags of `paths` once the API listens and has kept what they read."""
-    kept = db.kept(RUNS_CHANGED)
+    kept = db.kept(RUN_VERSIONS)
 
     async def tags():
         answers = {path: await client.get(path) for path in paths}
@@ -76,12 +79,31 @@ async def test_a_run_read_is_kept_until_its_change_is_announced(service, postgre
     await asyncio.sleep(0.5)
     assert {p: (await client.get(p)).headers["etag"] for p in paths} == before  # kept: no trip to the database
 
-    write(postgres_url, "SELECT pg_notify('runs_changed', %s)", run_id)
+    write(postgres_url, "SELECT pg_notify('run_versions', %s)", json.dumps({"key": run_id}))  # named only: read again
     after = await until(lambda: _changed(client, paths, before))
     assert after == {p: (await client.get(p)).headers["etag"] for p in paths}
 
     write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)  # the trigger announces it
     await until(lambda: _changed(client, paths, after))
+
+
+async def test_an_announced_version_is_taken_as_it_comes_without_reading_the_run(service, postgres_url):
+    client, db, run_id = service
+    paths = [f"/runs/{run_id}", "/runs?limit=5"]
+    await kept_by(client, db, paths)
+    page = db.kept(RUN_VERSIONS).queries.copy()
+    # What no read could return (the stored last_seq is 1): seen only if the notice's row is used as it is.
+    row = [run_id, "public", 1, 999, "queued", None]
+    write(postgres_url, "SELECT pg_notify('run_versions', %s)", json.dumps({"key": run_id, "row": row, "moved": False}))
+    tag = conditional.entity_tag(run_id, 1, 999, "queued", False)
+    await until(lambda: _true(db.kept(RUN_VERSIONS).rows.get(run_id) == tuple(row)))
+    assert (await client.get(paths[0])).headers["etag"] == tag
+    assert db.kept(RUN_VERSIONS).queries.keys() == page.keys()  # the page was updated in place, not read again
+    assert [r[3] for r in db.kept(RUN_VERSIONS).queries[("public", 5, None, None)]] == [999]
+
+    moved = [run_id, "public", 1, 999, "running", None]  # a change of status may move the run into or out of a list
+    write(postgres_url, "SELECT pg_notify('run_versions', %s)", json.dumps({"key": run_id, "row": moved, "moved": True}))
+    await until(lambda: _true(not db.kept(RUN_VERSIONS).queries))
 
 
 async def _changed(client, paths: list[str], before: dict[str, str]) -> dict[str, str] | None:
@@ -93,10 +115,10 @@ async def test_nothing_is_kept_across_a_lost_listening_connection(service, postg
     client, db, run_id = service
     paths = [f"/runs/{run_id}", "/runs?limit=5"]
     before = await kept_by(client, db, paths)
-    kept = db.kept(RUNS_CHANGED)
+    kept = db.kept(RUN_VERSIONS)
 
     write(postgres_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-          f"codreamer listen {RUNS_CHANGED}")
+          f"codreamer listen {RUN_VERSIONS}")
     await until(lambda: _true(not kept.listening))  # no read meanwhile, so no new listener yet
     assert kept.rows == {} and kept.queries == {}
     # Notices sent while no connection listened are lost: a change made now must still show.
@@ -108,7 +130,7 @@ async def test_nothing_is_kept_across_a_lost_listening_connection(service, postg
 async def test_a_commit_of_this_process_drops_what_was_kept_so_its_client_reads_its_own_write(postgres_url):
     db = Database(Settings(_env_file=None, database_url=postgres_url))
     try:
-        kept = db.kept(RUNS_CHANGED)
+        kept = db.kept(RUN_VERSIONS)
         await until(lambda: _true(kept.listening))
         kept.keep_row(kept.token(), "run_a", ("public", "run_a", 1, 1, "running", None))
         kept.keep_query(kept.token(), ("public", 5, None, None), [])
@@ -123,28 +145,35 @@ async def _true(value) -> bool:
     return bool(value)
 
 
-def test_the_trigger_announces_a_change_of_a_run_s_version_and_nothing_else(postgres_url):
+def test_the_trigger_announces_a_change_of_a_run_s_version_with_the_new_version_and_nothing_else(postgres_url):
     from app import migrations
 
     migrations.upgrade(postgres_url)
     write(postgres_url, "INSERT INTO graphs (id, name, created_at) VALUES ('g', 'g', now())")
     with psycopg.connect(postgres_url, autocommit=True) as listener:
-        listener.execute("LISTEN runs_changed")
+        listener.execute("LISTEN run_versions")
 
-        def announced(sql: str) -> list[str]:
+        def announced(sql: str) -> list[dict]:
             write(postgres_url, sql)
-            return [n.payload for n in listener.notifies(timeout=0.5)]
+            return [json.loads(n.payload) for n in listener.notifies(timeout=0.5)]
+
+        def version(last_seq=0, status="queued", attempt=1, waiting=None, tenant="public", moved=False) -> list[dict]:
+            return [{"key": "r", "row": ["r", tenant, attempt, last_seq, status, waiting], "moved": moved}]
 
         assert announced("INSERT INTO runs (id, tenant, status, graph_id, config, iterations_total, iterations_completed, "
-                         "last_seq, attempt, created_at) VALUES ('r', 'public', 'queued', 'g', '{}', 1, 0, 0, 1, now())") == ["r"]
-        assert announced("UPDATE runs SET last_seq = 1 WHERE id = 'r'") == ["r"]
-        assert announced("UPDATE runs SET status = 'running' WHERE id = 'r'") == ["r"]
-        assert announced("UPDATE runs SET attempt = 2 WHERE id = 'r'") == ["r"]
-        assert announced("""UPDATE runs SET waiting = '{"until": 1}' WHERE id = 'r'""") == ["r"]
-        assert announced("""UPDATE runs SET waiting = '{"until": 1}' WHERE id = 'r'""") == []  # the same value
-        assert announced("UPDATE runs SET tenant = 'other' WHERE id = 'r'") == ["r"]
+                         "last_seq, attempt, created_at) VALUES ('r', 'public', 'queued', 'g', '{}', 1, 0, 0, 1, now())"
+                         ) == version(moved=True)
+        assert announced("UPDATE runs SET last_seq = 1 WHERE id = 'r'") == version(1)
+        assert announced("UPDATE runs SET status = 'running' WHERE id = 'r'") == version(1, "running", moved=True)
+        assert announced("UPDATE runs SET attempt = 2 WHERE id = 'r'") == version(1, "running", 2)
+        until_one = '{"until": 1}'
+        assert announced(f"UPDATE runs SET waiting = '{until_one}' WHERE id = 'r'") == version(1, "running", 2, until_one)
+        assert announced(f"UPDATE runs SET waiting = '{until_one}' WHERE id = 'r'") == []  # the same value
+        assert announced("UPDATE runs SET tenant = 'other' WHERE id = 'r'") == version(1, "running", 2, until_one, "other", True)
         assert announced("UPDATE runs SET iterations_completed = 1, started_at = now() WHERE id = 'r'") == []
-        assert announced("DELETE FROM runs WHERE id = 'r'") == ["r"]
+        long = json.dumps({"note": "x" * 8000})  # past a notice's 8000 bytes: it names the run only
+        assert announced(f"UPDATE runs SET waiting = '{long}' WHERE id = 'r'") == [{"key": "r"}]
+        assert announced("DELETE FROM runs WHERE id = 'r'") == [{"key": "r"}]
 
 
 def test_a_read_that_a_notice_overtook_is_not_kept():
@@ -164,6 +193,25 @@ def test_a_read_that_a_notice_overtook_is_not_kept():
     kept.keep_query(token, ("page",), [])
     kept.changed("a")
     assert kept.rows == {"b": ("row",)} and kept.queries == {}
+
+
+def test_an_announced_row_replaces_the_kept_one_and_a_query_s_unless_it_may_have_moved():
+    kept = KeptReads()
+    kept.listening = True
+    kept.keep_row(kept.token(), "a", ("a", 1))
+    kept.keep_query(kept.token(), ("page",), [("b", 1), ("a", 1)])
+    kept.announced(json.dumps({"key": "a", "row": ["a", 2], "moved": False}))
+    assert kept.rows == {"a": ("a", 2)} and kept.queries == {("page",): [("b", 1), ("a", 2)]}
+    kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": False}))  # not kept: nothing to replace
+    assert kept.rows == {"a": ("a", 2)} and kept.queries == {("page",): [("b", 1), ("a", 2)]}
+    kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": True}))  # may now be on the page
+    assert kept.rows == {"a": ("a", 2)} and kept.queries == {}
+    kept.keep_query(kept.token(), ("page",), [("a", 2)])
+    kept.announced(json.dumps({"key": "a"}))  # gone, or too long to announce
+    assert kept.rows == {} and kept.queries == {}
+    kept.keep_row(kept.token(), "b", ("b", 1))
+    kept.announced("not json")
+    assert kept.rows == {}
 
 
 @contextlib.asynccontextmanager
@@ -216,7 +264,7 @@ async def test_a_listener_that_hears_no_notices_keeps_nothing(postgres_url, capl
     async with notice_dropping_proxy(postgres_url, drop=False) as url:  # the proxy itself passes what it should
         db = Database(Settings(_env_file=None, database_url=url))
         try:
-            kept = db.kept(RUNS_CHANGED)
+            kept = db.kept(RUN_VERSIONS)
             await until(lambda: _true(kept.listening))
         finally:
             await db.close()
@@ -225,7 +273,7 @@ async def test_a_listener_that_hears_no_notices_keeps_nothing(postgres_url, capl
     async with notice_dropping_proxy(postgres_url) as url:
         db = Database(Settings(_env_file=None, database_url=url))
         try:
-            kept = db.kept(RUNS_CHANGED)
+            kept = db.kept(RUN_VERSIONS)
             await until(lambda: _true("did not arrive" in caplog.text), timeout=LISTEN_CHECK_S + 30)
             assert not kept.listening
             kept.keep_row(kept.token(), "run_a", ("public", "run_a", 1, 1, "running", None))
