@@ -7,7 +7,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -169,6 +169,7 @@ CLOSE_WAIT_S = 5.0  # for sessions still handing their connection back when the 
 GLANCE_CONNECTIONS = 4
 LISTEN_CHECK_S = 5.0  # how often a listening connection that heard nothing must hear a probe (and how long it may take)
 LISTEN_RETRY_S, LISTEN_RETRY_MAX_S = 1.0, 60.0  # after a listening connection failed, before the next; doubling
+PREPARE_S = 5.0  # the most an announced row waits for what is prepared for it before it is taken anyway
 _PROBE = ""  # the payload of a probe notice (a change's is JSON)
 _NAMED_PARAMETER = re.compile(r"(?<!:):(\w+)")  # :name, not a ::cast
 
@@ -195,6 +196,9 @@ class KeptReads:
         self.rows: dict[str, tuple] = {}  # by the key the notices name; each row in the notices' shape, key first
         self.queries: dict[tuple, list[tuple]] = {}  # their answers, rows in the same shape
         self.listening = False
+        # Awaited with an announced row that was read here before it is taken (reads meanwhile get the row it
+        # replaces): the API renders the answers the row's version will give, so no poll waits for the database.
+        self.prepare: Callable[[str, tuple], Awaitable[None]] | None = None
         self._generation = 0
 
     def row(self, key: str) -> tuple | None:
@@ -239,14 +243,23 @@ class KeptReads:
                 if kept[0] == key:
                     rows[i] = row
 
-    def announced(self, payload: str) -> None:
+    async def announced(self, payload: str) -> None:
         """A notice: {"key": …, "row": […], "moved": bool} (see migration 0009); anything else drops everything."""
         try:
             notice = json.loads(payload)
             key, row, moved = notice["key"], notice.get("row"), bool(notice.get("moved", True))
+            row = tuple(row) if isinstance(row, list) else None
         except (ValueError, TypeError, KeyError):
             key, row, moved = None, None, True
-        self.changed(key, tuple(row) if isinstance(row, list) else None, moved)
+        if self.prepare is not None and row is not None and self._read_here(key):
+            try:
+                await asyncio.wait_for(self.prepare(key, row), PREPARE_S)
+            except Exception:  # what was not prepared is made on the first read, as without it
+                log.debug("preparing for %s's notice failed", key, exc_info=True)
+        self.changed(key, row, moved)
+
+    def _read_here(self, key: str) -> bool:
+        return key in self.rows or any(kept[0] == key for rows in self.queries.values() for kept in rows)
 
 
 class Database:
@@ -347,13 +360,16 @@ class Database:
 
     async def _listen(self, channel: str, kept: KeptReads) -> None:
         connection: asyncpg.Connection | None = None
+        taking: asyncio.Task | None = None
         try:
             connection = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s,
                                                server_settings={"application_name": f"codreamer listen {channel}"})
-            lost, heard = asyncio.Event(), asyncio.Event()
+            lost, heard, notices = asyncio.Event(), asyncio.Event(), asyncio.Queue()
             connection.add_termination_listener(lambda _connection: lost.set())
             await connection.add_listener(
-                channel, lambda _connection, _pid, _channel, payload: heard.set() if payload == _PROBE else kept.announced(payload))
+                channel, lambda _connection, _pid, _channel, payload: heard.set() if payload == _PROBE else notices.put_nowait(payload))
+            taking = asyncio.get_running_loop().create_task(self._take(kept, notices), name=f"take {channel}")
+            taking.add_done_callback(lambda _task: lost.set())  # notices no longer taken: stop keeping
             await self._hear_probe(channel, heard)
             kept.changed(None)
             kept.listening = True
@@ -363,6 +379,8 @@ class Database:
                     await asyncio.wait_for(lost.wait(), LISTEN_CHECK_S)
                 except TimeoutError:
                     await self._hear_probe(channel, heard)
+            if taking.done():
+                taking.result()  # its failure, for the log line below
         except Exception as exc:  # whatever it was, reads go to the database meanwhile
             failures = self._listen_failures[channel] = self._listen_failures.get(channel, 0) + 1
             retry_s = min(LISTEN_RETRY_S * 2 ** (failures - 1), LISTEN_RETRY_MAX_S)
@@ -371,9 +389,17 @@ class Database:
             self._listen_after[channel] = time.monotonic() + retry_s
         finally:
             kept.listening = False
+            if taking is not None:
+                taking.cancel()
             kept.changed(None)
             if connection is not None:
                 connection.terminate()
+
+    @staticmethod
+    async def _take(kept: KeptReads, notices: asyncio.Queue) -> None:
+        """Takes the notices one by one, in the order of their commits."""
+        while True:
+            await kept.announced(await notices.get())
 
     async def _hear_probe(self, channel: str, heard: asyncio.Event) -> None:
         """Sends a notice from another connection and waits to hear it: a listener that is there but deaf (a silent

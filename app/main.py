@@ -16,6 +16,7 @@ from app.http.middleware import BodyLimit, StrictInput
 from app.knowledge_graph.endpoints import router as graphs_router
 from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
+from app.runs.endpoints import render_ahead
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
 from app.settings import Settings, get_settings
@@ -37,6 +38,7 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
         # With a child, that is the worker of EXECUTOR_ID, which recovers that id's runs; the API only enqueues.
         services = await lifecycle.start(settings, worker=settings.run_worker and not separate)
         app.state.services = services.api
+        render_ahead(services.api.db)
         worker = None
         try:
             if separate:

@@ -113,6 +113,16 @@ async def _rendered_runs(db: Database, tags: list[str], run_ids: list[str]) -> l
     return [body for body in rendered.values() if body is not None]
 
 
+def render_ahead(db: Database) -> None:
+    """On PostgreSQL: a run's announced version, if this process has served the run, is rendered before the process
+    answers with it, so a poll waits for the database only for a run it has not served yet."""
+
+    async def prepare(run_id: str, row: tuple) -> None:
+        await _rendered_runs(db, [conditional.entity_tag(*repository.version(*row))], [run_id])
+
+    db.kept(repository.RUN_VERSIONS).prepare = prepare
+
+
 async def _run_tag(db: Database, run_id: str, tenant: str) -> str:
     """The tag of the run's current version, shared by its view and its iterations; 404 if not the tenant's.
     Read before the answer it tags, so an answer is never older than its tag."""

@@ -130,7 +130,7 @@ def _best_first():
     return func.coalesce(Iteration.email["score"].as_float(), -1.0).desc(), Iteration.iteration.desc()
 
 
-def _version(run_id: str, _tenant: str, attempt: int, last_seq: int, status: str, waiting: str | None) -> tuple:
+def version(run_id: str, _tenant: str, attempt: int, last_seq: int, status: str, waiting: str | None) -> tuple:
     """What changes whenever the run's view, iteration list or an iteration's detail can: each change of state
     announces itself as an event (last_seq), except a resume (attempt) and the end of a wait (waiting). From the
     row as stored: `waiting` is JSON text, `null` when the run does not wait."""
@@ -155,7 +155,7 @@ async def run_version(db: Database, run_id: str, tenant: str) -> tuple | None:
             return None
         row = rows[0]
         kept.keep_row(token, run_id, row)
-    return _version(*row) if row[1] == tenant else None
+    return version(*row) if row[1] == tenant else None
 
 
 async def runs_page_versions(db: Database, *, tenant: str, limit: int, after: str | None, status: str | None) -> list[tuple]:
@@ -170,7 +170,7 @@ async def runs_page_versions(db: Database, *, tenant: str, limit: int, after: st
         rows = await db.glance(f"SELECT {_VERSION_ROW} FROM runs WHERE {where} ORDER BY id DESC LIMIT :n",
                                **filters, n=limit + 1)
         kept.keep_query(token, key, rows)
-    return [_version(*row) for row in rows]
+    return [version(*row) for row in rows]
 
 
 async def published(session: AsyncSession, run_id: str) -> dict:

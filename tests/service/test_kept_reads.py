@@ -22,7 +22,8 @@ from app.db import LISTEN_CHECK_S, Database, KeptReads
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app import conditional
-from app.runs.repository import RUN_VERSIONS
+from app.runs.endpoints import RENDERED
+from app.runs.repository import RUN_VERSIONS, version
 from app.settings import Settings
 from tests.support import connect, lifespan
 
@@ -104,6 +105,23 @@ async def test_an_announced_version_is_taken_as_it_comes_without_reading_the_run
     moved = [run_id, "public", 1, 999, "running", None]  # a change of status may move the run into or out of a list
     write(postgres_url, "SELECT pg_notify('run_versions', %s)", json.dumps({"key": run_id, "row": moved, "moved": True}))
     await until(lambda: _true(not db.kept(RUN_VERSIONS).queries))
+
+
+async def test_a_served_run_s_new_version_is_rendered_before_it_is_answered_with(service, postgres_url):
+    client, db, run_id = service
+    await kept_by(client, db, [f"/runs/{run_id}", "/runs?limit=5"])
+    kept = db.kept(RUN_VERSIONS)
+    old = kept.rows[run_id]
+    write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)
+
+    async def taken():
+        return kept.rows.get(run_id) not in (None, old) and kept.rows[run_id]
+
+    new = await until(taken)
+    tag = conditional.entity_tag(*version(*new))
+    assert RENDERED.get((tag, "run")) is not None  # no poll made it: it was there when the version was taken
+    answer = await client.get(f"/runs/{run_id}")
+    assert answer.headers["etag"] == tag and answer.content == RENDERED.get((tag, "run"))
 
 
 async def _changed(client, paths: list[str], before: dict[str, str]) -> dict[str, str] | None:
@@ -195,22 +213,22 @@ def test_a_read_that_a_notice_overtook_is_not_kept():
     assert kept.rows == {"b": ("row",)} and kept.queries == {}
 
 
-def test_an_announced_row_replaces_the_kept_one_and_a_query_s_unless_it_may_have_moved():
+async def test_an_announced_row_replaces_the_kept_one_and_a_query_s_unless_it_may_have_moved():
     kept = KeptReads()
     kept.listening = True
     kept.keep_row(kept.token(), "a", ("a", 1))
     kept.keep_query(kept.token(), ("page",), [("b", 1), ("a", 1)])
-    kept.announced(json.dumps({"key": "a", "row": ["a", 2], "moved": False}))
+    await kept.announced(json.dumps({"key": "a", "row": ["a", 2], "moved": False}))
     assert kept.rows == {"a": ("a", 2)} and kept.queries == {("page",): [("b", 1), ("a", 2)]}
-    kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": False}))  # not kept: nothing to replace
+    await kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": False}))  # not kept: nothing to replace
     assert kept.rows == {"a": ("a", 2)} and kept.queries == {("page",): [("b", 1), ("a", 2)]}
-    kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": True}))  # may now be on the page
+    await kept.announced(json.dumps({"key": "c", "row": ["c", 1], "moved": True}))  # may now be on the page
     assert kept.rows == {"a": ("a", 2)} and kept.queries == {}
     kept.keep_query(kept.token(), ("page",), [("a", 2)])
-    kept.announced(json.dumps({"key": "a"}))  # gone, or too long to announce
+    await kept.announced(json.dumps({"key": "a"}))  # gone, or too long to announce
     assert kept.rows == {} and kept.queries == {}
     kept.keep_row(kept.token(), "b", ("b", 1))
-    kept.announced("not json")
+    await kept.announced("not json")
     assert kept.rows == {}
 
 
@@ -280,3 +298,23 @@ async def test_a_listener_that_hears_no_notices_keeps_nothing(postgres_url, capl
             assert kept.row("run_a") is None
         finally:
             await db.close()
+
+
+async def test_an_announced_row_read_here_is_prepared_for_before_it_is_taken():
+    kept = KeptReads()
+    kept.listening = True
+    kept.keep_row(kept.token(), "a", ("a", 1))
+    kept.keep_query(kept.token(), ("page",), [("b", 1)])
+    seen = []
+
+    async def prepare(key: str, row: tuple) -> None:
+        seen.append((key, row, kept.rows.get(key), [r for rows in kept.queries.values() for r in rows if r[0] == key]))
+        if key == "b":
+            raise RuntimeError("the database is away")
+
+    kept.prepare = prepare
+    await kept.announced(json.dumps({"key": "a", "row": ["a", 2], "moved": False}))
+    await kept.announced(json.dumps({"key": "b", "row": ["b", 2], "moved": False}))  # listed on a kept page
+    await kept.announced(json.dumps({"key": "c", "row": ["c", 2], "moved": False}))  # read nowhere here: no work
+    assert seen == [("a", ("a", 2), ("a", 1), []), ("b", ("b", 2), None, [("b", 1)])]  # meanwhile reads get the old row
+    assert kept.rows == {"a": ("a", 2)} and kept.queries == {("page",): [("b", 2)]}  # taken, a failure too
