@@ -24,6 +24,12 @@ def postgres_url():
         database.drop()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh database of each kind in turn: a SQLite file, or a PostgreSQL database of the test's own."""
+    return f"sqlite:///{tmp_path}/db.sqlite" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+
+
 @dataclass
 class LearnedRun:
     """A finished run as the API shows it: the run, and each iteration with its trajectories."""

@@ -9,29 +9,18 @@ from app.lifecycle import dbos_database_url
 from app.main import create_app
 from app.runs import queue
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
+from tests.support import connect, lifespan
 
 SCENARIO = demo_document().scenarios[0].id
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def api(request, tmp_path):
-    database = None
-    if request.param == "postgresql":
-        require_postgres()
-        database = FreshPostgresDatabase()
-        url = database.url
-    else:
-        url = f"sqlite:///{tmp_path}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", run_worker=False,
+@pytest.fixture
+async def api(database_url):
+    settings = Settings(_env_file=None, database_url=database_url, environment="test", run_worker=False,
                         secret_key="api-process-tests-secret-key")
     app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as client:
-            yield client, settings
-    finally:
-        if database is not None:
-            database.drop()
+    async with lifespan(app), connect(app) as client:
+        yield client, settings
 
 
 async def test_an_api_only_process_launches_no_dbos_yet_enqueues_and_cancels_runs_in_its_queue(api):
