@@ -67,5 +67,4 @@ async def run_to_end(
 
 
 async def iterations(process: lifecycle.Process, run_id: str) -> list[dict]:
-    async with process.api.db.read() as session:
-        return await repository.iterations(session, run_id)
+    return await repository.iterations(process.api.db, run_id)

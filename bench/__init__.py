@@ -16,7 +16,7 @@ async def run_in_process(request, settings=None, *, details: bool = False) -> tu
         async with local_service(Path(data_dir), settings or Settings(_env_file=None)) as process:
             finished = await run_to_end(process, request)
             async with process.api.db.read() as session:
-                records = await repository.iterations(session, finished["run_id"])
+                records = await repository.iterations(process.api.db, finished["run_id"])
                 if details:
                     records = [await repository.iteration_detail(session, finished["run_id"], r["iteration"]) for r in records]
     return finished, records

@@ -105,8 +105,7 @@ async def _rendered_runs(db: Database, tags: list[str], run_ids: list[str]) -> l
     """Each run's view as JSON, rendered once per version (`tags`, the runs' own); a run deleted meanwhile is left out."""
     rendered = {run_id: RENDERED.get((tag, "run")) for tag, run_id in zip(tags, run_ids, strict=True)}
     if missing := [run_id for run_id, body in rendered.items() if body is None]:
-        async with db.read() as session:
-            views = await repository.run_views(session, missing)
+        views = await repository.run_views(db, missing)
         for tag, run_id in zip(tags, run_ids, strict=True):
             if run_id in views:
                 rendered[run_id] = RENDERED.put((tag, "run"), RunOut.model_validate(views[run_id]).model_dump_json().encode())
@@ -181,8 +180,7 @@ async def list_iterations(tenant: TenantDep, run_id: str, db: DatabaseDep, if_no
         return conditional.not_modified(tag)
     body = RENDERED.get((tag, "iterations"))
     if body is None:
-        async with db.read() as session:
-            listed = IterationList.model_validate({"data": await repository.iterations(session, run_id)})
+        listed = IterationList.model_validate({"data": await repository.iterations(db, run_id)})
         body = RENDERED.put((tag, "iterations"), listed.model_dump_json().encode())
     return _json(body, tag)
 

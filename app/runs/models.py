@@ -59,10 +59,11 @@ class Iteration(Base):
         extra = {k: v for k, v in record.model_dump(mode="json").items() if k not in columns}
         return cls(run_id=run_id, **{k: v for k, v in values.items() if k in columns}, extra=extra or None)
 
-    def view(self) -> dict:
-        """Every field the row was written from, as `IterationOut` reads it."""
-        fields = {c: getattr(self, c) for c in self.__table__.columns.keys() if c not in ("run_id", "extra")}
-        return fields | (self.extra or {})
+    @classmethod
+    def view(cls, row) -> dict:
+        """Every field `row` (an `Iteration`, or a row of its table) was written from, as `IterationOut` reads it."""
+        fields = {c: getattr(row, c) for c in cls.__table__.columns.keys() if c not in ("run_id", "extra")}
+        return fields | (row.extra or {})
 
 
 class TrajectoryRecord(Base):

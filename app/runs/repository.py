@@ -232,21 +232,22 @@ _TENANT_RUN_VIEW = _run_query().where(Run.id == bindparam("run_id"), Run.tenant 
 
 async def get_run_view(session: AsyncSession, run_id: str, tenant: str | None = None) -> dict | None:
     """The run (if `tenant` owns it) and its latest and best emails in one query, as a write's answer shows it."""
-    if tenant is None:
-        return (await run_views(session, [run_id])).get(run_id)
-    row = (await session.execute(_TENANT_RUN_VIEW, {"run_id": run_id, "tenant": tenant})).first()
+    statement, params = ((_RUN_VIEWS, {"run_ids": [run_id]}) if tenant is None
+                         else (_TENANT_RUN_VIEW, {"run_id": run_id, "tenant": tenant}))
+    row = (await session.execute(statement, params)).first()
     return None if row is None else run_view(row)
 
 
-async def run_views(session: AsyncSession, run_ids: list[str]) -> dict[str, dict]:
+async def run_views(db: Database, run_ids: list[str]) -> dict[str, dict]:
     """Views of these runs (those that still exist), by id, in one query."""
-    rows = (await session.execute(_RUN_VIEWS, {"run_ids": run_ids})).all()
-    return {row.id: run_view(row) for row in rows}
+    return {row.id: run_view(row) for row in await db.rows(_RUN_VIEWS, {"run_ids": run_ids})}
 
 
-async def iterations(session: AsyncSession, run_id: str) -> list[dict]:
-    rows = (await session.scalars(select(Iteration).where(Iteration.run_id == run_id).order_by(Iteration.iteration))).all()
-    return [row.view() for row in rows]
+_ITERATIONS = select(Iteration.__table__).where(Iteration.run_id == bindparam("run_id")).order_by(Iteration.iteration)
+
+
+async def iterations(db: Database, run_id: str) -> list[dict]:
+    return [Iteration.view(row) for row in await db.rows(_ITERATIONS, {"run_id": run_id})]
 
 
 async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -> dict | None:
@@ -257,7 +258,7 @@ async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -
         select(TrajectoryRecord).where(TrajectoryRecord.run_id == run_id, TrajectoryRecord.iteration == iteration)
         .order_by(TrajectoryRecord.position)
     )).all()
-    return row.view() | {"trajectories": [
+    return Iteration.view(row) | {"trajectories": [
         {"scenario_id": t.scenario_id, "reward": t.reward, "judge_score": t.judge_score,
          "feedback_score": t.feedback_score, "feedback_source": t.feedback_source or FeedbackSource.NONE,
          "feedback_confidence": t.feedback_confidence, "email": t.email, "turns": t.turns}

@@ -53,7 +53,7 @@ def learn(tmp_path):
             run = await run_to_end(process, request)
             async with process.api.db.read() as session:
                 details = [await repository.iteration_detail(session, run["run_id"], i["iteration"])
-                           for i in await repository.iterations(session, run["run_id"])]
+                           for i in await repository.iterations(process.api.db, run["run_id"])]
         return LearnedRun(run, details)
 
     return learn

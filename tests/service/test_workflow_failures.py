@@ -56,7 +56,7 @@ async def test_a_failing_step_fails_the_run_and_resume_finishes_it(process, poin
     assert await queue.result(run.id, run.attempt) == "succeeded"
     async with process.api.db.read() as session:
         view = await repository.get_run_view(session, run.id)
-        recorded = [i["iteration"] for i in await repository.iterations(session, run.id)]
+        recorded = [i["iteration"] for i in await repository.iterations(process.api.db, run.id)]
     assert view["status"] == "succeeded" and view["error"] is None
     assert recorded == [0, 1], "each iteration is recorded exactly once across the failure and the resume"
     assert (await _events(process, run.id))[-1].type == EventType.RUN_SUCCEEDED
@@ -170,7 +170,7 @@ async def _in_flight_before_the_last_email(process, rewrite) -> tuple[str, dict,
     finished = await run_to_end(process, REQUEST)
     run_id = finished["run_id"]
     async with process.api.db.read() as session:
-        first = (await repository.iterations(session, run_id))[1]
+        first = (await repository.iterations(process.api.db, run_id))[1]
     steps = await DBOS.list_workflow_steps_async(run_id)
     email = [s["function_id"] for s in steps if s["function_name"] == "email"][-1]
     with _dbos_tables(process) as dbos_db:
@@ -191,7 +191,7 @@ async def test_a_run_checkpointed_with_dict_outputs_resumes_on_typed_steps(proce
     forked = await DBOS.fork_workflow_async(run_id, email, application_version=queue.WORKFLOW_VERSION)
     assert await forked.get_result() == "succeeded"
     async with process.api.db.read() as session:
-        again = (await repository.iterations(session, run_id))[1]
+        again = (await repository.iterations(process.api.db, run_id))[1]
         run = await repository.get_run_view(session, run_id)
     assert run["status"] == "succeeded" and run["iterations_completed"] == 1
     for field in ("started_at", "rewards", "training", "node_scores_changed", "email"):
