@@ -396,7 +396,12 @@ class Database:
             connection = await asyncpg.connect(self._postgres_url, timeout=self._connect_timeout_s,
                                                server_settings={"application_name": f"codreamer listen {channel}"})
             lost, heard, notices = asyncio.Event(), asyncio.Event(), asyncio.Queue()
-            connection.add_termination_listener(lambda _connection: lost.set())
+
+            def stop_keeping(_connection: asyncpg.Connection) -> None:  # at once: a read must not wait for this task
+                kept.listening = False
+                lost.set()
+
+            connection.add_termination_listener(stop_keeping)
             await connection.add_listener(
                 channel, lambda _connection, _pid, _channel, payload: heard.set() if payload == _PROBE else notices.put_nowait(payload))
             taking = asyncio.get_running_loop().create_task(self._take(kept, notices), name=f"take {channel}")
