@@ -39,6 +39,7 @@ class GenerationResult(BaseModel):
     metrics: dict[str, float]
     trace_url: str | None = None
     rewards: RewardStats
+    sampled_step: int | None = None  # the policy step its rollouts were sampled from (None: a model not trained)
 
 
 class ReweightResult(BaseModel):

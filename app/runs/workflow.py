@@ -195,8 +195,8 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
 
     Each scenario's rollouts see its node scores and, when learning in context, what the previous
     iteration distilled for it, `pending` included (reweights computed but not yet published, when
-    iterations overlap). A pipelined run pins the policy to `policy_step` (the last finished training's;
-    None: the last recorded one's), even if a later step finishes meanwhile; every trajectory records the
+    iterations overlap). A pipelined run pins the policy to `policy_step`, as the workflow fixed it (None:
+    the last recorded training's), even if a later step finishes meanwhile; every trajectory records the
     step it was sampled from.
     """
     started_at = utcnow()
@@ -228,7 +228,7 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
     fault_point(Step.GENERATE, iteration)
     metrics = generation.metrics | scorer.stats.metrics() | ({} if sampled_step is None else {"policy_step": float(sampled_step)})
     return GenerationResult(started_at=started_at, metrics=metrics, trace_url=trace_url,
-                            rewards=reward_stats(generation.groups))
+                            rewards=reward_stats(generation.groups), sampled_step=sampled_step)
 
 
 @workflow_step(Step.TRAIN)
@@ -494,6 +494,13 @@ async def learning_run(run_id: str) -> str | None:
         def step_of(iteration: int) -> int | None:
             return trained[iteration].step if iteration in trained else None
 
+        def step_before_training(stage: int) -> int | None:
+            """The policy the stage's overlapped iteration samples: the previous training's step or, in an attempt's
+            first stage, the one the iteration in training was sampled from. Never the latest checkpoint read when
+            the step runs: the stage's training may have finished by then, and a replay after a crash must sample as
+            the first execution did."""
+            return step_of(stage - 1) if stage - 1 in trained else generations[stage].sampled_step
+
         async def produce(iteration: int, policy_step: int | None) -> None:
             generations[iteration] = await generate_step(run_id, iteration, pending(iteration - 1), policy_step)
             reweights[iteration] = await reweight_step(run_id, iteration, pending(iteration - 1))
@@ -532,7 +539,7 @@ async def learning_run(run_id: str) -> str | None:
             if stage <= last:
                 sides.append(train_iteration(stage))
             if overlapped is not None:
-                sides.append(generate_step(run_id, overlapped, pending(overlapped - 1), step_of(stage - 1)))
+                sides.append(generate_step(run_id, overlapped, pending(overlapped - 1), step_before_training(stage)))
             outcomes = await asyncio.gather(*sides, return_exceptions=True)
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
