@@ -4,7 +4,7 @@ httptools accepts request headers of any size and waits forever for a request th
 completes, so one unauthenticated connection could hold memory and a slot without limit. Here a
 request head (request line and headers) may be at most `max_header_bytes`, answered 431 above it,
 and must arrive within `header_timeout_s` of the connection opening or of the previous response;
-an idle or half-sent connection is closed then.
+an idle or half-sent connection is closed then. Each response leaves in one write (`OneSendPerResponse`).
 """
 
 import asyncio
@@ -15,12 +15,48 @@ HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type
                   b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 
 
+class OneSendPerResponse:
+    """A connection's transport that holds a write back until the next write or the end of the event loop's step.
+
+    uvicorn writes a response's head and its body separately: two send() calls, two segments and two wake-ups of the
+    client. Held, the head leaves with the body in one. At most one write is held, so a streamed body is never
+    gathered in memory; closing sends what is held first."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop, self._held = transport, loop, b""
+
+    def write(self, data: bytes) -> None:
+        if self._held:
+            data, self._held = self._held + data, b""
+            self._transport.write(data)
+        elif data:
+            self._held = bytes(data)
+            self._loop.call_soon(self._send_held)
+
+    def _send_held(self) -> None:
+        held, self._held = self._held, b""
+        if held and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self._send_held()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = b""
+        self._transport.abort()
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+
 def bounded_protocol(max_header_bytes: int, header_timeout_s: float) -> type[asyncio.Protocol]:
-    """A uvicorn `http` protocol class with these bounds."""
+    """A uvicorn `http` protocol class with these bounds, which sends each response in one write."""
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self.transport = OneSendPerResponse(transport, self.loop)  # type: ignore[assignment]
             self._head_bytes, self._awaiting_head, self._head_deadline, self._tail = 0, True, None, b""
             self._arm_head_deadline()
 
