@@ -114,12 +114,19 @@ async def _rendered_runs(db: Database, tags: list[str], run_ids: list[str]) -> l
 
 def render_ahead(db: Database) -> None:
     """On PostgreSQL: a run's announced version, if this process has served the run, is rendered before the process
-    answers with it, so a poll waits for the database only for a run it has not served yet."""
+    answers with it, so a poll waits for the database only for a run it has not served yet. So is its iterations
+    list, if this process rendered it at the version before: it shares the run's tag, so every change of the run
+    (an event, say) would otherwise send its next poll to the database."""
+    kept = db.kept(repository.RUN_VERSIONS)
 
     async def prepare(run_id: str, row: tuple) -> None:
-        await _rendered_runs(db, [conditional.entity_tag(*repository.version(*row))], [run_id])
+        tag = conditional.entity_tag(*repository.version(*row))
+        await _rendered_runs(db, [tag], [run_id])
+        served = kept.row(run_id)  # the version the notice replaces, still kept while this runs
+        if served is not None and RENDERED.get((conditional.entity_tag(*repository.version(*served)), "iterations")):
+            await _rendered_iterations(db, tag, run_id)
 
-    db.kept(repository.RUN_VERSIONS).prepare = prepare
+    kept.prepare = prepare
 
 
 async def _run_tag(db: Database, run_id: str, tenant: str) -> str:
@@ -178,11 +185,16 @@ async def list_iterations(tenant: TenantDep, run_id: str, db: DatabaseDep, if_no
     tag = await _run_tag(db, run_id, tenant)
     if conditional.matches(if_none_match, tag):
         return conditional.not_modified(tag)
+    return _json(await _rendered_iterations(db, tag, run_id), tag)
+
+
+async def _rendered_iterations(db: Database, tag: str, run_id: str) -> bytes:
+    """The run's iterations list as JSON, rendered once per version of the run (`tag`)."""
     body = RENDERED.get((tag, "iterations"))
     if body is None:
         listed = IterationList.model_validate({"data": await repository.iterations(db, run_id)})
         body = RENDERED.put((tag, "iterations"), listed.model_dump_json().encode())
-    return _json(body, tag)
+    return body
 
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",

@@ -111,17 +111,26 @@ async def test_a_served_run_s_new_version_is_rendered_before_it_is_answered_with
     client, db, run_id = service
     await kept_by(client, db, [f"/runs/{run_id}", "/runs?limit=5"])
     kept = db.kept(RUN_VERSIONS)
-    old = kept.rows[run_id]
-    write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)
 
-    async def taken():
-        return kept.rows.get(run_id) not in (None, old) and kept.rows[run_id]
+    async def announced(old: tuple) -> str:
+        """The tag of the run's next version, once this process has taken it."""
+        async def taken():
+            return kept.rows.get(run_id) not in (None, old) and kept.rows[run_id]
 
-    new = await until(taken)
-    tag = conditional.entity_tag(*version(*new))
+        write(postgres_url, "UPDATE runs SET last_seq = last_seq + 1 WHERE id = %s", run_id)
+        return conditional.entity_tag(*version(*await until(taken)))
+
+    tag = await announced(kept.rows[run_id])
     assert RENDERED.get((tag, "run")) is not None  # no poll made it: it was there when the version was taken
+    assert RENDERED.get((tag, "iterations")) is None  # nobody asked for the run's iterations: not rendered ahead
     answer = await client.get(f"/runs/{run_id}")
     assert answer.headers["etag"] == tag and answer.content == RENDERED.get((tag, "run"))
+
+    listed = await client.get(f"/runs/{run_id}/iterations")  # now served at this version, so rendered for the next
+    tag = await announced(kept.rows[run_id])
+    assert RENDERED.get((tag, "iterations")) == listed.content
+    answer = await client.get(f"/runs/{run_id}/iterations")
+    assert answer.headers["etag"] == tag and answer.content == listed.content
 
 
 async def _changed(client, paths: list[str], before: dict[str, str]) -> dict[str, str] | None:
