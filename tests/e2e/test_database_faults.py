@@ -104,8 +104,9 @@ def test_a_dead_worker_never_restarted_hands_its_runs_to_the_live_one(tmp_path, 
     try:
         with api.client() as client:
             run_ids = [client.post("/learn-loop", json=RUN | {"seed": seed}).json()["run_id"] for seed in range(4)]
-            # Two per worker: the work spreads, so the doomed worker holds runs when it dies.
-            wait_for(lambda: all(client.get(f"/runs/{r}").json()["status"] == "running" for r in run_ids), timeout=60)
+            # Two per worker: the work spreads, so the doomed worker holds runs when it dies. Each worker starts its
+            # model server for its first run first: seconds of CPU, far more beside other busy processes.
+            wait_for(lambda: all(client.get(f"/runs/{r}").json()["status"] == "running" for r in run_ids), timeout=180)
             doomed.kill()
             for run_id in run_ids:
                 assert wait_for_status(client, run_id, timeout=300)["status"] == "succeeded"
