@@ -167,10 +167,11 @@ def _exit_with(message: str) -> None:
 
 
 def _config_problem(exc: ValidationError) -> str:
-    """The invalid settings by name, without their values (a DATABASE_URL may hold a password)."""
+    """The invalid settings by name, without their values (a DATABASE_URL may hold a password). A default made from
+    an invalid setting is left unsaid: the setting it reads is named already."""
     return "; ".join(
         f"{'.'.join(str(part) for part in e['loc']).upper() or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
-        for e in exc.errors()
+        for e in exc.errors() if e["type"] != "default_factory_not_called"
     )
 
 

@@ -9,6 +9,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 BackendName = Literal["embedded", "openai", "serverless", "local", "tinker"]
 DEFAULT_RETRY_SCHEDULE = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200]  # ≈ 27 h in all
+DATABASE_POOL_SIZE = 10  # connections a process keeps, at least
+# Connections one executing run holds at once, at most: its overlapped stages (the next iteration's rollouts while this
+# one trains) each hold one (20 runs on one worker held 36 at their busiest).
+RUN_CONNECTIONS = 2
 RESERVED_JUDGES = ("default", "embedded")  # a run's judge names: JUDGE_MODEL's, the embedded server's
 
 
@@ -80,7 +84,6 @@ class Settings(BaseSettings):
     art_path: str = Field(".art", description="Where ART writes each model's logs and checkpoints.")
     wandb_api_key: str | None = None
     weave_project: str | None = None
-    database_pool_size: int = Field(10, ge=1, description="PostgreSQL: connections each process keeps open.")
     database_max_overflow: int = Field(20, ge=0, description="PostgreSQL: extra connections a process may open under load.")
     database_pool_timeout_s: float = Field(
         30.0, gt=0, description="PostgreSQL: how long a request waits for a free connection before it answers 503.")
@@ -95,6 +98,13 @@ class Settings(BaseSettings):
     run_worker: bool = Field(True, description=(
         "`codreamer serve` also executes runs, in a child process at a lower CPU priority; false makes it API-only."))
     worker_concurrency: int = Field(2, ge=1, description="Runs executing at once on one worker, so work spreads.")
+    # After worker_concurrency, which its default reads. A pool opens its connections as they are needed and keeps this
+    # many; one past it is closed on its return, so a worker whose runs used more than it kept opened and closed a
+    # connection several times a second, each a new PostgreSQL backend (a third of the database's CPU with 20 runs).
+    database_pool_size: int = Field(
+        default_factory=lambda fields: max(DATABASE_POOL_SIZE, RUN_CONNECTIONS * fields["worker_concurrency"]), ge=1,
+        description="PostgreSQL: connections each process keeps open (default: 10, or 2 per run a worker executes at "
+                    "once if that is more).")
     worker_heartbeat_s: float = Field(5.0, gt=0, description="How often a worker records that it is alive.")
     worker_timeout_s: float = Field(30.0, gt=0, description="A worker silent this long is dead: live ones take over its runs.")
     executor_id: str = Field("codreamer-local", min_length=1, description="Stable id of this worker, for DBOS recovery.")

@@ -10,10 +10,13 @@ Each figure pools three 15 s stretches, the rates taking turns: one stretch's p9
 """
 
 import asyncio
+import functools
 import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from bench.api_load import _cancel, _cpu_seconds, _iterations, _sample, _start_runs, _summary
+from bench.api_load import _cancel, _cpu_seconds, _iterations, _reaped_children_cpu_seconds, _sample, _start_runs, _summary
 from tests.support import FreshPostgresDatabase, Server, child_pids, wait_for
 
 RATES = (100, 200)
@@ -21,40 +24,58 @@ SECONDS = 15.0
 STRETCHES = 3
 
 
-def _processes(server: Server, database: str) -> dict[str, list[int]]:
-    """The pids of each part; PostgreSQL's are every `postgres` process (the benchmark's database is the only busy
-    one), a backend that comes or goes during a stretch not counted."""
+def _cpu_counters(server: Server, database: str) -> dict[str, Callable[[], float]]:
+    """Each part's CPU seconds so far: the API, its run worker (a child), the worker's model server and, on PostgreSQL,
+    the whole server. PostgreSQL's is its postmaster's tree: every `postgres` process there now plus what the
+    postmaster's exited children used (it reaps them), so a backend that starts or ends during a stretch counts too. A
+    pool that opened and closed connections under load once hid most of PostgreSQL's CPU in backends that lived less
+    than a stretch."""
     workers = child_pids(server.process.pid)
-    parts = {"api": [server.process.pid], "worker": workers, "model_server": [c for w in workers for c in child_pids(w)]}
+    counters = {"api": functools.partial(_cpu, [server.process.pid]), "worker": functools.partial(_cpu, workers),
+                "model_server": functools.partial(_cpu, [c for w in workers for c in child_pids(w)])}
     if database == "postgresql":
-        parts["database"] = [int(pid) for pid in subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout.split()]
-    return parts
+        counters["database"] = _postgres_cpu
+    return counters
 
 
-def _cpu(pids: list[int]) -> dict[int, float]:
-    """CPU seconds so far of each of the processes still there."""
-    used = {}
+def _cpu(pids: list[int]) -> float:
+    """CPU seconds so far of those of the processes still there."""
+    used = 0.0
     for pid in pids:
         try:
-            used[pid] = _cpu_seconds(pid)
+            used += _cpu_seconds(pid)
         except FileNotFoundError:
             pass  # gone since it was listed
     return used
 
 
+def _postgres_cpu() -> float:
+    """CPU seconds so far of this machine's PostgreSQL (the benchmark's database is its only busy one): the postmaster
+    (the oldest `postgres` process), its children there now, and its children that exited."""
+    pids = [int(pid) for pid in subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout.split()]
+    postmaster = min(pids, key=_start_time)
+    return _cpu(pids) + _reaped_children_cpu_seconds(postmaster)
+
+
+def _start_time(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except FileNotFoundError:
+        return 1 << 62  # gone: not the postmaster
+
+
 def _loaded(server: Server, ids: list[str], database: str) -> dict[str, dict]:
     """Per rate: the latency figures over its stretches, and the cores each process kept busy meanwhile."""
-    processes = _processes(server, database)
+    counters = _cpu_counters(server, database)
     samples: dict[int, list] = {rate: [] for rate in RATES}
-    used = {rate: dict.fromkeys(processes, 0.0) for rate in RATES}
+    used = {rate: dict.fromkeys(counters, 0.0) for rate in RATES}
     for _ in range(STRETCHES):
         for rate in RATES:
-            before, started = {k: _cpu(ps) for k, ps in processes.items()}, time.perf_counter()
+            before, started = {k: count() for k, count in counters.items()}, time.perf_counter()
             samples[rate].append(asyncio.run(_sample(server.url, ids, rate, SECONDS)))
             elapsed = time.perf_counter() - started
-            for k, ps in processes.items():
-                after = _cpu(ps)
-                used[rate][k] += sum(after[p] - before[k][p] for p in after.keys() & before[k].keys()) / elapsed / STRETCHES
+            for k, count in counters.items():
+                used[rate][k] += (count() - before[k]) / elapsed / STRETCHES
     results = {}
     for rate in RATES:
         result = _summary(samples[rate])

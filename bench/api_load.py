@@ -106,6 +106,12 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _reaped_children_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds that a process's exited children used, once it has waited for them."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu(server: Server) -> dict[str, float]:
     """CPU seconds so far: the `serve` process (API and run orchestration) and its children (the model server)."""
     pid = server.process.pid

@@ -3,6 +3,9 @@ database URLs are shown with their password masked."""
 
 import logging
 
+# At collection: importing DBOS runs `file` (its croniter asks for the word size), and a unit test may not start a process.
+from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSException, DBOSWorkflowCancelledError
+
 from app import logs
 
 
@@ -18,8 +21,6 @@ def dbos_records(*records: tuple[int, str, BaseException | None]) -> list[loggin
 
 
 def test_a_cancellation_traceback_becomes_one_line_per_run_and_other_errors_stay():
-    from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSException, DBOSWorkflowCancelledError
-
     chained = RuntimeError("outer")
     chained.__context__ = DBOSWorkflowCancelledError("Workflow run_b was cancelled")
     kept = dbos_records(

@@ -6,6 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from app.auth import parse_api_keys
+from app.cli import _config_problem
+from app.lifecycle import StartupError, check  # at collection: importing DBOS runs `file`, a process
 from app.settings import Settings
 
 ORIGIN = "http://localhost:3000"
@@ -15,8 +17,6 @@ KEYS = f"alice:alice-key,bob:sha256:{hashlib.sha256(BOB_KEY.encode()).hexdigest(
 
 def test_postgresql_without_a_shared_secret_key_refuses_to_start():
     """Each process would keep its own key file; the workers could then never sign what the API sealed."""
-    from app.lifecycle import StartupError, check
-
     with pytest.raises(StartupError, match="PostgreSQL DATABASE_URL requires SECRET_KEY"):
         check(Settings(_env_file=None, database_url="postgresql://postgres@127.0.0.1:5432/any", secret_key=None))
     check(Settings(_env_file=None, database_url="postgresql://postgres@127.0.0.1:5432/any", secret_key="shared-by-every-process"))
@@ -53,3 +53,10 @@ def test_api_keys_name_their_tenant():
 def test_reserved_judge_names_are_refused():
     with pytest.raises(ValueError, match="reserved"):
         Settings(_env_file=None, judges={"default": {"model": "openai/x"}})
+
+
+def test_an_invalid_setting_is_named_once_not_again_through_a_default_made_from_it():
+    """DATABASE_POOL_SIZE's default reads WORKER_CONCURRENCY: pydantic then reports both, the second saying nothing."""
+    with pytest.raises(ValidationError) as bad:
+        Settings(_env_file=None, worker_concurrency=0)
+    assert _config_problem(bad.value) == "WORKER_CONCURRENCY: Input should be greater than or equal to 1"
