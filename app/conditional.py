@@ -54,6 +54,11 @@ class Rendered:
             self._bodies.move_to_end(key)
         return body
 
+    def pop(self, key: tuple) -> None:
+        body = self._bodies.pop(key, None)
+        if body is not None:
+            self.size -= len(body)
+
     def put(self, key: tuple, body: bytes) -> bytes:
         if len(body) <= self.max_bytes and key not in self._bodies:
             self._bodies[key] = body

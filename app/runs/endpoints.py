@@ -25,7 +25,8 @@ from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
-    EffectiveConfig, IterationDetail, IterationList, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList, RunOut,
+    EffectiveConfig, IterationDetail, IterationList, IterationOut, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList,
+    RunOut,
 )
 from app.runs.status import RunStatus
 
@@ -188,13 +189,35 @@ async def list_iterations(tenant: TenantDep, run_id: str, db: DatabaseDep, if_no
     return _json(await _rendered_iterations(db, tag, run_id), tag)
 
 
+# Iterations are only ever added, never changed, so a run's list is rendered from the items rendered before and those
+# of the iterations recorded since. Kept: the items of iterations 0 to `last` without a gap, in RENDERED under
+# (run_id, "items", last), `last` here. Rendered whole, a long run's list cost its whole length each time the run moved
+# (2.2 ms of CPU at 59 iterations).
+_ITEMS_UNTIL: dict[str, int] = {}
+_MAX_ITEMS_RUNS = 100_000  # past it every run's list is rendered whole once more
+
+
 async def _rendered_iterations(db: Database, tag: str, run_id: str) -> bytes:
-    """The run's iterations list as JSON, rendered once per version of the run (`tag`)."""
+    """The run's iterations list as JSON, rendered once per version of the run (`tag`), from the items of the
+    iterations rendered before and those recorded since."""
     body = RENDERED.get((tag, "iterations"))
-    if body is None:
-        listed = IterationList.model_validate({"data": await repository.iterations(db, run_id)})
-        body = RENDERED.put((tag, "iterations"), listed.model_dump_json().encode())
-    return body
+    if body is not None:
+        return body
+    known = _ITEMS_UNTIL.get(run_id, -1)
+    items = RENDERED.get((run_id, "items", known)) if known >= 0 else b""
+    until = known if items is not None else -1  # the items let go of meanwhile: rendered whole once more
+    items = items or b""
+    rows = await repository.iterations(db, run_id, after=until)
+    rendered = [IterationOut.model_validate(row).model_dump_json().encode() for row in rows]
+    gapless = next((i for i, row in enumerate(rows) if row["iteration"] != until + 1 + i), len(rows))
+    if gapless and _ITEMS_UNTIL.get(run_id, -1) == known:  # not already extended by a render that ran meanwhile
+        if len(_ITEMS_UNTIL) >= _MAX_ITEMS_RUNS:
+            _ITEMS_UNTIL.clear()
+        RENDERED.pop((run_id, "items", known))
+        _ITEMS_UNTIL[run_id] = until + gapless
+        RENDERED.put((run_id, "items", until + gapless), b",".join(filter(None, [items, *rendered[:gapless]])))
+    data = b",".join(filter(None, [items, *rendered]))
+    return RENDERED.put((tag, "iterations"), b'{"data":[' + data + b'],"has_more":false}')
 
 
 @router.get("/runs/{run_id}/iterations/{iteration}", response_model=IterationDetail, summary="One iteration with its trajectories",

@@ -243,11 +243,13 @@ async def run_views(db: Database, run_ids: list[str]) -> dict[str, dict]:
     return {row.id: run_view(row) for row in await db.rows(_RUN_VIEWS, {"run_ids": run_ids})}
 
 
-_ITERATIONS = select(Iteration.__table__).where(Iteration.run_id == bindparam("run_id")).order_by(Iteration.iteration)
+_ITERATIONS = (select(Iteration.__table__).where(Iteration.run_id == bindparam("run_id"), Iteration.iteration > bindparam("after"))
+               .order_by(Iteration.iteration))
 
 
-async def iterations(db: Database, run_id: str) -> list[dict]:
-    return [Iteration.view(row) for row in await db.rows(_ITERATIONS, {"run_id": run_id})]
+async def iterations(db: Database, run_id: str, after: int = -1) -> list[dict]:
+    """The run's recorded iterations in order, those after iteration `after` only."""
+    return [Iteration.view(row) for row in await db.rows(_ITERATIONS, {"run_id": run_id, "after": after})]
 
 
 async def iteration_detail(session: AsyncSession, run_id: str, iteration: int) -> dict | None:

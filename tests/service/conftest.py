@@ -1,16 +1,18 @@
 """Fixtures of the in-process service tests."""
 
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
 
 from app.knowledge_graph.schemas import GraphDocument
 from app.local import add_graph, local_service, run_to_end
+from app.main import create_app
 from app.runs import repository
 from app.runs.schemas import LearnLoopRequest
 from app.settings import Settings
-from tests.support import FreshPostgresDatabase, require_postgres
+from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 
 @pytest.fixture
@@ -22,6 +24,21 @@ def postgres_url():
         yield database.url
     finally:
         database.drop()
+
+
+@asynccontextmanager
+async def _api_node(database_url: str, body: dict):
+    app = create_app(Settings(_env_file=None, database_url=database_url, environment="test", secret_key="api-node-tests-key",
+                              run_worker=False))
+    async with lifespan(app), connect(app) as client:
+        yield client, app.state.services.db, (await client.post("/learn-loop", json=body)).json()["run_id"]
+
+
+@pytest.fixture
+def api_node():
+    """`async with api_node(database_url, body) as (client, db, run_id)`: an API node in the test's process, without a
+    run worker (its commits would change what the test watches), and one run queued with `body`."""
+    return _api_node
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

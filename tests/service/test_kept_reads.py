@@ -20,12 +20,10 @@ import pytest
 
 from app.db import LISTEN_CHECK_S, Database, KeptReads
 from app.knowledge_graph.service import demo_document
-from app.main import create_app
 from app import conditional
 from app.runs.endpoints import RENDERED
 from app.runs.repository import RUN_VERSIONS, version
 from app.settings import Settings
-from tests.support import connect, lifespan
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
 
@@ -47,15 +45,10 @@ async def until(condition, timeout: float = 30.0):
 
 
 @pytest.fixture
-async def service(postgres_url):
+async def service(api_node, postgres_url):
     """An API node (no run worker here: its commits would drop what is kept) with one queued run."""
-    settings = Settings(_env_file=None, database_url=postgres_url, environment="test", secret_key="kept-reads-tests-key",
-                        run_worker=False)
-    app = create_app(settings)
-    async with lifespan(app), connect(app) as client:
-        run_id = (await client.post("/learn-loop", json=BODY)).json()["run_id"]
-        db: Database = app.state.services.db
-        yield client, db, run_id
+    async with api_node(postgres_url, BODY) as node:
+        yield node
 
 
 async def kept_by(client, db: Database, paths: list[str]) -> dict[str, str]:
