@@ -94,7 +94,7 @@ def write(results: dict, path: Path) -> None:
                 "  CPU. What stays in the API's process, by design of this layout, is the orchestration of 20 runs: the",
                 "  OpenAI client for every rollout turn (its request transform is the largest part), DBOS steps and their",
                 "  writes, RULER's litellm calls. With the runs alone it keeps that process at its one-core limit.",
-                f"- **The API alone does not meet the target in one process either.** With every run stopped, a request",
+                "- **The API alone does not meet the target in one process either.** With every run stopped, a request",
                 f"  costs about {cost:.0f} ms of CPU here (the largest part building and running the run-view queries of",
                 "  `get_run_view` and `_best_of_run`), so one process serves at most about "
                 f"{1000 / cost:.0f} requests/s: 200 requests/s queue",
@@ -170,7 +170,7 @@ def learning_section(lr: dict) -> list[str]:
     lines = [
         "## 3. Learning",
         "",
-        f"Each variant runs through the service's own workflow (`app.local`, as `codreamer run` does), K=4 rollouts per",
+        "Each variant runs through the service's own workflow (`app.local`, as `codreamer run` does), K=4 rollouts per",
         f"scenario, {n} iterations, seeds {lr['seeds']}; the curves are the mean reward per iteration, averaged over seeds.",
         "Variants: **full** (GRPO + KG reweighting), **GRPO only**, **KG only** (no GRPO), **neither**, and **in context**",
         "(no GRPO; KG reweighting plus the distilled exemplar and playbook in the prompts, as a fixed hosted model learns).",
@@ -327,7 +327,8 @@ def interference_section(results: list[dict]) -> list[str]:
         "same data once every run has stopped. Each figure pools three 15 s stretches, the rates taking turns; each",
         "stretch's own p99 is listed too. Each stretch follows a lead-in second at its rate, not recorded, which",
         "opens the client's connections. Cores: CPU seconds per second of the API's process, its worker, the",
-        "worker's embedded model server and PostgreSQL's processes. A ratio moves with its denominator: where every",
+        "worker's embedded model server and PostgreSQL (its postmaster's whole tree: backends that start or end during",
+        "a stretch count too). A ratio moves with its denominator: where every",
         "request costs more CPU (a slower machine), the p99 without runs rises and the ratio falls, so compare the",
         "p99s with runs too.",
         "",
