@@ -5,8 +5,9 @@ with a `DBOSWorkflowCancelledError` (or `DBOSAwaitedWorkflowCancelledError`) tra
 the expected end of a cancelled workflow, so `CancellationLine` rewrites such a record into
 `run <id> cancelled` at WARNING (once per run; DBOS's console shows WARNING and up) and leaves
 every other DBOS error as it is. A cancel also takes the workflow from the execution running it,
-which DBOS reports as `Workflow <id> is no longer owned by this execution`: that warning is
-demoted to INFO, so a cancel reads as one line (the execution that took the workflow over logs
+which DBOS reports as `Workflow <id> is no longer owned by this execution`, and a workflow that
+sees its own cancel at a step is reported as `Workflow <id> was cancelled during execution`: those
+warnings are demoted to INFO, so a cancel reads as one line (the execution that took the workflow over logs
 its own outcome). A workflow interrupted by shutdown fails on DBOS being down, unrecorded: that
 traceback is demoted to one INFO line too, as the shutdown already says how many runs it left.
 
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 DBOS_LOGGER = "dbos"
 _WORKFLOW_ID = re.compile(r"[Ww]orkflow (\S+?)[:,]? (?:was|is|has been) cancelled")
 _INTERRUPTED = "Asyncio task cancelled for workflow or step"
-_DISOWNED = "is no longer owned by this execution"
+_CANCEL_SIDE_LINES = ("is no longer owned by this execution", "was cancelled during execution")
 _DBOS_DOWN = ("accessed before DBOS was launched", "No DBOS was created yet")
 _interrupting = False
 
@@ -87,7 +88,7 @@ class CancellationLine(logging.Filter):
         if _interrupting and isinstance(record.msg, str) and record.msg.startswith(_INTERRUPTED):
             return False
         if not record.exc_info or record.exc_info[1] is None:
-            if record.levelno == logging.WARNING and isinstance(record.msg, str) and _DISOWNED in record.msg:
+            if record.levelno == logging.WARNING and isinstance(record.msg, str) and any(line in record.msg for line in _CANCEL_SIDE_LINES):
                 record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
             return True
         if _dbos_down(record.exc_info[1]):

@@ -25,6 +25,7 @@ def test_a_cancellation_traceback_becomes_one_line_per_run_and_other_errors_stay
     chained.__context__ = DBOSWorkflowCancelledError("Workflow run_b was cancelled")
     kept = dbos_records(
         (logging.WARNING, "Workflow run_a is no longer owned by this execution. Waiting for the owner's recorded outcome", None),
+        (logging.WARNING, "Workflow run_a.2 was cancelled during execution. Waiting for the recorded outcome", None),
         (logging.ERROR, "Exception encountered in asynchronous workflow:", DBOSAwaitedWorkflowCancelledError("run_a.2")),
         (logging.ERROR, "Exception encountered in asynchronous workflow:", DBOSAwaitedWorkflowCancelledError("run_a.2")),
         (logging.ERROR, "Exception encountered in asynchronous workflow:", chained),
