@@ -5,12 +5,15 @@ iteration lists, open loop): p99 at 100 and 200 requests/s with 20 runs in fligh
 run has stopped. With CPU per process: the API, its run worker (a child), the worker's embedded model server and
 PostgreSQL's processes, and how fast the runs progressed meanwhile (iterations per minute, the worker's CPU per
 iteration).
+Also how long the API's event loop and the load client's waited for a core, as Linux counts it (`/proc/<pid>/schedstat`):
+runnable but not running, which a request's latency includes beside the work done for it.
 Each figure pools three 15 s stretches, the rates taking turns: one stretch's p99 rests on its few slowest requests
 (30 at 200/s), and two stretches back to back differed by 70%.
 """
 
 import asyncio
 import functools
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -36,6 +39,12 @@ def _cpu_counters(server: Server, database: str) -> dict[str, Callable[[], float
     if database == "postgresql":
         counters["database"] = _postgres_cpu
     return counters
+
+
+def _waited_for_a_core_s(pid: int) -> float:
+    """Seconds so far that the process's main thread (the API's, or this client's, event loop) was runnable but waited
+    for a core."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
 def _cpu(pids: list[int]) -> float:
@@ -69,11 +78,16 @@ def _loaded(server: Server, ids: list[str], database: str) -> dict[str, dict]:
     counters = _cpu_counters(server, database)
     samples: dict[int, list] = {rate: [] for rate in RATES}
     used = {rate: dict.fromkeys(counters, 0.0) for rate in RATES}
+    waiting = {"api": server.process.pid, "client": os.getpid()}
+    waited = {rate: dict.fromkeys(waiting, 0.0) for rate in RATES}
     for _ in range(STRETCHES):
         for rate in RATES:
             before, started = {k: count() for k, count in counters.items()}, time.perf_counter()
+            waited_before = {k: _waited_for_a_core_s(pid) for k, pid in waiting.items()}
             samples[rate].append(asyncio.run(_sample(server.url, ids, rate, SECONDS)))
             elapsed = time.perf_counter() - started
+            for k, pid in waiting.items():
+                waited[rate][k] += (_waited_for_a_core_s(pid) - waited_before[k]) / elapsed / STRETCHES
             for k, count in counters.items():
                 used[rate][k] += (count() - before[k]) / elapsed / STRETCHES
     results = {}
@@ -81,6 +95,7 @@ def _loaded(server: Server, ids: list[str], database: str) -> dict[str, dict]:
         result = _summary(samples[rate])
         results[str(rate)] = ({k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")}
                               | {"errors": result["errors"], "cores": {k: round(v, 2) for k, v in used[rate].items()}}
+                              | {"waited_for_a_core_ms_per_s": {k: round(v * 1000, 1) for k, v in waited[rate].items()}}
                               | {"p99_ms_by_read": {read: round(v, 1) for read, v in result["p99_ms_by_read"].items()}}
                               | {"stretch_p99_ms": [round(_summary([s])["p99_ms"], 1) for s in samples[rate]]})
     return results

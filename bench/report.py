@@ -328,12 +328,14 @@ def interference_section(results: list[dict]) -> list[str]:
         "stretch's own p99 is listed too. Each stretch follows a lead-in second at its rate, not recorded, which",
         "opens the client's connections. Cores: CPU seconds per second of the API's process, its worker, the",
         "worker's embedded model server and PostgreSQL (its postmaster's whole tree: backends that start or end during",
-        "a stretch count too). A ratio moves with its denominator: where every",
+        "a stretch count too). Waited: milliseconds a second that the API's event loop, and the load client's, were",
+        "runnable but waited for a core (Linux's `/proc/<pid>/schedstat`; a request's latency includes both), lead-in",
+        "second included. A ratio moves with its denominator: where every",
         "request costs more CPU (a slower machine), the p99 without runs rises and the ratio falls, so compare the",
         "p99s with runs too.",
         "",
-        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | p99 ms of each stretch | errors | cores: API / worker / model server / database |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| database | req/s | runs | achieved req/s | p50 ms | p99 ms | p99 ms: run / runs page / iterations | p99 ms of each stretch | errors | cores: API / worker / model server / database | waited ms/s: API / client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for label, key in (("20 in flight", "with_runs"), ("none", "without_runs")):
@@ -344,7 +346,8 @@ def interference_section(results: list[dict]) -> list[str]:
                 lines.append(f"| {r['database']} | {rate} | {label} | {m['throughput_rps']:.0f} | {m['p50_ms']:.1f} | "
                              f"{m['p99_ms']:.1f} | {reads} | {stretches} | {m['errors']} | "
                              f"{c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} / "
-                             + (f"{c['database']:.2f} |" if "database" in c else "– |"))
+                             + (f"{c['database']:.2f} |" if "database" in c else "– |")
+                             + (f" {w['api']:.1f} / {w['client']:.1f} |" if (w := m.get("waited_for_a_core_ms_per_s")) else " – |"))
     lines.append("")
     for r in results:
         ratio, quiet = r["ratio"].get("200"), max(m["p99_ms"] for m in r["without_runs"].values())
