@@ -77,25 +77,23 @@ def _loaded(server: Server, ids: list[str], database: str) -> dict[str, dict]:
     """Per rate: the latency figures over its stretches, and the cores each process kept busy meanwhile."""
     counters = _cpu_counters(server, database)
     samples: dict[int, list] = {rate: [] for rate in RATES}
-    used = {rate: dict.fromkeys(counters, 0.0) for rate in RATES}
-    waiting = {"api": server.process.pid, "client": os.getpid()}
-    waited = {rate: dict.fromkeys(waiting, 0.0) for rate in RATES}
+    meters = {"cores": counters, "waited": {"api": functools.partial(_waited_for_a_core_s, server.process.pid),
+                                            "client": functools.partial(_waited_for_a_core_s, os.getpid())}}
+    per_s = {rate: {m: dict.fromkeys(c, 0.0) for m, c in meters.items()} for rate in RATES}  # seconds per second
     for _ in range(STRETCHES):
         for rate in RATES:
-            before, started = {k: count() for k, count in counters.items()}, time.perf_counter()
-            waited_before = {k: _waited_for_a_core_s(pid) for k, pid in waiting.items()}
+            before, started = {m: {k: count() for k, count in c.items()} for m, c in meters.items()}, time.perf_counter()
             samples[rate].append(asyncio.run(_sample(server.url, ids, rate, SECONDS)))
             elapsed = time.perf_counter() - started
-            for k, pid in waiting.items():
-                waited[rate][k] += (_waited_for_a_core_s(pid) - waited_before[k]) / elapsed / STRETCHES
-            for k, count in counters.items():
-                used[rate][k] += (count() - before[k]) / elapsed / STRETCHES
+            for m, c in meters.items():
+                for k, count in c.items():
+                    per_s[rate][m][k] += (count() - before[m][k]) / elapsed / STRETCHES
     results = {}
     for rate in RATES:
         result = _summary(samples[rate])
         results[str(rate)] = ({k: round(result[k], 1) for k in ("throughput_rps", "p50_ms", "p99_ms")}
-                              | {"errors": result["errors"], "cores": {k: round(v, 2) for k, v in used[rate].items()}}
-                              | {"waited_for_a_core_ms_per_s": {k: round(v * 1000, 1) for k, v in waited[rate].items()}}
+                              | {"errors": result["errors"], "cores": {k: round(v, 2) for k, v in per_s[rate]["cores"].items()}}
+                              | {"waited_for_a_core_ms_per_s": {k: round(v * 1000, 1) for k, v in per_s[rate]["waited"].items()}}
                               | {"p99_ms_by_read": {read: round(v, 1) for read, v in result["p99_ms_by_read"].items()}}
                               | {"stretch_p99_ms": [round(_summary([s])["p99_ms"], 1) for s in samples[rate]]})
     return results
