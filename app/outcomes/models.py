@@ -62,10 +62,13 @@ class OutcomeRecord(Base):
 
 
 class OutcomeNonce(Base):
-    """A signature's one-time token (Mailgun's), refused when seen again."""
+    """A signature's one-time token (Mailgun's), refused when seen again under the same signing key.
+
+    Keyed by the key, not the source: a block signed once must not be replayed to another source that shares the
+    key. Stored in the transaction that stores the request's events, so a request that failed can be retried."""
 
     __tablename__ = "outcome_nonces"
 
-    source_id: Mapped[str] = mapped_column(ForeignKey("outcome_sources.id", ondelete="CASCADE"), primary_key=True)
+    signing_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # a keyed hash of the key, never the key
     nonce: Mapped[str] = mapped_column(String(200), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -37,6 +37,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from app.outcomes.schemas import OutcomeEvent, OutcomeType
 
 TOLERANCE_S = 300  # a signed timestamp must be within 5 minutes of `now`, either way
+MAILGUN_FIELD_MAX = 200  # a signature block's timestamp, token or signature; the token is kept as a nonce
 REF_KEY = "codreamer_ref"
 
 SENDGRID_SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
@@ -81,6 +82,8 @@ def _json(body: bytes, provider: str) -> Any:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"the {provider} body is not JSON: {error}") from None
+    except RecursionError:  # the decoder's own bound, at about a thousand levels: no provider nests that deep
+        raise ValueError(f"the {provider} body is nested too deeply to be the provider's JSON") from None
 
 
 def _json_object(body: bytes, provider: str) -> dict:
@@ -230,8 +233,8 @@ def verify_mailgun(body: bytes, *, signing_key: str, now: float, tolerance_s: fl
     Mailgun signs `timestamp + token`, not the event: the token's single use is what binds a request.
     """
     try:
-        block = json.loads(body).get("signature")
-    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        block = _json(body, "Mailgun").get("signature")
+    except (ValueError, AttributeError):
         raise BadSignature("the Mailgun body is not a JSON object with a signature block") from None
     if not isinstance(block, dict):
         raise BadSignature("the Mailgun body has no signature block")
@@ -242,6 +245,8 @@ def verify_mailgun(body: bytes, *, signing_key: str, now: float, tolerance_s: fl
             value = str(value)
         if not isinstance(value, str) or not value:
             raise BadSignature(f"missing signature.{name}")
+        if len(value) > MAILGUN_FIELD_MAX or "\x00" in value:  # Mailgun's tokens are 50 hex characters
+            raise BadSignature(f"signature.{name} is not Mailgun's: over {MAILGUN_FIELD_MAX} characters or with a NUL")
         fields[name] = value
     expected = hmac.new(signing_key.encode(), (fields["timestamp"] + fields["token"]).encode(), hashlib.sha256)
     if not hmac.compare_digest(expected.hexdigest().encode(), fields["signature"].strip().lower().encode()):

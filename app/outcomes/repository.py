@@ -8,7 +8,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.loop.outcome_model import SentEmail
-from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
 
 @dataclass(frozen=True)
@@ -28,9 +28,20 @@ async def origins(session: AsyncSession, refs: set[str]) -> dict[str, Origin]:
     return {ref: Origin(run_id, iteration, tenant) for ref, run_id, iteration, tenant in rows}
 
 
+def _insert(session: AsyncSession):
+    return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+
+
+async def first_use(session: AsyncSession, signing_key: str, nonce: str) -> bool:
+    """Records the token as used under the key, in the caller's transaction; False if it was used before."""
+    statement = (_insert(session)(OutcomeNonce).values(signing_key=signing_key, nonce=nonce)
+                 .on_conflict_do_nothing().returning(OutcomeNonce.nonce))
+    return (await session.scalar(statement)) is not None
+
+
 async def insert_new(session: AsyncSession, rows: list[dict]) -> set[str]:
     """Inserts the rows whose (tenant, event_id) is not stored yet, concurrent inserts included; returns their event ids."""
-    insert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+    insert = _insert(session)
     # One cached statement for every row (SQLAlchemy batches it into multi-row INSERTs itself): a statement
     # of a thousand VALUES rows would be compiled anew for each batch.
     statement = (insert(OutcomeRecord).on_conflict_do_nothing(index_elements=["tenant", "event_id"])

@@ -1,11 +1,11 @@
 """What an outcome is, whichever way it arrived: `POST /outcomes`, a provider's webhook, or a reply."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
 from pydantic import (
-    AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator,
+    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator,
 )
 
 from app.pages import Page
@@ -35,7 +35,9 @@ class Provider(StrEnum):
     RESEND = "resend"
 
 
-Text = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True)]
+# PostgreSQL text cannot hold NUL: refused here, as a 422 naming the field, rather than by the database
+Text = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True, pattern=r"^[^\x00]*$")]
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def _timestamp_text(value: object) -> object:
@@ -43,6 +45,18 @@ def _timestamp_text(value: object) -> object:
     if isinstance(value, (int, float)):
         raise ValueError("occurred_at must be an ISO 8601 timestamp with its zone, not a number")
     return value
+
+
+def _in_utc(moment: datetime) -> datetime:
+    """Stored in UTC: a time whose zone carries it past year 9999 (`9999-12-31T23:59:59-14:00`) or before the
+    Unix epoch is no time an email had an outcome at."""
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("occurred_at is out of range once converted to UTC") from None
+    if not EARLIEST <= moment < LATEST:
+        raise ValueError(f"occurred_at must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
+    return moment
 
 
 class OutcomeEvent(BaseModel):
@@ -53,7 +67,7 @@ class OutcomeEvent(BaseModel):
     ref: Text | None = Field(description="The email's `ref` (`eml_…`), as sent in `codreamer_ref`; null when the "
                                          "sender's event carried none (counted as unattributed).")
     type: OutcomeType
-    occurred_at: Annotated[AwareDatetime, BeforeValidator(_timestamp_text)] = Field(
+    occurred_at: Annotated[AwareDatetime, BeforeValidator(_timestamp_text), AfterValidator(_in_utc)] = Field(
         description="ISO 8601 with its zone (`2026-11-20T09:30:00Z`).")
     id: Text = Field(description="The sender's event id: an event seen before (per tenant) counts once.")
     recipient: Text = Field(description="Any stable key of the recipient (an address); stored only as a salted hash.")

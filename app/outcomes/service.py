@@ -22,7 +22,7 @@ from app.agent.schemas import Email
 from app.db import utcnow
 from app.loop.feedback import FeedbackSimulator
 from app.outcomes import inbound, providers, repository, simulated
-from app.outcomes.models import OutcomeNonce, OutcomeSource
+from app.outcomes.models import OutcomeSource
 from app.outcomes.schemas import (
     BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
     OutcomeType, Provider, RunOutcomes, Sentiment, SentEmailOutcomes,
@@ -35,31 +35,55 @@ MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation sa
 Wake = Callable[[set[str]], Awaitable[None]]  # told which runs got new outcomes (the runs waiting for them go on)
 
 
+INGEST_ATTEMPTS = 3  # a run deleted under a batch fails its insert once; the retry finds its refs gone
+
+
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
-                 texts: dict[str, str] | None = None, wake: Wake | None = None) -> IngestResult:
-    """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one."""
-    async with db.transaction() as session:
-        known = await repository.origins(session, {event.ref for event in events if event.ref})
-        rows, seen, unattributed, repeated = [], set(), 0, 0
-        for event in events:
-            origin = known.get(event.ref) if event.ref else None
-            if origin is None or origin.tenant != tenant:
-                unattributed += 1
-                continue
-            if event.id in seen:  # twice in one batch: once
-                repeated += 1
-                continue
-            seen.add(event.id)
-            rows.append({
-                "tenant": tenant, "event_id": event.id, "source_id": source_id, "run_id": origin.run_id,
-                "iteration": origin.iteration, "ref": event.ref, "type": event.type, "occurred_at": event.occurred_at,
-                "recipient": box.pseudonym(event.recipient), "machine": event.machine, "sentiment": event.sentiment,
-                "text": (texts or {}).get(event.id),
-            })
-        stored = await repository.insert_new(session, rows) if rows else set()
-    if stored and wake is not None:
-        await wake({row["run_id"] for row in rows if row["event_id"] in stored})
-    return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
+                 texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None,
+                 wake: Wake | None = None) -> IngestResult:
+    """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one.
+
+    `nonce` (a signing key's hash, a one-time token) is recorded in the same transaction as the events: a request
+    refused or failed for any reason leaves it unused, so the provider's retry is accepted. A run deleted while its
+    events are stored (a foreign-key violation) makes them unattributed: the batch is taken in again.
+    """
+    for attempt in range(INGEST_ATTEMPTS):
+        try:
+            async with db.transaction() as session:
+                if nonce is not None and not await repository.first_use(session, *nonce):
+                    raise Unauthorized("this Mailgun token was used before (a replayed request)")
+                result, runs = await _store(session, box, tenant, events, source_id, texts)
+            break
+        except IntegrityError:
+            if attempt == INGEST_ATTEMPTS - 1:
+                raise
+    if runs and wake is not None:
+        await wake(runs)
+    return result
+
+
+async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: list[OutcomeEvent], source_id: str | None,
+                 texts: dict[str, str] | None) -> tuple[IngestResult, set[str]]:
+    known = await repository.origins(session, {event.ref for event in events if event.ref})
+    rows, seen, unattributed, repeated = [], set(), 0, 0
+    for event in events:
+        origin = known.get(event.ref) if event.ref else None
+        if origin is None or origin.tenant != tenant:
+            unattributed += 1
+            continue
+        if event.id in seen:  # twice in one batch: once
+            repeated += 1
+            continue
+        seen.add(event.id)
+        rows.append({
+            "tenant": tenant, "event_id": event.id, "source_id": source_id, "run_id": origin.run_id,
+            "iteration": origin.iteration, "ref": event.ref, "type": event.type, "occurred_at": event.occurred_at,
+            "recipient": box.pseudonym(event.recipient), "machine": event.machine, "sentiment": event.sentiment,
+            "text": (texts or {}).get(event.id),
+        })
+    stored = await repository.insert_new(session, rows) if rows else set()
+    result = IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
+    return result, {row["run_id"] for row in rows if row["event_id"] in stored}
 
 
 # ---------------------------------------------------------------- sources
@@ -114,15 +138,13 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
                           body: bytes, wake: Wake | None = None) -> IngestResult:
     """Verifies the request by the source's provider's scheme (401, storing nothing, when it fails), then ingests."""
     source, material = await _verified_source(db, box, source_id)
-    now = time.time()
+    now, nonce = time.time(), None
     try:
         if source.provider == Provider.SENDGRID:
             providers.verify_sendgrid(headers, body, public_key=material, now=now)
             events = providers.parse_sendgrid(body)
         elif source.provider == Provider.MAILGUN:
-            token = providers.verify_mailgun(body, signing_key=material, now=now)
-            if not await _first_use(db, source.id, token):
-                raise providers.BadSignature("this Mailgun token was used before (a replayed request)")
+            nonce = (box.pseudonym(material), providers.verify_mailgun(body, signing_key=material, now=now))
             events = providers.parse_mailgun(body)
         elif source.provider == Provider.RESEND:
             providers.verify_resend(headers, body, secret=material, now=now)
@@ -134,16 +156,7 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
         raise Unauthorized(str(exc)) from None
     except ValueError as exc:
         raise invalid(None, str(exc)) from None
-    return await ingest(db, box, source.tenant, events, source_id=source.id, wake=wake)
-
-
-async def _first_use(db: Database, source_id: str, nonce: str) -> bool:
-    try:
-        async with db.transaction() as session:
-            session.add(OutcomeNonce(source_id=source_id, nonce=nonce))
-    except IntegrityError:
-        return False
-    return True
+    return await ingest(db, box, source.tenant, events, source_id=source.id, nonce=nonce, wake=wake)
 
 
 async def receive_reply(db: Database, box: SecretBox, settings: Settings, source_id: str, headers: Mapping[str, str],
