@@ -1,5 +1,8 @@
 """Graphs in the database: written once on upload, read by the API and by runs."""
 
+import asyncio
+import json
+
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -115,6 +118,59 @@ async def load(session: AsyncSession, graph_id: str) -> KnowledgeGraph | None:
         scenarios=await scenarios(session, graph_id),
     )
     return KnowledgeGraph(document)
+
+
+RENDER_PAGE = 2000  # rows read per query when a whole document is rendered: the loop serves others between pages
+
+
+def _json_items(items: list[dict]) -> bytes:
+    return b",".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode() for item in items)
+
+
+async def document_json(session: AsyncSession, graph_id: str) -> bytes | None:
+    """The whole stored document as JSON (nodes by id, edges and scenarios in upload order), as `document` would
+    dump it, rendered a page of plain rows at a time with the encoding in a worker thread: a graph of 100,000 nodes
+    never holds the event loop for long, and no model object per node is built or kept. None when there is no such
+    graph; empty when it was replaced while it was read (its pages are separate statements)."""
+    graph = await session.get(Graph, graph_id)
+    if graph is None:
+        return None
+    head = json.dumps({"id": graph.id, "name": graph.name}, ensure_ascii=False, separators=(",", ":"))[:-1]
+    parts = [head.encode(), b',"nodes":[']
+    after: str | None = None
+    while True:
+        query = select(GraphNode.id, GraphNode.type, GraphNode.title, GraphNode.text, GraphNode.tags).where(
+            GraphNode.graph_id == graph_id)
+        if after is not None:
+            query = query.where(GraphNode.id > after)
+        rows = (await session.execute(query.order_by(GraphNode.id).limit(RENDER_PAGE))).all()
+        if not rows:
+            break
+        if after is not None:
+            parts.append(b",")
+        parts.append(await asyncio.to_thread(_json_items, [
+            {"id": id, "type": type, "title": title, "text": text, "tags": tags} for id, type, title, text, tags in rows]))
+        after = rows[-1][0]
+    parts.append(b'],"edges":[')
+    position = -1
+    while True:
+        rows = (await session.execute(
+            select(GraphEdge.position, GraphEdge.source, GraphEdge.target, GraphEdge.relation)
+            .where(GraphEdge.graph_id == graph_id, GraphEdge.position > position)
+            .order_by(GraphEdge.position).limit(RENDER_PAGE))).all()
+        if not rows:
+            break
+        if position >= 0:
+            parts.append(b",")
+        parts.append(await asyncio.to_thread(_json_items, [
+            {"source": source, "target": target, "relation": relation} for _, source, target, relation in rows]))
+        position = rows[-1][0]
+    parts.append(b'],"scenarios":[')
+    parts.append(_json_items([scenario.model_dump() for scenario in await scenarios(session, graph_id)]))
+    parts.append(b"]}")
+    if await version(session, graph_id) != graph.created_at:
+        return b""
+    return await asyncio.to_thread(b"".join, parts)
 
 
 async def owned(session: AsyncSession, graph_id: str, tenant: str) -> Graph | None:

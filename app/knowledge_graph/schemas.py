@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.pages import Page
 
@@ -11,6 +11,16 @@ Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NO_NUL)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
 LongText = Annotated[str, StringConstraints(min_length=1, max_length=5000, pattern=NO_NUL)]
+
+
+def _not_a_path_step(value: str) -> str:
+    """`.` and `..` are the current and the parent folder in a URL: /graphs/.. is no graph's address."""
+    if set(value) == {"."}:
+        raise ValueError(f"graph id {value!r} is only dots: it would not survive in a URL path")
+    return value
+
+
+GraphId = Annotated[Id, AfterValidator(_not_a_path_step)]
 
 
 class Strict(BaseModel):
@@ -63,7 +73,7 @@ EXAMPLE = {
 class GraphDocument(Strict):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra={"examples": [EXAMPLE]})
 
-    id: Id
+    id: GraphId
     name: ShortText
     nodes: list[Node] = Field(min_length=1)
     edges: list[Edge] = Field(default_factory=list)

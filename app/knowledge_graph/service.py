@@ -97,6 +97,21 @@ async def require_changeable(session: AsyncSession, graph_id: str, tenant: str) 
         raise Conflict(f"graph {graph_id!r} is shared with every tenant and cannot be replaced or deleted")
 
 
+READ_ATTEMPTS = 3  # a graph replaced while it is rendered is rendered again
+
+
+async def document_json(db: Database, graph_id: str) -> bytes:
+    """The whole document as JSON, as one consistent version of the graph."""
+    for _ in range(READ_ATTEMPTS):
+        async with db.read() as session:
+            body = await repository.document_json(session, graph_id)
+        if body is None:
+            raise NotFound(f"graph {graph_id!r} not found")
+        if body:
+            return body
+    raise Conflict(f"graph {graph_id!r} is being replaced again and again; retry")
+
+
 async def create(session: AsyncSession, document: GraphDocument, tenant: str) -> None:
     """Stores a new graph as the tenant's; graph ids are one namespace across tenants (409 when taken)."""
     if await repository.exists(session, document.id):
