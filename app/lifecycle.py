@@ -117,7 +117,8 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
         # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.
         from app.runs import executor, workflow  # noqa: F401
 
-        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets))
+        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets),
+                                     process.api.secrets.open_url)
         process.executor = executor.Executor(process.api, wake_relay=process.relay.wake)
         process.api.health.append(process.executor.embedded.problem)
         executor.install(process.executor)

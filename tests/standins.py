@@ -298,7 +298,8 @@ class Receiver(LoopbackStandIn):
                 with receiver._lock:
                     n = len(receiver.requests)
                     status, delay = receiver.answer(n)
-                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status, "at": time.time()})
+                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status, "at": time.time(),
+                                              "path": self.path})
                 time.sleep(delay)
                 self.send_response(status)
                 if status in (301, 302, 307):

@@ -79,10 +79,11 @@ def _pinned(url: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
 
 
 class WebhookRelay:
-    def __init__(self, db: Database, settings: Settings, secret_of: SecretLookup):
+    def __init__(self, db: Database, settings: Settings, secret_of: SecretLookup, open_url: Callable[[str], str]):
         self.db = db
         self.settings = settings
         self.secret_of = secret_of
+        self.open_url = open_url  # deliveries keep their URL sealed
         self.slots = settings.webhook_concurrency
         self.slots_per_run = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
         self.lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
@@ -191,10 +192,11 @@ class WebhookRelay:
             async with self.db.read() as session:
                 delivery = await session.get(WebhookDelivery, event_id)
                 event = await session.get(Event, event_id)
-                secret, unsigned = None, None
+                secret, unsigned, url = None, None, None
                 try:
                     if delivery is not None:
                         secret = await self.secret_of(session, run_id)
+                        url = self.open_url(delivery.url)
                 except SecretUnavailable as exc:  # recorded like any failed attempt, so the delivery log says why
                     unsigned = str(exc)
                     log.error("webhook of event %s: %s", event_id, exc)
@@ -205,7 +207,7 @@ class WebhookRelay:
             try:
                 if secret is not None:
                     async with asyncio.timeout(self.settings.webhook_timeout_s):
-                        status_code = await self._send(delivery.url, event, secret)
+                        status_code = await self._send(url, event, secret)
                     if not 200 <= status_code < 300:
                         error = f"receiver answered {status_code}"
             except (TimeoutError, httpx.TimeoutException):

@@ -201,7 +201,7 @@ def _best_of_run(column):
     )
 
 
-_VIEW_COLUMNS = (Run.id, Run.status, Run.iterations_total, Run.config, Run.webhook_url, Run.iterations_completed,
+_VIEW_COLUMNS = (Run.id, Run.status, Run.iterations_total, Run.config, Run.iterations_completed,
                  Run.created_at, Run.started_at, Run.finished_at, Run.error, Run.waiting)
 
 
@@ -217,7 +217,7 @@ def run_view(row) -> dict:
     """The API's view of a `_run_query` row."""
     return {
         "run_id": row.id, "status": row.status, "iterations_total": row.iterations_total,
-        "config": row.config | {"webhook_url": row.webhook_url and redacted(row.webhook_url)},
+        "config": row.config | {"webhook_url": row.config.get("webhook_url") and redacted(row.config["webhook_url"])},
         "iterations_completed": row.iterations_completed, "created_at": row.created_at, "started_at": row.started_at,
         "finished_at": row.finished_at, "error": row.error, "waiting": row.waiting, "latest_email": row.latest,
         "final_email": _final(row.latest, row.latest_iteration) if row.status == RunStatus.SUCCEEDED else None,

@@ -27,6 +27,14 @@ class LearnLoopRequest(RunConfig):
         None, description="Receives this run's events, signed (Standard Webhooks). No credentials (`user:pass@`): "
         "the receiver authenticates the service by the signature.")
 
+    @field_validator("webhook_url", mode="before")
+    @classmethod
+    def no_control_characters(cls, url: object) -> object:
+        """A URL parser drops CR, LF and tabs silently (WHATWG): a URL that carried them is not the one that is kept."""
+        if isinstance(url, str) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+            raise ValueError("webhook_url must not contain control characters (CR, LF, tab, ...)")
+        return url
+
     @field_validator("webhook_url")
     @classmethod
     def no_credentials(cls, url: AnyHttpUrl | None) -> AnyHttpUrl | None:

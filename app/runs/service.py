@@ -144,7 +144,7 @@ async def create_run(
     run = Run(
         id=new_id("run"), tenant=tenant, status=RunStatus.QUEUED, graph_id=config.graph_id, iterations_total=config.iterations,
         config=config.model_dump(mode="json") | {"webhook_url": redacted(config.webhook_url) if config.webhook_url else None},
-        webhook_url=config.webhook_url, webhook_secret=svc.secrets.seal(secret) if secret else None,
+        webhook_url=svc.secrets.seal(config.webhook_url) if config.webhook_url else None, webhook_secret=svc.secrets.seal(secret) if secret else None,
     )
     try:
         async with svc.db.transaction() as session:

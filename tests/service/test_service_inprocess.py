@@ -3,6 +3,7 @@
 import asyncio
 
 import pytest
+from sqlalchemy import text
 from standardwebhooks import Webhook
 
 from app.backends.registry import create_model
@@ -63,6 +64,37 @@ async def test_a_run_with_a_webhook_end_to_end(api):
             assert received[event["id"]]["data"] == event["data"] and received[event["id"]]["type"] == event["type"]
     finally:
         receiver.close()
+
+
+async def test_a_webhook_urls_query_is_sealed_at_rest_and_sent_as_given(api):
+    """A receiver's token in the query is a credential: the database keeps it only sealed, callers see `***`."""
+    receiver = Receiver()
+    try:
+        created = await api.post("/learn-loop", json=BODY | {"iterations": 1, "webhook_url": receiver.url + "?token=s3cret-token"})
+        assert created.status_code == 202, created.text
+        run_id = created.json()["run_id"]
+        run = await finished(api, run_id)
+        assert run["config"]["webhook_url"] == receiver.url + "?***"
+        for _ in range(100):
+            deliveries = (await api.get(f"/runs/{run_id}/webhook-deliveries")).json()["data"]
+            if len(deliveries) == 4 and all(d["status"] == "delivered" for d in deliveries):
+                break
+            await asyncio.sleep(0.1)
+        assert [r["path"] for r in receiver.delivered()] == ["/hooks?token=s3cret-token"] * 4
+    finally:
+        receiver.close()
+    database = api._transport.app.state.services.db  # noqa: SLF001 - the rows as stored
+    async with database.read() as session:
+        stored = (await session.execute(text(
+            "SELECT r.webhook_url, d.url FROM runs r JOIN webhook_deliveries d ON d.run_id = r.id WHERE r.id = :id"),
+            {"id": run_id})).all()
+    assert len(stored) == 4 and not any("s3cret" in column for row in stored for column in row)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/a\r\nX-Injected: 1", "http://127.0.0.1:9/a\tb", "http://127.0.0.1:9/\x7f"])
+async def test_a_webhook_url_with_control_characters_is_a_422(api, url):
+    answer = await api.post("/learn-loop", json=BODY | {"webhook_url": url})
+    assert answer.status_code == 422 and "control characters" in answer.text
 
 
 async def test_idempotent_creation_and_refused_transitions(api):

@@ -50,7 +50,7 @@ async def test_a_huge_answer_is_not_read_and_its_status_is_recorded(tmp_path, st
                         webhook_allow_private=True, webhook_timeout_s=10.0, webhook_retry_schedule=[3600])
     await one_due_webhook(settings, receiver.url)
     db = Database(settings)
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
     try:
         assert await relay.fill_slots() == 1
         for _ in range(600):  # the attempt ends, and is recorded

@@ -181,7 +181,7 @@ async def outbox(database_url: str, url: str, n: int, **overrides) -> tuple[Sett
 async def two_workers(settings: Settings):
     """Two relays, each with its own connections to one database, running until the block ends."""
     databases = [Database(settings), Database(settings)]
-    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))) for db in databases]
+    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url) for db in databases]
     tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
     try:
         yield databases[0]
@@ -257,7 +257,7 @@ async def test_a_secret_sealed_under_another_key_fails_the_attempt_visibly_and_s
     async with db.transaction() as session:
         run = await session.get(Run, run_id)
         run.webhook_secret = SecretBox("the-api-process-key").seal(new_secret())
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("the-worker-process-key")))
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("the-worker-process-key")), SecretBox("the-worker-process-key").open_url)
     task = asyncio.create_task(relay.run_forever())
     try:
         deliveries = await until(lambda: all_failed(db, run_id), 15)
@@ -281,10 +281,10 @@ async def test_a_stopping_worker_records_the_attempt_it_interrupts_and_frees_the
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", drip.url, 1, webhook_timeout_s=5.0)
     db = Database(settings)
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
     try:
         assert await relay.fill_slots() == 1
-        assert await WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key"))).fill_slots() == 0  # leased
+        assert await WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url).fill_slots() == 0  # leased
         for _ in range(100):  # the attempt is in flight
             if drip.requests:
                 break
@@ -318,7 +318,7 @@ async def test_a_stop_that_lands_while_an_attempt_is_recorded_keeps_the_record(t
     receiver = Receiver()
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", receiver.url, 1)
     db = Database(settings)
-    relay = RelayWritingSlowly(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
+    relay = RelayWritingSlowly(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
     try:
         assert await relay.fill_slots() == 1
         await asyncio.wait_for(relay.recording.wait(), 10)
@@ -351,7 +351,7 @@ async def test_claims_go_round_robin_across_runs(database_url, per_run):
         await session.flush()
         session.add(WebhookDelivery(event_id="evt_other", run_id="run_other", type="run.started", url="http://127.0.0.1:9/b",
                                     status="pending", attempts=0, next_attempt_at=later, created_at=later))
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")))
+    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
     try:
         claimed = await relay._claim_due(4)
         assert Counter(run for _, run, _ in claimed) == Counter({run_a: per_run, "run_other": 1})
