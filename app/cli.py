@@ -330,6 +330,10 @@ def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `se
             loop.add_signal_handler(signum, stopping.set)
         services = await lifecycle.start(settings, worker=True, api=False)
         say(f"worker {settings.executor_id} running; Ctrl-C or SIGTERM stops it")
+        if child:
+            from app.worker_process import forward_readiness
+
+            await forward_readiness(services.api.health, stopping)
         await stopping.wait()
         say(f"worker {settings.executor_id} stopping (up to {settings.shutdown_drain_s:g} s for runs in flight)")
         await lifecycle.stop(services)

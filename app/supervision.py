@@ -1,9 +1,12 @@
 """A child process kept alive: restarted when it dies, at once, then with growing pauses, never given up.
 
-The embedded model server and `serve`'s run worker are both such children; each says how to start itself.
+The embedded model server and `serve`'s run worker are both such children; each says how to start itself. A child
+says whether it serves on a pipe of its own (`report_status`): "ready", or what keeps it from serving. Until it says
+"ready", and from the moment it exits, its parent's readiness names it.
 """
 
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -14,8 +17,30 @@ RESTARTS_PER_MINUTE = 3  # restarted at once up to this many times a minute; aft
 MAX_PAUSE_S = 30.0  # a child that keeps dying (a bad checkpoint, memory) is retried at least this often
 
 
+STATUS_FD_ENV = "CODREAMER_STATUS_FD"  # in a child: the pipe it reports its status on
+READY = "ready"
+
+
+def report_status(status: str) -> None:
+    """In a supervised child: tells the parent that it serves (READY) or why not; a no-op in a process started
+    otherwise."""
+    fd = os.environ.get(STATUS_FD_ENV)
+    if fd is None:
+        return
+    try:
+        os.write(int(fd), status.replace("\n", " ").encode(errors="replace")[:1000] + b"\n")
+    except (OSError, ValueError):
+        pass  # the parent is gone: the child follows it soon
+
+
+def status_env(write_fd: int) -> dict[str, str]:
+    """The environment of a child that reports on `write_fd` (pass it in `pass_fds` too)."""
+    return os.environ | {STATUS_FD_ENV: str(write_fd)}
+
+
 class SupervisedChild:
-    """Subclasses name the child (`what`, for logs and readiness) and start it (`_launch`); call `_start` once."""
+    """Subclasses name the child (`what`, for logs and readiness) and start it (`_launch`, given the pipe it reports
+    its status on); call `_start` once."""
 
     what = "child process"
 
@@ -25,8 +50,9 @@ class SupervisedChild:
         self._starts: list[float] = []
         self._child: subprocess.Popen | None = None
         self._paused_until: float | None = None
+        self._status = "starting"
 
-    def _launch(self) -> subprocess.Popen:
+    def _launch(self, status_fd: int) -> subprocess.Popen:
         raise NotImplementedError
 
     def _handed_over(self, child: subprocess.Popen) -> None:
@@ -40,7 +66,8 @@ class SupervisedChild:
         """Why the child cannot serve now (it keeps dying and waits before its next start), or None."""
         paused_until = self._paused_until
         if paused_until is None:
-            return None
+            status = self._status
+            return None if status == READY else f"the {self.what} is not serving: {status}"
         return (f"the {self.what} exited {len(self._starts)} times in a minute; it is restarted in "
                 f"{max(0.0, paused_until - time.monotonic()):.0f} s")
 
@@ -51,14 +78,25 @@ class SupervisedChild:
     def _spawn(self) -> None:
         """Starts the child (with `_lock` held) and a thread that watches it."""
         self._starts = [t for t in self._starts if time.monotonic() - t < 60] + [time.monotonic()]
-        child = self._launch()
-        self._child = child
-        threading.Thread(target=self._supervise, args=(child,), name=self.what, daemon=True).start()
+        read_fd, write_fd = os.pipe()
+        try:
+            child = self._launch(write_fd)
+        finally:
+            os.close(write_fd)  # the child holds the only write end: the pipe ends when it does
+        self._child, self._status = child, "starting"
+        threading.Thread(target=self._supervise, args=(child, read_fd), name=self.what, daemon=True).start()
 
-    def _supervise(self, child: subprocess.Popen) -> None:
+    def _supervise(self, child: subprocess.Popen, status_fd: int) -> None:
         self._handed_over(child)
+        with open(status_fd, "rb") as statuses:
+            for line in statuses:
+                with self._lock:
+                    if child is self._child:
+                        self._status = line.decode(errors="replace").strip() or "starting"
         code = child.wait()
         with self._lock:
+            if child is self._child:
+                self._status = f"exited with code {code}"
             if self._stopping.is_set() or child is not self._child:
                 return
             starts = len([t for t in self._starts if time.monotonic() - t < 60])

@@ -7,14 +7,16 @@ stdin closes (even after `kill -9`), and then dies at once, like a crash: its ru
 same EXECUTOR_ID starts, which is the next `serve`'s child.
 """
 
+import asyncio
 import os
 import select
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
-from app.supervision import SupervisedChild
+from app.supervision import READY, SupervisedChild, report_status, status_env
 
 WORKER_NICENESS = 5  # below the API; the embedded model server, the worker's child, sits below both
 PARENT_ENV = "CODREAMER_SERVE_PID"  # set in the child: fault drills crash the whole service, not one process
@@ -30,10 +32,10 @@ class WorkerProcess(SupervisedChild):
         self._stop_timeout_s = stop_timeout_s
         self._start()
 
-    def _launch(self) -> subprocess.Popen:
+    def _launch(self, status_fd: int) -> subprocess.Popen:
         child = subprocess.Popen(
-            [sys.executable, "-m", "app", "worker", "--child"], stdin=subprocess.PIPE,
-            env=os.environ | {PARENT_ENV: str(os.getpid())},
+            [sys.executable, "-m", "app", "worker", "--child"], stdin=subprocess.PIPE, pass_fds=(status_fd,),
+            env=status_env(status_fd) | {PARENT_ENV: str(os.getpid())},
             # Its own process group: a terminal's Ctrl-C reaches the API, which stops the worker in turn.
             process_group=0,
         )
@@ -61,6 +63,24 @@ def follow_parent() -> None:
                 os.kill(os.getpid(), signal.SIGKILL)  # as a crash: nothing recorded, everything resumes
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+FORWARD_EVERY_S = 0.5
+
+
+async def forward_readiness(health: list[Callable[[], str | None]], stopping: asyncio.Event) -> None:
+    """In the child: tells `serve` whether this worker can run (its model server up, its database reachable), as its
+    readiness checks say, whenever that changes, so that `serve`'s /readyz covers what runs in its children."""
+    said = None
+    while not stopping.is_set():
+        status = "; ".join(problem for check in health if (problem := check())) or READY
+        if status != said:
+            report_status(status)
+            said = status
+        try:
+            await asyncio.wait_for(stopping.wait(), FORWARD_EVERY_S)
+        except TimeoutError:
+            pass
 
 
 def crash_service() -> None:

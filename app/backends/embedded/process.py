@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from app.supervision import SupervisedChild
+from app.supervision import SupervisedChild, status_env
 
 
 class ModelServerProcess(SupervisedChild):
@@ -36,11 +36,11 @@ class ModelServerProcess(SupervisedChild):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _launch(self) -> subprocess.Popen:
+    def _launch(self, status_fd: int) -> subprocess.Popen:
         fd = self._socket.fileno()
         return subprocess.Popen(
             [sys.executable, "-m", "app.backends.embedded.server", "--fd", str(fd)],
-            stdin=subprocess.PIPE, pass_fds=(fd,),
+            stdin=subprocess.PIPE, pass_fds=(fd, status_fd), env=status_env(status_fd),
             # Its own process group, so a terminal's Ctrl-C reaches only the service, which stops it
             # in turn; the same session, so its niceness counts against the service's own CPU share.
             process_group=0,

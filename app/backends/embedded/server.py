@@ -33,6 +33,7 @@ from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
 from app.heap import freeze_startup_heap
+from app.supervision import READY, report_status
 
 JUDGE_MODEL_NAME = "embedded-judge"
 
@@ -328,7 +329,16 @@ def main(argv: list[str] | None = None) -> None:
     # Training imports ART (seconds); do it while serving, not at the first training step, and keep it out of
     # full collections as the rest of start-up is.
     threading.Thread(target=lambda: (__import__("app.backends.embedded.grpo"), freeze_startup_heap()), daemon=True).start()
-    uvicorn.Server(config).run(sockets=[listener])
+    server = uvicorn.Server(config)
+    threading.Thread(target=_report_when_started, args=(server,), daemon=True).start()
+    server.run(sockets=[listener])
+
+
+def _report_when_started(server: uvicorn.Server) -> None:
+    while not server.started and not server.should_exit:
+        time.sleep(0.01)
+    if server.started:
+        report_status(READY)
 
 
 if __name__ == "__main__":
