@@ -13,10 +13,12 @@ import asyncio
 import logging
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from dbos import DBOS
 from sqlalchemy import delete, select
 
+from app.backends.specs import delete_local_files, model_name
 from app.db import Database, utcnow
 from app.runs.status import RunStatus
 from app.runs import queue, transitions
@@ -45,6 +47,7 @@ class Housekeeper:
                 await self.beat()
                 await self.take_over_dead_workers()
                 await self.reconcile()
+                await self.remove_deleted_runs_files()
             except Exception as exc:  # a database outage: the next round tries again
                 log.warning("worker housekeeping skipped a round: %s", type(exc).__name__)
             try:
@@ -55,6 +58,23 @@ class Housekeeper:
     async def beat(self) -> None:
         async with self.db.transaction() as session:
             await session.merge(Worker(executor_id=self.executor_id, heartbeat_at=utcnow()))
+
+    async def remove_deleted_runs_files(self) -> list[str]:
+        """ART's folders on this machine (with their logged conversations) of runs deleted since: `DELETE /runs/{id}`
+        removes the API process's own, but in a split deployment the conversations were written on a worker's disk."""
+        models = Path(self.settings.art_path) / self.settings.art_project / "models"
+        prefix = model_name(self.settings, "")  # every run's model name starts with it
+        found = await asyncio.to_thread(
+            lambda: [p.name for p in models.iterdir() if p.name.startswith(prefix)] if models.is_dir() else [])
+        if not found:
+            return []
+        run_ids = {name[len(prefix):]: name for name in found}
+        async with self.db.read() as session:
+            kept = set((await session.scalars(select(Run.id).where(Run.id.in_(run_ids)))).all())
+        gone = [name for run_id, name in run_ids.items() if run_id not in kept]
+        for name in gone:
+            await asyncio.to_thread(delete_local_files, self.settings, name)
+        return gone
 
     async def take_over_dead_workers(self) -> list[str]:
         silent_since = utcnow() - timedelta(seconds=self.settings.worker_timeout_s)
