@@ -31,7 +31,7 @@ PYTEST := $(BIN)/python -m pytest
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ARGS ?=
 
-# $(1): the tests. The part in two workers, then the tests marked serial (they restart PostgreSQL) alone;
+# $(1): the tests. The part in two workers, then the tests marked serial (they keep every core busy) alone;
 # the serial part runs even when the first failed, and the target fails when either did.
 define parallel_then_serial
 	@parallel=0; serial=0; \
@@ -55,7 +55,7 @@ test-unit: install  # pure functions, in one process (a second worker costs more
 test-service: install  # the app in process: ASGI, DBOS, the model server, SQLite and PostgreSQL
 	$(PYTEST) $(PARALLEL) $(ARGS) tests/service
 
-test-e2e: install  # real processes, kill -9, chromium, Schemathesis; then the PostgreSQL restart alone
+test-e2e: install  # real processes, kill -9, a private PostgreSQL's restart, chromium, Schemathesis, the docs site; then the serial ones
 	$(call parallel_then_serial,tests/e2e)
 
 bench: install
