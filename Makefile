@@ -13,7 +13,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench bench-real-model
+.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench bench-real-model docs docs-serve
 install: $(BIN)/codreamer
 
 serve: install
@@ -57,6 +57,16 @@ test-service: install  # the app in process: ASGI, DBOS, the model server, SQLit
 
 test-e2e: install  # real processes, kill -9, a private PostgreSQL's restart, chromium, Schemathesis, the docs site; then the serial ones
 	$(call parallel_then_serial,tests/e2e)
+
+# The docs site (mkdocs.yml): built into site/ in strict mode, offline; served on loopback while writing.
+DOCS_PORT ?= 8001
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: install
+	$(MKDOCS) build --strict
+
+docs-serve: install
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"

@@ -6,6 +6,8 @@ A page asks for a part with a marker on a line of its own:
   type and limits, and the field's description);
 - `<!-- generated: judge-spec -->`: the fields of one entry of the `JUDGES` setting;
 - `<!-- generated: cli -->`: the `codreamer` command line, from the Typer app in `app/cli.py`;
+- `<!-- generated: endpoints -->` and `<!-- generated: webhook-events -->`: the HTTP API's operations and the
+  webhook events, from the service's own OpenAPI document;
 - `<!-- include: bench/RESULTS.md -->`: a file of the repository, as it is (the benchmark results live in
   bench/RESULTS.md only; their plots, bench/*.png, are added beside the page).
 
@@ -44,7 +46,8 @@ def render(kind: str, name: str) -> str:
         if name not in INCLUDABLE:
             raise ValueError(f"docs/hooks.py: {name} is not among the files a page may include {INCLUDABLE}")
         return (ROOT / name).read_text()
-    generators = {"settings": settings_table, "judge-spec": judge_spec_table, "cli": cli_reference}
+    generators = {"settings": settings_table, "judge-spec": judge_spec_table, "cli": cli_reference,
+                  "endpoints": endpoints_table, "webhook-events": webhook_events_table}
     if name not in generators:
         raise ValueError(f"docs/hooks.py: no generated part named {name!r} (known: {', '.join(generators)})")
     return generators[name]()
@@ -178,3 +181,53 @@ def cli_reference() -> str:
 
     root = typer.main.get_command(app)
     return "\n".join(section(root, root.context_class(root, info_name="codreamer"), 1)) + "\n"
+
+
+# The HTTP API
+
+def openapi() -> dict:
+    from app.main import create_app
+    from app.settings import Settings
+
+    return create_app(Settings(_env_file=None)).openapi()  # built, never started: no database, no socket
+
+
+def endpoints_table() -> str:
+    """Every operation by tag, in the document's order: method, path, summary, and whether it needs the key."""
+    spec = openapi()
+    lines = []
+    for tag in spec["tags"]:
+        rows = [(method.upper(), path, operation) for path, item in spec["paths"].items()
+                for method, operation in item.items() if tag["name"] in operation.get("tags", [])]
+        if not rows:
+            continue
+        lines += [f"### {tag['name'].capitalize()}", "", "| | path | what | key |", "|---|---|---|---|"]
+        for method, path, operation in rows:
+            keyed = "yes" if operation.get("security") else "no"
+            lines.append(f"| `{method}` | `{path}` | {cell(operation.get('summary'))} | {keyed} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def webhook_events_table() -> str:
+    spec = openapi()
+    rows = ["| event | its body's `data` |", "|---|---|"]
+    for name, item in spec.get("webhooks", {}).items():
+        for operation in item.values():
+            body = resolve(spec, operation["requestBody"]["content"]["application/json"]["schema"])
+            data = resolve(spec, body.get("properties", {}).get("data", {}))
+            fields = ", ".join(f"`{field}`" for field in data.get("properties", {}))
+            described = data.get("description") or body.get("description") or ""
+            rows.append(f"| `{name}` | {(cell(described) + ' ' + fields).strip()} |")
+    return "\n".join(rows) + "\n"
+
+
+def resolve(spec: dict, schema: dict) -> dict:
+    """A schema with its `$ref` (and a single `allOf`) followed into the document's components."""
+    while True:
+        if "$ref" in schema:
+            schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        elif len(schema.get("allOf", [])) == 1:
+            schema = schema["allOf"][0]
+        else:
+            return schema
