@@ -80,14 +80,14 @@ def test_the_generated_pages_come_from_the_code(site):
 
 
 def test_a_broken_link_fails_the_build(tmp_path):
-    """Strict mode with the link checks of mkdocs.yml: a page linking to one that does not exist fails the build."""
+    """Strict mode with the link checks of mkdocs.yml: a link to a page or a section that does not exist fails the build."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copy(ROOT / "mkdocs.yml", tmp_path)
     (tmp_path / "bench").mkdir()
     for name in ["RESULTS.md", *(p.name for p in (ROOT / "bench").glob("*.png"))]:
         shutil.copy(ROOT / "bench" / name, tmp_path / "bench")
     page = tmp_path / "docs" / "guide" / "runs.md"
-    page.write_text(page.read_text() + "\nSee [the missing page](missing.md).\n")
+    page.write_text(page.read_text() + "\nSee [the missing page](missing.md) and [a missing section](knowledge-graphs.md#gone).\n")
     result = build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert result.returncode != 0
-    assert "missing.md" in result.stderr, result.stderr[-3000:]
+    assert "missing.md" in result.stderr and "#gone" in result.stderr, result.stderr[-3000:]
