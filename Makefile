@@ -13,7 +13,7 @@ $(BIN)/codreamer: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench bench-real-model
+.PHONY: install serve run test test-fast test-unit test-service test-e2e test-real-model bench bench-real-model docs docs-serve
 install: $(BIN)/codreamer
 
 serve: install
@@ -31,7 +31,7 @@ PYTEST := $(BIN)/python -m pytest
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ARGS ?=
 
-# $(1): the tests. The part in two workers, then the tests marked serial (they restart PostgreSQL) alone;
+# $(1): the tests. The part in two workers, then the tests marked serial (they keep every core busy) alone;
 # the serial part runs even when the first failed, and the target fails when either did.
 define parallel_then_serial
 	@parallel=0; serial=0; \
@@ -55,8 +55,18 @@ test-unit: install  # pure functions, in one process (a second worker costs more
 test-service: install  # the app in process: ASGI, DBOS, the model server, SQLite and PostgreSQL
 	$(PYTEST) $(PARALLEL) $(ARGS) tests/service
 
-test-e2e: install  # real processes, kill -9, chromium, Schemathesis; then the PostgreSQL restart alone
+test-e2e: install  # real processes, kill -9, a private PostgreSQL's restart, chromium, Schemathesis, the docs site; then the serial ones
 	$(call parallel_then_serial,tests/e2e)
+
+# The docs site (mkdocs.yml): built into site/ in strict mode, offline; served on loopback while writing.
+DOCS_PORT ?= 8001
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: install
+	$(MKDOCS) build --strict
+
+docs-serve: install
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"

@@ -72,7 +72,7 @@ def run(
 
     It is the service's own workflow, executed in this process on a throwaway SQLite database. Each
     knob (--iterations to --seed) is the field of the same name of POST /learn-loop, with its default
-    and bounds (see the README); a value out of bounds is a usage error naming the option.
+    and bounds; a value out of bounds is a usage error naming the option.
     """
     os.environ.setdefault("TQDM_DISABLE", "1")  # ART's own progress bars; we draw ours
     import tempfile
@@ -268,7 +268,10 @@ def _one_line_startup_failure(app):
 
 
 @app.command()
-def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=1, max=65535)] = 8000) -> None:
+def serve(
+    host: Annotated[str, typer.Option(help="The address to listen on (0.0.0.0: beyond this machine).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="The port to listen on.")] = 8000,
+) -> None:
     """The API, plus a run worker in a child process unless RUN_WORKER=false (the embedded default: SQLite).
 
     SIGTERM or Ctrl-C stops it cleanly (exit 0): open requests and runs in flight get SHUTDOWN_DRAIN_S

@@ -21,9 +21,9 @@ class JudgeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key: str | None = None
+    model: str = Field(min_length=1, description="A litellm model string: `openai/gpt-4.1-mini`, or `openai/<served name>` with `base_url`.")
+    base_url: str | None = Field(None, description="An OpenAI-compatible endpoint of your own (vLLM, Ollama, llama.cpp); default: the provider's.")
+    api_key: str | None = Field(None, description="The key sent to that endpoint.")
     context_tokens: int | None = Field(None, ge=1024, description=(
         "The judge model's context window in tokens; default: what litellm knows of the model, else unchecked."))
     max_tokens: int | None = Field(None, ge=64, description="The most tokens one answer of the judge may take; default: no limit.")
@@ -32,8 +32,11 @@ class JudgeSpec(BaseModel):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
-    environment: Literal["development", "production", "test"] = "development"
-    database_url: str = "sqlite:///./data/codreamer.sqlite"
+    environment: Literal["development", "production", "test"] = Field("development", description=(
+        "`production` refuses to start without API_KEYS and SECRET_KEY; `development` starts open and says so."))
+    database_url: str = Field("sqlite:///./data/codreamer.sqlite", description=(
+        "`postgresql://user@host:port/db` or `sqlite:///path`: the service picks the drivers (asyncpg for the API and "
+        "runs, psycopg 3 for DBOS and migrations, aiosqlite for SQLite)."))
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Bearer keys: `tenant:key`, `tenant:sha256:<hex>` or a bare key (comma-separated).")
     secret_key: str | None = Field(
@@ -58,37 +61,44 @@ class Settings(BaseSettings):
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Browser origins allowed to call the API (comma-separated); empty: CORS off.")
-    model_backend: BackendName = "embedded"
-    judge_model: str = "embedded"
-    judge_base_url: str | None = None
+    model_backend: BackendName = Field("embedded", description=(
+        "A run's backend when its request names none; the service refuses to start when it cannot be used."))
+    judge_model: str = Field("embedded", description=(
+        "The RULER judge: `embedded`, or a litellm model string (`openai/gpt-4.1-mini`, `openai/<name>` with JUDGE_BASE_URL)."))
+    judge_base_url: str | None = Field(None, description="An OpenAI-compatible endpoint serving JUDGE_MODEL (vLLM, Ollama, llama.cpp).")
     judge_max_tokens: int | None = Field(None, ge=64, description=(
         "The most tokens one answer of JUDGE_MODEL may take (default: no limit): a small local model may otherwise "
         "ramble until its context is full."))
     judge_context_tokens: int | None = Field(None, ge=1024, description=(
         "JUDGE_MODEL's context window in tokens; default: what litellm knows of the model, else unchecked. A group whose "
         "judge prompt would not fit is judged in smaller groups."))
-    judge_api_key: str | None = None
+    judge_api_key: str | None = Field(None, description="The key sent to JUDGE_MODEL's endpoint.")
     judges: dict[str, JudgeSpec] = Field(default_factory=dict, description=(
         'Judges a run may name (JSON: {"name": {"model": …, "base_url": …, "api_key": …}}); '
         "`default` (the JUDGE_MODEL judge) and `embedded` are reserved."))
-    openai_base_url: str | None = None
-    openai_api_key: str | None = None
-    openai_model: str | None = None
-    tinker_api_key: str | None = None
+    openai_base_url: str | None = Field(None, description=(
+        "The `openai` backend's OpenAI-compatible endpoint (vLLM, Ollama, any such server); default: OpenAI's."))
+    openai_api_key: str | None = Field(None, description="The `openai` backend's key.")
+    openai_model: str | None = Field(None, description="The model the `openai` backend's runs write with.")
+    tinker_api_key: str | None = Field(None, description="The `tinker` backend's key.")
     art_serverless_base_url: str | None = Field(None, description="W&B Training API; default: ART's.")
     backend_retries: int = Field(3, ge=0, le=10, description="Retries of a transient backend failure, with backoff.")
     model_timeout_s: float = Field(120.0, gt=0, description="Timeout of one chat completion of the policy.")
-    art_project: str = "codreamer"
-    art_model_name: str = "model"
-    art_base_model: str = "Qwen/Qwen2.5-14B-Instruct"
+    art_project: str = Field("codreamer", description="ART's project name (its logs go under ART_PATH/<project>).")
+    art_model_name: str = Field("model", description="The prefix of each run's model name (`<prefix>-<run id>`).")
+    art_base_model: str = Field("Qwen/Qwen2.5-14B-Instruct", description="The base model the `serverless`, `local` and `tinker` backends train.")
     art_path: str = Field(".art", description="Where ART writes each model's logs and checkpoints.")
-    wandb_api_key: str | None = None
-    weave_project: str | None = None
+    wandb_api_key: str | None = Field(None, description="The `serverless` backend's key (W&B Training); with WEAVE_PROJECT, Weave tracing's.")
+    weave_project: str | None = Field(None, description=(
+        "With WANDB_API_KEY: trace rollouts and the loop's steps with Weave, and give each iteration a `trace_url`."))
     database_max_overflow: int = Field(20, ge=0, description="PostgreSQL: extra connections a process may open under load.")
     database_pool_timeout_s: float = Field(
         30.0, gt=0, description="PostgreSQL: how long a request waits for a free connection before it answers 503.")
-    webhook_allow_private: bool = False
-    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE))
+    webhook_allow_private: bool = Field(False, description=(
+        "Allow webhook receivers on private and loopback addresses (local development); otherwise such a `webhook_url` is a 422."))
+    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE), description=(
+            "Seconds between a webhook's attempts (comma-separated); after the last, the delivery is `failed`."))
     webhook_timeout_s: float = Field(10.0, gt=0, description="Deadline of one webhook attempt, the whole request and answer.")
     webhook_concurrency: int = Field(32, ge=1, description="Webhook attempts in flight at once in one worker.")
     webhook_concurrency_per_run: int = Field(

@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         kind = item.path.resolve().relative_to(TESTS).parts[0]
         if kind not in KINDS:
-            raise pytest.UsageError(f"{item.path}: a test lives in tests/unit, tests/service or tests/e2e, by kind (see the README)")
+            raise pytest.UsageError(f"{item.path}: a test lives in tests/unit, tests/service or tests/e2e, by kind (see docs/guide/developing.md)")
         item.add_marker(kind)
 
 

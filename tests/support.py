@@ -2,12 +2,16 @@
 proxy that can go down, and the helpers that wait on them (the stand-in servers are in standins.py)."""
 
 import asyncio
+import glob
 import json
 import os
+import pwd
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -194,6 +198,75 @@ class FreshPostgresDatabase:
     def drop(self) -> None:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def postgres_bindir() -> Path | None:
+    """Where PostgreSQL's server programs are (Debian keeps them out of PATH): the newest version's folder."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda path: int(path.split("/")[4]))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of a test's own, to restart or stop at will: `initdb` into a temporary folder, served on a
+    free port of its own (and a socket in that folder), so no shared database is ever disturbed. initdb and the server
+    refuse to run as root: as root, they run as the `postgres` user, which owns the folder."""
+
+    def __init__(self):
+        bindir = postgres_bindir()
+        if bindir is None:
+            skip_unless_ci("PostgreSQL's server programs (initdb, pg_ctl) are not installed",
+                           "on CI the restart drill must run; install the postgresql package")
+        self.as_owner: list[str] = []
+        self.folder = Path(tempfile.mkdtemp(prefix="codreamer-pg-"))
+        if os.geteuid() == 0:
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                shutil.rmtree(self.folder)
+                skip_unless_ci("running as root with no `postgres` user to own a private cluster",
+                               "on CI the restart drill must run; the postgresql package creates that user")
+            os.chown(self.folder, owner.pw_uid, owner.pw_gid)
+            self.as_owner = ["runuser", "-u", "postgres", "--"]
+        self.pg_ctl_path = bindir / "pg_ctl"
+        self.data, self.log = self.folder / "data", self.folder / "server.log"
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run(bindir / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        self.pg_ctl("-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+
+    def _run(self, *command) -> None:
+        # the server's output goes to its log (-l), never to a pipe of ours that it would keep open
+        result = subprocess.run([*self.as_owner, *map(str, command)], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"{command[0]} failed: {result.stdout}{result.stderr}\n{self.server_log()}")
+
+    def pg_ctl(self, *args) -> None:
+        self._run(self.pg_ctl_path, "-D", self.data, "-l", self.log, "-w", "-t", "60", *args)
+
+    def restart(self) -> None:
+        """A fast restart, as an operator's: open sessions are cut, the server comes back with the same options."""
+        self.pg_ctl("-m", "fast", "restart")
+
+    def server_log(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def remove(self) -> None:
+        try:
+            self.pg_ctl("-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def postmaster_started_at(url: str = POSTGRES_ADMIN_URL):
+    """When the PostgreSQL server at `url` started (a restart changes it), or None when none answers there."""
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            return conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    except psycopg.Error:
+        return None
 
 
 def events(client: httpx.Client, run_id: str) -> list[dict]:

@@ -17,12 +17,15 @@ def _receiver(model: type) -> object:
     return receive
 
 
+WEBHOOK_TAG = "webhook events"  # listed after the API's own tags (app.docs.tag_order)
+
+
 def document_webhooks(webhooks: APIRouter, models: Mapping[str, type]) -> None:
     """One entry per event type, named by the type (`run.started`), with its webhook body."""
     for event_type, model in models.items():
         webhooks.add_api_route(
             event_type, _receiver(model), methods=["POST"], summary=f"{event_type} event",
-            description=DESCRIPTION, operation_id=_operation_id(event_type), status_code=200,
+            description=DESCRIPTION, operation_id=_operation_id(event_type), status_code=200, tags=[WEBHOOK_TAG],
         )
 
 

@@ -1,6 +1,6 @@
 """Graph credit: the nodes that the better emails of a scenario cited gain score for that scenario.
 
-Node scores are the run's memory of what worked; see the README's "Learning: KG reweighting".
+Node scores are the run's memory of what worked; see docs/architecture/learning.md, "KG reweighting".
 """
 
 import math

@@ -29,7 +29,7 @@ class RunConfig(BaseModel):
     """Every knob of one learning loop, from the request to the workflow's steps.
 
     A step reads the fields it uses from here, so a new knob is a field, the step that uses
-    it, and a line in the README.
+    it, and a line in docs/guide/runs.md.
     """
 
     # extra="ignore": the stored config also carries the run's webhook_url; allow_inf_nan=False: NaN and
@@ -72,13 +72,13 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
     train_options: dict[str, Any] | None = Field(
-        None, description="Training options the backend supports (see the README); unknown ones are a 422.",
+        None, description="Training options the backend supports (see docs/guide/backends-and-judges.md); unknown ones are a 422.",
         examples=[{"scale_rewards": True, "kl_penalty_coef": 0.1}],
     )
     train_policy: bool = Field(True, description="For experiments: false skips the GRPO update (the policy stays fixed).")
     reweight_graph: bool = Field(True, description="For experiments: false skips KG reweighting (node scores stay 1.0).")
     judge: str | None = Field(
-        None, max_length=200, description="One of the judges the operator configured (see GET /judges or the README); "
+        None, max_length=200, description="One of the judges the operator configured (see GET /judges); "
         "default: the JUDGE_MODEL judge.",
     )
     in_context: bool | None = Field(

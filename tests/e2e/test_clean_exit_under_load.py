@@ -3,7 +3,7 @@
 Two paths that once printed a traceback only under load: `codreamer run` refusing an unknown
 scenario (a pooled connection cut off mid-rollback at shutdown), and Ctrl-C to `codreamer serve`
 with a run in flight (a workflow still touching DBOS after it was destroyed). Each is repeated
-REPEAT times (CODREAMER_REPEAT, 1 by default; the README's testing notes give the 30× command)
+REPEAT times (CODREAMER_REPEAT, 1 by default; docs/guide/developing.md gives the 30× command)
 while a process per core spins, started and stopped by the `busy_cores` fixture.
 """
 

@@ -74,6 +74,24 @@ async def test_docs_pages_load_only_local_assets(client, page, api_keys):
             assert (await http.get("/runs")).status_code == 401
 
 
+async def test_redoc_opens_on_the_api_and_loads_no_image_from_elsewhere(client):
+    """ReDoc lists the tags in the document's order, else the webhooks' first; its bundle would show Redocly's logo
+    from their CDN."""
+    async with client() as http:
+        page = (await http.get("/redoc")).text
+        spec = (await http.get("/openapi.json")).json()
+        [bundle_url] = [url for url in ASSET_URL.findall(page) if url.endswith(".js")]
+        bundle = (await http.get(bundle_url)).text
+    assert len(bundle) > 1_000_000 and "cdn.redoc.ly" not in bundle
+    assert not re.search(r"""src:["'](https?:)?//""", bundle)  # no element of ReDoc's own points elsewhere
+    names = [tag["name"] for tag in spec["tags"]]
+    used = {tag for section in ("paths", "webhooks") for item in spec[section].values() for op in item.values()
+            for tag in op["tags"]}
+    assert set(names) == used and len(names) == len(used)
+    assert names[0] == "runs" and names[-1] == "webhook events"
+    assert all(op["tags"] == ["webhook events"] for item in spec["webhooks"].values() for op in item.values())
+
+
 async def test_static_prefix_does_not_open_other_paths(started):
     """The auth bypass for /docs/static/ reaches only the asset folder, whatever dot segments a raw client sends."""
     app = started

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from app.auth import parse_api_keys
 from app.cli import _config_problem
 from app.lifecycle import StartupError, check  # at collection: importing DBOS runs `file`, a process
-from app.settings import Settings
+from app.settings import JudgeSpec, Settings
 
 ORIGIN = "http://localhost:3000"
 BOB_KEY = "bob-secret-key"
@@ -60,3 +60,11 @@ def test_an_invalid_setting_is_named_once_not_again_through_a_default_made_from_
     with pytest.raises(ValidationError) as bad:
         Settings(_env_file=None, worker_concurrency=0)
     assert _config_problem(bad.value) == "WORKER_CONCURRENCY: Input should be greater than or equal to 1"
+
+
+def test_every_setting_has_a_description_for_the_generated_reference():
+    """docs/reference/settings.md is generated from these fields (docs/hooks.py): a setting without a description
+    would appear there unexplained."""
+    for model in (Settings, JudgeSpec):
+        undescribed = [name for name, field in model.model_fields.items() if not (field.description or "").strip()]
+        assert not undescribed, f"{model.__name__}: add a description to {undescribed}"

@@ -433,7 +433,7 @@ function outcomesChart(outcomes, select) {
   const sent = outcomes ? outcomes.data.slice().sort((a, b) => a.iteration - b.iteration) : [];
   if (!sent.length) {
     return card("Outcomes", h("p", { class: "muted" },
-      "No outcomes yet: report opens and replies of the emails you send (see the README), or run on the demo."));
+      "No outcomes yet: report opens and replies of the emails you send (see docs/guide/outcomes.md), or run on the demo."));
   }
   const width = 560;
   const height = 200;
