@@ -21,7 +21,10 @@ from app.events.stream import EventFeed
 from app.heap import freeze_startup_heap
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
+from app.drafts import queue as drafts_queue
 from app.observability import init_tracing
+from app.policies import repository as policies_repository
+from app.policies import warm_start
 from app.runs import queue
 from app.runs import repository as runs_repository
 from app.runs.workers import Housekeeper
@@ -110,11 +113,13 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                                   runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db),
+                                   runs_on_graph=runs_repository.runs_on_graph,
+                                   deployed_on=policies_repository.deployed_graph, warm_start=warm_start.start_from, feed=EventFeed(db),
                                    wake_waiting=functools.partial(queue.wake_waiting, db)))
     process.api.health.append(db.problem)
     if worker:
         # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.
+        from app.drafts import workflow as drafts_workflow  # noqa: F401
         from app.runs import executor, workflow  # noqa: F401
 
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets),
@@ -157,6 +162,10 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
     queue.connect(system_database)
     await DBOS.register_queue_async(
         queue.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
+        worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
+    )
+    await DBOS.register_queue_async(
+        drafts_queue.DRAFTS_QUEUE, global_concurrency=settings.max_concurrent_runs,
         worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
     )
     process.housekeeper = housekeeper = Housekeeper(process.api.db, settings)

@@ -16,6 +16,8 @@ from app.http.middleware import BodyLimit, StrictInput
 from app.knowledge_graph.endpoints import router as graphs_router
 from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
+from app.policies.endpoints import router as policies_router
+from app.drafts.endpoints import router as drafts_router
 from app.runs.endpoints import render_ahead
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
@@ -63,6 +65,8 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
     app.include_router(outcomes_router, **secured)
+    app.include_router(policies_router, **secured)
+    app.include_router(drafts_router, **secured)
     app.include_router(outcome_hooks, dependencies=[Depends(reject_unknown_query_params)])
     document_webhooks(app.webhooks, WEBHOOK_MODELS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key

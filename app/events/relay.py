@@ -78,6 +78,25 @@ def _pinned(url: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
     return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host_header
 
 
+async def send_signed(client: httpx.AsyncClient, url: str, event_id: str, body: str, secret: str, *,
+                      allow_private: bool) -> int:
+    """One signed attempt to the address the URL's host resolves to now (checked, then connected to as checked); the
+    receiver's status code. Its answer's body is read up to a small cap, never decoded."""
+    addresses = await resolve(url, allow_private=allow_private)
+    target, host = _pinned(url, addresses[0])
+    headers = signed_headers(secret, event_id, utcnow(), body) | {"host": host, "user-agent": "codreamer-webhooks"}
+    extensions = {"sni_hostname": urlsplit(url).hostname} if url.startswith("https") else {}
+    async with client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response:
+        read = 0
+        # raw bytes, past httpx's decoding and ART's patch of it; leaving early closes the connection
+        async with aclosing(response.aiter_raw()) as chunks:
+            async for chunk in chunks:
+                read += len(chunk)
+                if read > ANSWER_READ_CAP:
+                    break
+        return response.status_code
+
+
 class WebhookRelay:
     def __init__(self, db: Database, settings: Settings, secret_of: SecretLookup, open_url: Callable[[str], str]):
         self.db = db
@@ -238,20 +257,8 @@ class WebhookRelay:
             raise asyncio.CancelledError
 
     async def _send(self, url: str, event: Event, secret: str) -> int:
-        addresses = await resolve(url, allow_private=self.settings.webhook_allow_private)
-        body = payload(event)
-        target, host = _pinned(url, addresses[0])
-        headers = signed_headers(secret, event.id, utcnow(), body) | {"host": host, "user-agent": "codreamer-webhooks"}
-        extensions = {"sni_hostname": urlsplit(url).hostname} if url.startswith("https") else {}
-        async with self._client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response:
-            read = 0
-            # raw bytes, past httpx's decoding and ART's patch of it; leaving early closes the connection
-            async with aclosing(response.aiter_raw()) as chunks:
-                async for chunk in chunks:
-                    read += len(chunk)
-                    if read > ANSWER_READ_CAP:
-                        break
-            return response.status_code
+        return await send_signed(self._client, url, event.id, payload(event), secret,
+                                 allow_private=self.settings.webhook_allow_private)
 
     async def _record(self, event_id: str, lease: datetime, status_code: int | None, error: str | None,
                       started: datetime, duration_ms: float, *, retry_now: bool = False) -> None:

@@ -23,6 +23,9 @@ class EmailRef(Base):
     judge_score: Mapped[float | None]
     features: Mapped[list]  # app.loop.features.email_features: what the outcome model learns over
     content_hash: Mapped[str] = mapped_column(String(64))
+    # a draft's: its batch and prospect (run_id and iteration then name the policy that wrote it)
+    draft_batch_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    prospect_id: Mapped[str | None] = mapped_column(String(200))
 
 
 class OutcomeSource(Base):

@@ -340,6 +340,9 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Respon
         run = await _run_or_404(session, run_id, tenant)
         if not run.status.terminal:
             raise Conflict(f"run {run_id!r} is {run.status}; cancel it first")
+        if svc.deployed_on is not None and (graph_id := await svc.deployed_on(session, run_id)):
+            raise Conflict(f"a policy of run {run_id!r} is deployed on graph {graph_id!r}; deploy another first "
+                           f"(PUT /graphs/{graph_id}/deployment)")
         await repository.delete_run(session, run, model_name(svc.settings, run_id))
     await anyio.to_thread.run_sync(delete_local_files, svc.settings, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

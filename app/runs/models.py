@@ -28,6 +28,9 @@ class Run(Base):
     webhook_secret: Mapped[str | None] = mapped_column(Text)  # sealed by Services.secrets, never stored in the clear
     error: Mapped[dict | None]
     waiting: Mapped[dict | None]  # app.runs.events.Waiting while the run waits for outcomes
+    # a run started from a policy (`init_from`): the lessons it continues with, per scenario (its node scores and
+    # checkpoint are copied where the run keeps its own)
+    initial_context: Mapped[dict | None]
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -47,11 +47,16 @@ def _connected() -> DBOSClient:
     return _client
 
 
+async def enqueue_workflow(queue_name: str, workflow_name: str, workflow_id: str, *args) -> None:
+    """Any durable workflow a worker registers (a run's, a draft batch's); idempotent by its id."""
+    options: EnqueueOptions = {"queue_name": queue_name, "workflow_name": workflow_name, "app_version": WORKFLOW_VERSION,
+                               "workflow_id": workflow_id}
+    await _connected().enqueue_async(options, *args)
+
+
 async def enqueue(run_id: str, attempt: int = 1) -> None:
     """Idempotent: the workflow id is the run id (and the attempt, for a resumed run)."""
-    options: EnqueueOptions = {"queue_name": RUNS_QUEUE, "workflow_name": WORKFLOW_NAME, "app_version": WORKFLOW_VERSION,
-                               "workflow_id": workflow_id(run_id, attempt)}
-    await _connected().enqueue_async(options, run_id)
+    await enqueue_workflow(RUNS_QUEUE, WORKFLOW_NAME, workflow_id(run_id, attempt), run_id)
 
 
 async def cancel(run_id: str, attempt: int) -> None:

@@ -23,6 +23,7 @@ class StartState(BaseModel):
     simulated_sends: bool = False  # the demo's provider sends each published email (feedback_source `simulated`)
     feedback_wait: FeedbackWait | None = None
     max_steps_off_policy: int = 0
+    initial_context: Contexts | None = None  # a run started from a policy: the lessons it continues with
 
 
 class WaitState(BaseModel):

@@ -23,6 +23,9 @@ class LearnLoopRequest(RunConfig):
                                           "webhook_url": "https://example.com/hooks/codreamer"}]},
     )
 
+    init_from: str | None = Field(
+        None, min_length=1, max_length=120, description="A policy (`<run_id>@<k>`) of the same graph to continue: the run "
+        "starts from its checkpoint, node scores and lessons.")
     webhook_url: AnyHttpUrl | None = Field(
         None, description="Receives this run's events, signed (Standard Webhooks). No credentials (`user:pass@`): "
         "the receiver authenticates the service by the signature.")
@@ -57,6 +60,7 @@ class EffectiveConfig(RunConfig):
     feedback_source: FeedbackMode = FeedbackMode.ORACLE  # runs from before outcomes had the simulator rate every candidate
     max_steps_off_policy: int = 0  # runs from before pipelining ran in strict order
     webhook_url: str | None = None
+    init_from: str | None = None
 
 
 class JudgeOut(BaseModel):

@@ -146,6 +146,7 @@ async def create_run(
         config=config.model_dump(mode="json") | {"webhook_url": redacted(config.webhook_url) if config.webhook_url else None},
         webhook_url=svc.secrets.seal(config.webhook_url) if config.webhook_url else None, webhook_secret=svc.secrets.seal(secret) if secret else None,
     )
+    graph = await svc.graphs.get(config.graph_id) if config.init_from else None
     try:
         async with svc.db.transaction() as session:
             await serialize_on(session, f"runs-of-tenant:{tenant}")  # the cap's count and the insert, one at a time
@@ -156,6 +157,10 @@ async def create_run(
                                       f"{svc.settings.max_active_runs_per_tenant}; retry when one ends", retry_after_s=30)
             await _still_fits(session, config)
             session.add(run)
+            if config.init_from:
+                await session.flush()
+                run.initial_context = await svc.warm_start(session, config.init_from, tenant, graph, config.backend,
+                                                           config.scenario_ids, run.id, svc.settings)
             if idempotency_key:
                 await session.flush()
                 session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))

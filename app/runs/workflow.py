@@ -156,6 +156,7 @@ async def start_step(run_id: str) -> StartState:
             raise StepFailed(Step.START, str(exc)) from None
     fault_point(Step.START)
     return StartState(status=status, iterations_total=total, next_iteration=0 if latest is None else latest + 1,
+                      initial_context=run.initial_context,
                       simulated_sends=config.feedback_source == FeedbackMode.SIMULATED, feedback_wait=config.feedback_wait,
                       max_steps_off_policy=config.max_steps_off_policy)
 
@@ -279,7 +280,7 @@ async def email_step(run_id: str, iteration: int, pending: list[ReweightResult],
         policy = policy.at(policy_step)
     target = graph.scenarios[config.target_scenario_id]
     target_scores = _with_pending(scores, pending).of(target.id)
-    context = pending[-1].context if pending else None
+    context = pending[-1].context if pending else _CONTEXTS.validate_python(run.initial_context) if iteration == 0 else None
     written = await write_email(policy, graph, target, target_scores, config, current().judge_named(config.judge),
                                 (context or {}).get(target.id), seed=rollout_seed(config.seed, iteration, target.id, -1))
     email, score, source = (written.email.email if written.email else None), written.score, written.source
@@ -415,10 +416,11 @@ async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> Non
 
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
-    """Prunes checkpoints (keeping the latest and best), then marks the run succeeded."""
+    """Prunes an ART backend's checkpoints (keeping the latest and best), then marks the run succeeded. The embedded
+    backend's are a few kilobytes each: they all stay, so each of the run's policies can be deployed and drafted with."""
     _, config = await _run(run_id)
     policy = await current().policy(run_id, config.backend)
-    if policy.model.trainable and config.train_policy:
+    if policy.model.trainable and config.train_policy and config.backend != "embedded":
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     fault_point(Step.FINISH)
     async with current().services.db.transaction() as session:
@@ -470,7 +472,7 @@ async def learning_run(run_id: str) -> str | None:
             baseline = await email_step(run_id, 0, [], None)
             status = await publish_step(run_id, IterationRecord(
                 iteration=0, email=baseline.email, metrics={"duration/email_s": baseline.seconds, "email/attempts": float(baseline.attempts)},
-                started_at=baseline.started_at,
+                started_at=baseline.started_at, context=state.initial_context,
             ))
             if state.simulated_sends and status == RunStatus.RUNNING:
                 await send_step(run_id, 0, baseline.email)

@@ -32,3 +32,13 @@ class DatabaseCheckpoints:
 async def delete_model_checkpoints(session: AsyncSession, model_name: str) -> None:
     """Every checkpoint of a model, in the caller's transaction (a deleted run's policy)."""
     await session.execute(delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name))
+
+
+async def copy_checkpoint(session: AsyncSession, source: str, step: int, target: str) -> bool:
+    """A model's checkpoint at `step` as another model's step 0 (a run that continues a policy), in the caller's
+    transaction; False when the source step is not stored."""
+    row = await session.get(PolicyCheckpoint, (source, step))
+    if row is None:
+        return False
+    session.add(PolicyCheckpoint(model_name=target, step=0, data=row.data, metrics={}))
+    return True

@@ -1,0 +1,88 @@
+"""Draft batches: thin routes over `app.drafts.service`."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.core import ServicesDep
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.drafts import service
+from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
+from app.errors import invalid
+from app.pages import cursor_params
+
+router = APIRouter(tags=["drafts"])
+BatchId = Annotated[str, Path(min_length=1, max_length=40)]
+PositionCursor = cursor_params(Annotated[int, Query(ge=-1, le=10_000, description="A position: the page starts after it.")],
+                               first=-1, default_limit=100, max_limit=1000)
+FORM_FIELDS = ("graph_id", "policy", "goal", "webhook_url", "seed")
+BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/DraftRequest"}},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["graph_id", "file"], "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "CSV with a header row: name,email,company,role,industry,pains,goal (pains separated by ;)"},
+        **{name: {"type": "string"} for name in FORM_FIELDS}}}}}}}
+
+
+async def _request(request: Request) -> DraftRequest:
+    """The JSON body, or the form with its CSV file; either is validated as a DraftRequest (422 naming the field)."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        form = await request.form()
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise invalid("file", "a multipart request carries the prospects as a CSV `file`")
+        fields = {name: form[name] for name in FORM_FIELDS if isinstance(form.get(name), str) and form[name].strip()}
+        fields["prospects"] = service.prospects_from_csv(await upload.read())
+    else:
+        try:
+            fields = await request.json()
+        except ValueError:
+            raise invalid(None, "the body is neither JSON nor multipart/form-data with a CSV file") from None
+    try:
+        return DraftRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]) from None
+
+
+@router.post("/drafts", response_model=BatchCreated, status_code=status.HTTP_202_ACCEPTED, summary="Draft emails for prospects",
+             responses={200: {"model": BatchCreated, "description": "Replay of an earlier request with the same Idempotency-Key"},
+                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"},
+                        **BODY_ERRORS}, openapi_extra=BODY)
+async def create_drafts(request: Request, response: Response, svc: ServicesDep, tenant: TenantDep,
+                        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None) -> BatchCreated:
+    """One email per prospect, written with the policy (default: the graph's deployment) by the workers, durably.
+    Each prospect inherits the node scores and lessons learned for the training scenario it is most like."""
+    created, replayed = await service.create_batch(svc, await _request(request), tenant, idempotency_key)
+    if replayed:
+        response.status_code = status.HTTP_200_OK
+    return created
+
+
+@router.get("/draft-batches/{batch_id}", response_model=BatchOut, summary="A draft batch", responses=NOT_FOUND)
+async def get_batch(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> BatchOut:
+    """Its status and progress: `completed` of `count` prospects drafted."""
+    return service.batch_view(await service.batch_of(session, batch_id, tenant))
+
+
+@router.get("/draft-batches/{batch_id}/drafts", response_model=DraftPage, summary="A batch's drafts",
+            responses={**NOT_FOUND, 200: {"content": {"text/csv": {"schema": {"type": "string"}}}}})
+async def list_drafts(batch_id: BatchId, request: Request, session: ReadSession, tenant: TenantDep,
+                      page: PositionCursor) -> Response | dict:
+    """In prospect order (`after` = a position, from 0). With `Accept: text/csv`, all of them as CSV for a sequencer's
+    import: the ref and Message-ID are its custom columns."""
+    batch = await service.batch_of(session, batch_id, tenant)
+    if "text/csv" in request.headers.get("accept", ""):
+        return Response(await service.drafts_csv(session, batch), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{batch.id}.csv"'})
+    drafts, has_more = await service.drafts_page(session, batch, after=page.after, limit=page.limit)
+    return {"data": drafts, "has_more": has_more}
+
+
+@router.get("/draft-batches/{batch_id}/outcomes", response_model=BatchOutcomes, summary="What the drafts earned",
+            responses=NOT_FOUND)
+async def batch_outcomes(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> dict:
+    """Per drafted prospect, the distinct recipients that each outcome reached (human opens and clicks only)."""
+    return {"data": await service.batch_outcomes(session, await service.batch_of(session, batch_id, tenant))}

@@ -1,0 +1,47 @@
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.drafts.schemas import BatchStatus
+
+
+class DraftBatch(Base):
+    """Prospects to draft with one policy (`run_id`@`iteration`); a run's deletion takes its policies' batches along."""
+
+    __tablename__ = "draft_batches"
+    __table_args__ = (UniqueConstraint("tenant", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    graph_id: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    iteration: Mapped[int]
+    status: Mapped[BatchStatus] = mapped_column(StrEnumText(BatchStatus), default=BatchStatus.QUEUED)
+    count: Mapped[int]
+    completed: Mapped[int] = mapped_column(default=0)
+    seed: Mapped[int] = mapped_column(default=0)
+    webhook_url: Mapped[str | None] = mapped_column(Text)  # sealed, as a run's
+    webhook_secret: Mapped[str | None] = mapped_column(Text)  # sealed
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[dict | None]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Draft(Base):
+    """One prospect of a batch, in the order given, and once drafted its email."""
+
+    __tablename__ = "drafts"
+
+    batch_id: Mapped[str] = mapped_column(ForeignKey("draft_batches.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    prospect: Mapped[dict]  # app.drafts.schemas.Prospect, its id and goal filled in
+    like: Mapped[str | None] = mapped_column(String(200))  # the training scenario whose learned state it used
+    email: Mapped[dict | None]  # DraftEmail; null until drafted (or when the policy wrote none)
+    judge_score: Mapped[float | None]
+    variant: Mapped[int] = mapped_column(default=0)
+    propensity: Mapped[float] = mapped_column(default=1.0)
+    drafted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,144 @@
+"""Drafts: one email per prospect the loop never saw, written with a policy, in batches (see the contract)."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from app.pages import Page
+
+MAX_PROSPECTS = 1000
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True, pattern=NO_NUL)]
+Goal = Annotated[str, StringConstraints(min_length=1, max_length=5000, strip_whitespace=True, pattern=NO_NUL)]
+ProspectId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@+\-]+$")]
+
+
+class ProspectIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    id: ProspectId | None = Field(None, description="Yours (a CRM id); one is assigned when absent. Unique in a batch.")
+    name: Text
+    email: Annotated[str, StringConstraints(max_length=320, strip_whitespace=True, pattern=NO_NUL)] | None = None
+    company: Text
+    role: Text
+    industry: Text
+    pains: list[Text] = Field(min_length=1, max_length=10)
+    goal: Goal | None = Field(None, description="What the email asks for; default: the batch's `goal`.")
+
+
+class DraftRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    policy: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
+        None, description="`<run_id>@<k>`; default: the graph's deployment.")
+    goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
+    prospects: list[ProspectIn] = Field(min_length=1, max_length=MAX_PROSPECTS)
+    webhook_url: AnyHttpUrl | None = Field(None, description="Receives draft_batch.succeeded / draft_batch.failed, signed.")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+    @field_validator("webhook_url", mode="before")
+    @classmethod
+    def no_control_characters(cls, url: object) -> object:
+        if isinstance(url, str) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+            raise ValueError("webhook_url must not contain control characters (CR, LF, tab, ...)")
+        return url
+
+    @field_validator("prospects")
+    @classmethod
+    def unique_ids(cls, prospects: list[ProspectIn]) -> list[ProspectIn]:
+        seen: set[str] = set()
+        for position, prospect in enumerate(prospects):
+            if prospect.id is not None:
+                if prospect.id in seen:
+                    raise ValueError(f"prospect id {prospect.id!r} appears twice (again at position {position})")
+                seen.add(prospect.id)
+        return prospects
+
+
+class BatchStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class BatchLinks(BaseModel):
+    self: str
+    drafts: str
+
+
+class BatchCreated(BaseModel):
+    batch_id: str
+    status: BatchStatus
+    count: int
+    webhook_secret: str | None = Field(None, description="Present only when webhook_url was given, shown once.")
+    links: BatchLinks
+
+
+class BatchOut(BaseModel):
+    batch_id: str
+    graph_id: str
+    policy: str
+    status: BatchStatus
+    count: int
+    completed: int
+    created_at: datetime
+    finished_at: datetime | None
+    error: dict | None
+
+
+class DraftEmail(BaseModel):
+    subject: str
+    body: str
+    citations: list[str]
+    ref: str
+    message_id: str
+
+
+class Prospect(BaseModel):
+    id: str
+    name: str
+    email: str | None
+    company: str
+    role: str
+    industry: str
+    pains: list[str]
+    goal: str
+
+
+class DraftOut(BaseModel):
+    prospect: Prospect
+    email: DraftEmail | None = Field(description="Null until the prospect is drafted, or when the policy wrote none.")
+    policy: str
+    judge_score: float | None
+    variant: int = Field(description="Which of the deployment's policies wrote it (0: the one named).")
+    propensity: float = Field(description="The probability this policy had of being chosen for the prospect.")
+    like: str | None = Field(description="The training scenario the prospect was found most like (its node scores and "
+                                         "lessons were used).")
+
+
+class DraftPage(Page[DraftOut]):
+    pass
+
+
+class ProspectOutcomes(BaseModel):
+    prospect_id: str
+    ref: str
+    delivered: int
+    opens: int
+    clicks: int
+    replies: int
+    positive_replies: int
+    bounces: int
+
+
+class BatchOutcomes(BaseModel):
+    data: list[ProspectOutcomes]
+
+
+CSV_COLUMNS = ("name", "email", "company", "role", "industry", "pains", "goal")
+EXPORT_COLUMNS = ("prospect_id", "name", "email", "company", "role", "industry", "subject", "body", "codreamer_ref",
+                  "message_id", "policy", "judge_score")

@@ -1,0 +1,236 @@
+"""Draft batches as the API takes them in (JSON or a CSV file) and gives them back (JSON pages, CSV, outcomes)."""
+
+import csv
+import hashlib
+import io
+import json
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core import Services
+from app.drafts import queue
+from app.drafts.models import Draft, DraftBatch
+from app.drafts.schemas import (
+    CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
+    ProspectOutcomes,
+)
+from app.errors import Conflict, NotFound, invalid
+from app.events.service import new_id
+from app.events.signing import new_secret
+from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.knowledge_graph import repository as graphs
+from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.schemas import OutcomeType, Sentiment
+from app.policies import repository as policies
+from app.policies import service as policy_service
+from app.policies.repository import LearnedPolicy
+from app.policies.schemas import PolicyRef, policy_id
+
+MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
+
+
+def links(batch_id: str) -> BatchLinks:
+    return BatchLinks(self=f"/draft-batches/{batch_id}", drafts=f"/draft-batches/{batch_id}/drafts")
+
+
+def request_hash(body: DraftRequest) -> str:
+    fields = body.model_dump(mode="json", exclude_unset=True)
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- CSV in
+
+
+def prospects_from_csv(data: bytes) -> list[dict]:
+    """Rows of a sales tool's export: a header row naming at least name, company, role, industry and pains (`;`
+    between pains); email, goal and id are optional. A bad row is a 422 naming its line (the header is line 1) and
+    field."""
+    if len(data) > MAX_CSV_BYTES:
+        raise invalid("file", f"the CSV file is over {MAX_CSV_BYTES // 1024 // 1024} MB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise invalid("file", "the CSV file is not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [name.strip().lower() for name in reader.fieldnames or []]
+    missing = [name for name in ("name", "company", "role", "industry", "pains") if name not in header]
+    if missing:
+        raise invalid("file", f"line 1: the header lacks the column(s) {', '.join(missing)} "
+                              f"(expected {','.join(CSV_COLUMNS)})")
+    unknown = [name for name in header if name not in (*CSV_COLUMNS, "id")]
+    if unknown:
+        raise invalid("file", f"line 1: unknown column(s) {', '.join(unknown)} (expected {','.join(CSV_COLUMNS)}, and id)")
+    reader.fieldnames = header
+    rows, errors = [], []
+    try:
+        for number, row in enumerate(reader, start=2):
+            if len(rows) >= MAX_PROSPECTS:
+                raise invalid("file", f"the CSV file has over {MAX_PROSPECTS} prospects; split it into batches")
+            if None in row:
+                errors.append(_csv_error(number, None, "more fields than the header names"))
+                continue
+            values = {k: (v or "").strip() for k, v in row.items()}
+            if not any(values.values()):
+                continue  # a blank line
+            prospect = {k: v for k, v in values.items() if k != "pains" and (v or k in ("name", "company", "role", "industry"))}
+            prospect["pains"] = [p.strip() for p in values.get("pains", "").split(";") if p.strip()]
+            try:
+                rows.append(ProspectIn.model_validate(prospect).model_dump(exclude_none=True))
+            except ValidationError as exc:
+                errors += [_csv_error(number, str(e["loc"][0]) if e["loc"] else None, e["msg"]) for e in exc.errors()]
+    except csv.Error as exc:
+        raise invalid("file", f"line {reader.line_num}: {exc}") from None
+    if errors:
+        raise RequestValidationError(errors[:50])
+    if not rows:
+        raise invalid("file", "the CSV file has no prospect rows")
+    return rows
+
+
+def _csv_error(line: int, field: str | None, message: str) -> dict:
+    return {"loc": ("body", "file", f"line {line}", *([field] if field else [])), "type": "value_error",
+            "msg": f"line {line}{f', {field}' if field else ''}: {message}"}
+
+
+# ---------------------------------------------------------------- creating a batch
+
+
+async def _policy_for(session: AsyncSession, body: DraftRequest, tenant: str) -> LearnedPolicy:
+    if body.policy is not None:
+        policy = await policy_service.resolve(session, body.policy, tenant, field="policy")
+        if policy.graph_id != body.graph_id:
+            raise invalid("policy", f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, "
+                                    f"not on graph {body.graph_id!r}")
+        return policy
+    deployed = await policies.current(session, body.graph_id, tenant)
+    if deployed is None:
+        raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
+                                f"(PUT /graphs/{body.graph_id}/deployment)")
+    return await policy_service.resolve(session, policy_id(deployed.run_id, deployed.iteration), tenant, field="policy")
+
+
+async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempotency_key: str | None = None
+                       ) -> tuple[BatchCreated, bool]:
+    """The batch, queued, with a row per prospect; or, for a repeated Idempotency-Key with the same body, the first
+    (True). Nothing is stored on any refusal."""
+    digest = request_hash(body)
+    if idempotency_key and (replayed := await _replay(svc, tenant, idempotency_key, digest)):
+        return replayed, True
+    async with svc.db.read() as session:
+        if not await graphs.visible(session, body.graph_id, tenant):
+            raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
+        policy = await _policy_for(session, body, tenant)
+    graph = await svc.graphs.get(body.graph_id)
+    default_goal = body.goal or graph.scenarios[policy.config.scenario_ids[0]].goal
+    webhook_url = str(body.webhook_url) if body.webhook_url else None
+    if webhook_url:
+        try:
+            await resolve(webhook_url, allow_private=svc.settings.webhook_allow_private)
+        except UnsafeWebhookURL as exc:
+            raise invalid("webhook_url", str(exc)) from None
+    secret = new_secret() if webhook_url else None
+    batch = DraftBatch(
+        id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, run_id=policy.run_id, iteration=policy.iteration,
+        count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key, request_hash=digest,
+        webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
+        webhook_secret=svc.secrets.seal(secret) if secret else None,
+    )
+    drafts = [Draft(batch_id=batch.id, position=position, prospect=prospect.model_dump(mode="json") | {
+        "id": prospect.id or f"p{position + 1}", "goal": prospect.goal or default_goal,
+    }) for position, prospect in enumerate(body.prospects)]
+    try:
+        async with svc.db.transaction() as session:
+            if await policies.find(session, PolicyRef(policy.run_id, policy.iteration)) is None:
+                raise invalid("policy", f"policy {policy.id!r} is gone: its run was deleted meanwhile")
+            session.add(batch)
+            await session.flush()
+            session.add_all(drafts)
+    except IntegrityError:  # a concurrent request with the same key won the race
+        replayed = await _replay(svc, tenant, idempotency_key, digest) if idempotency_key else None
+        if replayed is None:
+            raise Conflict("the batch could not be stored as it was validated; retry") from None
+        return replayed, True
+    await queue.enqueue(batch.id)
+    return BatchCreated(batch_id=batch.id, status=batch.status, count=batch.count, webhook_secret=secret,
+                        links=links(batch.id)), False
+
+
+async def _replay(svc: Services, tenant: str, key: str, digest: str) -> BatchCreated | None:
+    async with svc.db.read() as session:
+        batch = await session.scalar(select(DraftBatch).where(DraftBatch.tenant == tenant, DraftBatch.idempotency_key == key))
+    if batch is None:
+        return None
+    if batch.request_hash != digest:
+        raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
+    return BatchCreated(batch_id=batch.id, status=batch.status, count=batch.count, links=links(batch.id))
+
+
+# ---------------------------------------------------------------- reading back
+
+
+async def batch_of(session: AsyncSession, batch_id: str, tenant: str) -> DraftBatch:
+    batch = await session.get(DraftBatch, batch_id)
+    if batch is None or batch.tenant != tenant:
+        raise NotFound(f"draft batch {batch_id!r} not found")
+    return batch
+
+
+def batch_view(batch: DraftBatch) -> BatchOut:
+    return BatchOut(batch_id=batch.id, graph_id=batch.graph_id, policy=policy_id(batch.run_id, batch.iteration),
+                    status=batch.status, count=batch.count, completed=batch.completed, created_at=batch.created_at,
+                    finished_at=batch.finished_at, error=batch.error)
+
+
+def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
+    return DraftOut(prospect=draft.prospect, email=draft.email, policy=policy_id(batch.run_id, batch.iteration),
+                    judge_score=draft.judge_score, variant=draft.variant, propensity=draft.propensity, like=draft.like)
+
+
+async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
+    """In prospect order; `after` is a position (the drafts' order in the request, from 0)."""
+    rows = (await session.scalars(select(Draft).where(Draft.batch_id == batch.id, Draft.position > after)
+                                  .order_by(Draft.position).limit(limit + 1))).all()
+    return [draft_view(batch, row) for row in rows[:limit]], len(rows) > limit
+
+
+async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
+    """Every draft, as a sequencer imports them: one row per prospect, the ref and Message-ID as custom columns."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    rows = await session.scalars(select(Draft).where(Draft.batch_id == batch.id).order_by(Draft.position))
+    for draft in rows:
+        prospect, email = draft.prospect, draft.email or {}
+        writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
+                         prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
+                         email.get("message_id", ""), policy_id(batch.run_id, batch.iteration),
+                         "" if draft.judge_score is None else f"{draft.judge_score:.4f}"])
+    return out.getvalue()
+
+
+async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[ProspectOutcomes]:
+    """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only)."""
+    refs = dict((await session.execute(select(EmailRef.ref, EmailRef.prospect_id).where(EmailRef.draft_batch_id == batch.id)
+                                        .order_by(EmailRef.slot))).all())
+    if not refs:
+        return []
+    counts: dict[str, dict[str, int]] = {ref: {} for ref in refs}
+    rows = await session.execute(
+        select(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment,
+               func.count(OutcomeRecord.recipient.distinct()))
+        .where(OutcomeRecord.ref.in_(refs))
+        .group_by(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment))
+    for ref, kind, machine, sentiment, n in rows:
+        tally = counts[ref]
+        key = {OutcomeType.DELIVERED: "delivered", OutcomeType.BOUNCED: "bounces", OutcomeType.REPLIED: "replies",
+               OutcomeType.OPENED: None if machine else "opens", OutcomeType.CLICKED: None if machine else "clicks"}.get(kind)
+        if key:
+            tally[key] = tally.get(key, 0) + n
+        if kind == OutcomeType.REPLIED and sentiment == Sentiment.POSITIVE:
+            tally["positive_replies"] = tally.get("positive_replies", 0) + n
+    return [ProspectOutcomes(prospect_id=prospect, ref=ref, **{k: counts[ref].get(k, 0) for k in (
+        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces")}) for ref, prospect in refs.items()]

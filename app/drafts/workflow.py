@@ -1,0 +1,176 @@
+"""A draft batch's durable workflow: the prospects in chunks, each chunk a DBOS step that drafts the prospects not yet
+drafted and stores them in one transaction. Killed mid-batch, the workflow resumes at the chunk in flight and every
+prospect ends up drafted exactly once. Only workers import this module (it imports the loop)."""
+
+import asyncio
+import json
+import logging
+
+import httpx
+from dbos import DBOS
+from sqlalchemy import select, update
+
+from app.agent.schemas import ScenarioContext
+from app.db import describe, utcnow
+from app.policies.likeness import most_like
+from app.drafts.models import Draft, DraftBatch
+from app.drafts.queue import WORKFLOW_NAME
+from app.drafts.schemas import BatchStatus, DraftEmail
+from app.events.relay import send_signed
+from app.events.service import new_id
+from app.knowledge_graph.schemas import Prospect, Scenario
+from app.loop.email import write_email
+from app.loop.features import content_hash, email_features
+from app.loop.reward import rollout_seed
+from app.outcomes import refs
+from app.outcomes.models import EmailRef
+from app.policies import repository as policies
+from app.policies.schemas import PolicyRef
+from app.runs.executor import current
+
+CHUNK = 25  # prospects per step: what a crash can make the worker draft again
+NOTIFY_ATTEMPTS = 8  # a receiver's failures are retried with backoff for about four minutes
+log = logging.getLogger("codreamer")
+
+
+class DraftingFailed(Exception):
+    pass
+
+
+@DBOS.step(name="draft_start")
+async def start_step(batch_id: str) -> int:
+    async with current().services.db.transaction() as session:
+        batch = await session.get(DraftBatch, batch_id)
+        if batch is None:
+            return 0
+        if batch.status == BatchStatus.QUEUED:
+            batch.status = BatchStatus.RUNNING
+        return batch.count
+
+
+@DBOS.step(name="draft_chunk")
+async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
+    """Drafts the chunk's prospects not drafted yet; returns how many it drafted."""
+    executor = current()
+    services = executor.services
+    async with services.db.read() as session:
+        batch = await session.get(DraftBatch, batch_id)
+        if batch is None:
+            return 0
+        pending = (await session.scalars(select(Draft).where(
+            Draft.batch_id == batch_id, Draft.position >= start, Draft.position < end, Draft.drafted_at.is_(None))
+            .order_by(Draft.position))).all()
+        if not pending:
+            return 0
+        policy = await policies.find(session, PolicyRef(batch.run_id, batch.iteration))
+        if policy is None:
+            raise DraftingFailed(f"policy {batch.run_id}@{batch.iteration} is gone")
+        scores = await policies.node_scores(session, policy)
+        lessons = await policies.lessons(session, policy) or {}
+    graph = await services.graphs.get(batch.graph_id)
+    config = policy.config
+    model = await executor.policy(policy.run_id, policy.backend)
+    if policy.training_step is not None:
+        model = model.at(policy.training_step)
+    judge = executor.judge_named(config.judge)
+    training = [graph.scenarios[s] for s in config.scenario_ids if s in graph.scenarios]
+    if not training:
+        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.id!r} was trained on")
+    gate = asyncio.Semaphore(services.settings.rollout_concurrency)
+
+    async def draft(row: Draft) -> dict:
+        prospect = Prospect.model_validate({k: row.prospect[k] for k in ("name", "role", "company", "industry", "pains")})
+        like = most_like(prospect, training)
+        scenario = Scenario.model_construct(id=row.prospect["id"], prospect=prospect, goal=row.prospect["goal"],
+                                            seed_nodes=like.seed_nodes)
+        context = lessons.get(like.id)
+        async with gate:
+            written = await write_email(model, graph, scenario, scores.of(like.id), config, judge,
+                                        ScenarioContext.model_validate(context) if context else None,
+                                        seed=rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
+        return {"like": like.id, "email": written.email.email if written.email else None, "score": written.score}
+
+    drafted = await asyncio.gather(*(draft(row) for row in pending))
+    domain = services.settings.message_id_domain
+    async with services.db.transaction() as session:
+        stored = 0
+        for row, result in zip(pending, drafted, strict=True):
+            email, traced = result["email"], None
+            if email is not None:
+                ref = refs.email_ref(batch_id, 0, row.position)
+                traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
+                session.add(EmailRef(
+                    ref=ref, tenant=batch.tenant, run_id=batch.run_id, iteration=batch.iteration, slot=row.position,
+                    graph_id=batch.graph_id, scenario_id=result["like"], judge_score=result["score"],
+                    features=email_features(email, row.prospect["name"], row.prospect["company"]),
+                    content_hash=content_hash(email), draft_batch_id=batch_id, prospect_id=row.prospect["id"]))
+            done = await session.execute(update(Draft).where(
+                Draft.batch_id == batch_id, Draft.position == row.position, Draft.drafted_at.is_(None)).values(
+                like=result["like"], email=traced, judge_score=result["score"], drafted_at=utcnow()))
+            stored += done.rowcount
+        await session.execute(update(DraftBatch).where(DraftBatch.id == batch_id).values(
+            completed=DraftBatch.completed + stored))
+    return stored
+
+
+@DBOS.step(name="draft_finish")
+async def finish_step(batch_id: str, error: str | None) -> str | None:
+    """Marks the batch succeeded or failed; returns its outcome event's type, or None when nobody is to hear it."""
+    async with current().services.db.transaction() as session:
+        batch = await session.get(DraftBatch, batch_id)
+        if batch is None:
+            return None
+        batch.status = BatchStatus.FAILED if error else BatchStatus.SUCCEEDED
+        batch.error = {"message": error, "step": "draft"} if error else None
+        batch.finished_at = utcnow()
+        return f"draft_batch.{batch.status.value}" if batch.webhook_url else None
+
+
+@DBOS.step(name="draft_notify", retries_allowed=True, max_attempts=NOTIFY_ATTEMPTS, interval_seconds=2.0, backoff_rate=2.0)
+async def notify_step(batch_id: str, event_type: str, event_id: str) -> int:
+    """The batch's outcome, POSTed to its webhook_url signed as run webhooks are; retried on any non-2xx answer, a
+    timeout or a connection error, with the same event id."""
+    services = current().services
+    async with services.db.read() as session:
+        batch = await session.get(DraftBatch, batch_id)
+    if batch is None or batch.webhook_url is None:
+        return 0
+    data = {"batch_id": batch.id, "status": batch.status.value, "count": batch.count, "completed": batch.completed,
+            "policy": f"{batch.run_id}@{batch.iteration}", "error": batch.error}
+    body = _event_body(event_type, batch.finished_at.isoformat(), data)
+    settings = services.settings
+    async with httpx.AsyncClient(follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False) as client:
+        status = await send_signed(client, services.secrets.open_url(batch.webhook_url), event_id, body,
+                                   services.secrets.open(batch.webhook_secret), allow_private=settings.webhook_allow_private)
+    if not 200 <= status < 300:
+        raise RuntimeError(f"receiver answered {status}")
+    return status
+
+
+def _event_body(event_type: str, timestamp: str, data: dict) -> str:
+    return json.dumps({"type": event_type, "timestamp": timestamp, "data": data}, separators=(",", ":"))
+
+
+@DBOS.step(name="draft_event_id")
+async def event_id_step() -> str:
+    """Recorded, so every retry and every replay sends the same `webhook-id`."""
+    return new_id("evt")
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def draft_batch(batch_id: str) -> str:
+    count = await start_step(batch_id)
+    error = None
+    try:
+        for start in range(0, count, CHUNK):
+            await draft_chunk_step(batch_id, start, min(count, start + CHUNK))
+    except Exception as exc:  # noqa: BLE001 - the batch fails, saying why; the log has the whole cause
+        log.error("draft batch %s failed", batch_id, exc_info=exc)
+        error = str(exc) if isinstance(exc, DraftingFailed) else describe(exc)
+    event_type = await finish_step(batch_id, error)
+    if event_type is not None:
+        try:
+            await notify_step(batch_id, event_type, await event_id_step())
+        except Exception as exc:  # noqa: BLE001 - the drafts stand; the receiver missed the news
+            log.warning("draft batch %s: its webhook was not delivered: %s", batch_id, exc)
+    return BatchStatus.FAILED.value if error else BatchStatus.SUCCEEDED.value

@@ -1,0 +1,48 @@
+"""Policies (what a run learned, by iteration) and each graph's deployment: thin routes over `app.policies.service`."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ReadSession, TenantDep
+from app.errors import NotFound
+from app.pages import cursor_params
+from app.policies import repository, service
+from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyList, PolicyOut
+from app.runs.repository import owned_run
+
+router = APIRouter(tags=["policies"])
+PolicyId = Annotated[str, Path(min_length=1, max_length=120, description="`<run_id>@<k>`, or `<run_id>` for its latest.")]
+IterationCursor = cursor_params(Annotated[int, Query(ge=-1, le=2**31 - 1, description="An iteration: the page starts after it.")],
+                                first=-1, default_limit=50, max_limit=200)
+
+
+@router.get("/policies/{policy_id}", response_model=PolicyOut, summary="A policy", responses=NOT_FOUND)
+async def get_policy(policy_id: PolicyId, session: ReadSession, tenant: TenantDep) -> PolicyOut:
+    """What a run had learned once iteration k was recorded: its checkpoint's step, its rewards, whether it is deployed."""
+    return await service.view(session, await service.resolve(session, policy_id, tenant))
+
+
+@router.get("/runs/{run_id}/policies", response_model=PolicyList, summary="A run's policies", responses=NOT_FOUND)
+async def list_policies(run_id: str, session: ReadSession, tenant: TenantDep, page: IterationCursor) -> dict:
+    """One per recorded iteration, in order (`after` = an iteration)."""
+    run = await owned_run(session, run_id, tenant)
+    if run is None:
+        raise NotFound(f"run {run_id!r} not found")
+    policies, has_more = await repository.of_run(session, run, after=page.after, limit=page.limit)
+    return {"data": [await service.view(session, policy) for policy in policies], "has_more": has_more}
+
+
+@router.get("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="The policy a graph writes with",
+            responses=NOT_FOUND)
+async def get_deployment(graph_id: str, session: ReadSession, tenant: TenantDep) -> DeploymentOut:
+    """The current deployment and every earlier one, the current one first."""
+    return await service.deployment(session, graph_id, tenant)
+
+
+@router.put("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="Deploy a policy on a graph",
+            responses={**NOT_FOUND, **BODY_ERRORS})
+async def put_deployment(graph_id: str, body: DeploymentIn, db: DatabaseDep, tenant: TenantDep) -> DeploymentOut:
+    """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback."""
+    async with db.transaction() as session:
+        return await service.deploy(session, graph_id, body.policy, tenant)

@@ -1,0 +1,103 @@
+"""Policies read from what runs recorded, and deployments: no copy of a run's learned state is made to name it."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.backends.specs import SPECS
+from app.knowledge_graph.graph import ScenarioScores
+from app.loop.schemas import TrainingOutcome
+from app.policies.models import Deployment
+from app.policies.schemas import PolicyRef, policy_id
+from app.runs import repository as runs
+from app.runs.models import Iteration, Run
+from app.runs.schemas import EffectiveConfig
+from app.runs.status import RunStatus
+
+
+@dataclass(frozen=True)
+class LearnedPolicy:
+    """A run's learned state after iteration k: which checkpoint, and where its node scores and lessons are kept."""
+
+    run_id: str
+    iteration: int
+    graph_id: str
+    tenant: str
+    config: EffectiveConfig
+    run_status: RunStatus
+    training_step: int | None
+    reward: dict | None
+    created_at: datetime
+
+    @property
+    def id(self) -> str:
+        return policy_id(self.run_id, self.iteration)
+
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+
+def _policy(run: Run, row: Iteration) -> LearnedPolicy:
+    config = EffectiveConfig.model_validate(run.config)
+    step = None
+    if SPECS[config.backend].trainable:
+        step = TrainingOutcome.model_validate(row.training).step if row.training else 0
+    return LearnedPolicy(run_id=run.id, iteration=row.iteration, graph_id=run.graph_id, tenant=run.tenant, config=config,
+                         run_status=run.status, training_step=step, reward=row.rewards, created_at=row.finished_at)
+
+
+async def find(session: AsyncSession, ref: PolicyRef) -> LearnedPolicy | None:
+    """The policy, any tenant's (the caller checks whose), or None: no such run, or no such iteration recorded."""
+    run = await session.get(Run, ref.run_id)
+    if run is None:
+        return None
+    iteration = ref.iteration if ref.iteration is not None else await runs.latest_iteration(session, run.id)
+    row = None if iteration is None else await session.get(Iteration, (run.id, iteration))
+    return None if row is None else _policy(run, row)
+
+
+async def of_run(session: AsyncSession, run: Run, *, after: int, limit: int) -> tuple[list[LearnedPolicy], bool]:
+    """A run's policies, one per recorded iteration, by iteration, from `after` + 1."""
+    rows = (await session.scalars(select(Iteration).where(Iteration.run_id == run.id, Iteration.iteration > after)
+                                  .order_by(Iteration.iteration).limit(limit + 1))).all()
+    return [_policy(run, row) for row in rows[:limit]], len(rows) > limit
+
+
+async def node_scores(session: AsyncSession, policy: LearnedPolicy) -> ScenarioScores:
+    """Per training scenario, the scores that had moved from 1.0 once the iteration was recorded."""
+    return await runs.scores_after(session, policy.run_id, policy.iteration)
+
+
+async def lessons(session: AsyncSession, policy: LearnedPolicy) -> dict | None:
+    """What in-context learning had distilled per scenario by then (None without it)."""
+    return await session.scalar(select(Iteration.context).where(
+        Iteration.run_id == policy.run_id, Iteration.iteration == policy.iteration))
+
+
+# ---------------------------------------------------------------- deployments
+
+
+async def history(session: AsyncSession, graph_id: str, tenant: str) -> list[Deployment]:
+    """Every deployment of the graph by the tenant (a shared graph, the demo, has one per tenant), the current one first."""
+    return list((await session.scalars(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
+                                       .order_by(Deployment.id.desc()))).all())
+
+
+async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployment | None:
+    return await session.scalar(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
+                                .order_by(Deployment.id.desc()).limit(1))
+
+
+async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:
+    """The graph whose current deployment is one of this run's policies, if any."""
+    latest = (select(func.max(Deployment.id).label("id")).group_by(Deployment.graph_id, Deployment.tenant).subquery())
+    return await session.scalar(
+        select(Deployment.graph_id).join(latest, latest.c.id == Deployment.id).where(Deployment.run_id == run_id).limit(1))
+
+
+async def is_deployed(session: AsyncSession, policy: LearnedPolicy) -> bool:
+    deployment = await current(session, policy.graph_id, policy.tenant)
+    return deployment is not None and (deployment.run_id, deployment.iteration) == (policy.run_id, policy.iteration)

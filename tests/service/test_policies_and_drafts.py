@@ -1,0 +1,229 @@
+"""What a run learns, put to work: policies by iteration, a deployment per graph, drafts for prospects the loop never
+saw (JSON and CSV in, JSON pages and CSV out, outcomes attributed), and runs that continue from a policy."""
+
+import asyncio
+import csv
+import io
+
+import pytest
+
+from app.knowledge_graph.service import demo_document
+from app.main import create_app
+from app.settings import Settings
+from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+
+KEYS = "alice:alice-key,bob:bob-key"
+SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]
+BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
+PROSPECTS = [
+    {"id": "crm-1", "name": "Tomasz Nowak", "email": "tomasz@example.org", "company": "Ledgerly", "role": "CFO",
+     "industry": "saas", "pains": ["cloud invoices keep surprising us at month-end", "no cost attribution per team"]},
+    {"name": "Ines Duarte", "company": "Clinica Norte", "role": "CTO", "industry": "healthcare",
+     "pains": ["patient data leaking into analytics", "HIPAA audits"], "goal": "Book a 20-minute call."},
+    {"name": "Sam O'Neill", "company": "Moss & Partners", "role": "CFO", "industry": "saas",
+     "pains": ["warehouse spend growing faster than revenue"]},
+]
+
+
+def copy_of_demo(graph_id: str) -> dict:
+    return demo_document().model_dump() | {"id": graph_id, "name": "A copy of the demo"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def world(request, tmp_path_factory):
+    """Alice with a finished two-iteration run on the demo graph, and Bob, on one service, on each database."""
+    postgres = None
+    if request.param == "postgresql":
+        require_postgres()
+        postgres = FreshPostgresDatabase()
+    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts')}/db.sqlite"
+    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
+                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test")
+    app = create_app(settings)
+    try:
+        async with lifespan(app), connect(app) as alice, connect(app) as bob:
+            alice.headers["Authorization"] = "Bearer alice-key"
+            bob.headers["Authorization"] = "Bearer bob-key"
+            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
+            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
+            yield alice, bob, run_id
+    finally:
+        if postgres:
+            postgres.drop()
+
+
+async def drafted(client, batch_id: str, timeout: float = 300) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        batch = (await client.get(f"/draft-batches/{batch_id}")).json()
+        if batch["status"] in ("succeeded", "failed"):
+            return batch
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"batch {batch_id} did not finish")
+
+
+async def test_a_run_has_a_policy_per_recorded_iteration(world):
+    alice, bob, run_id = world
+    listed = (await alice.get(f"/runs/{run_id}/policies")).json()
+    assert [p["id"] for p in listed["data"]] == [f"{run_id}@0", f"{run_id}@1", f"{run_id}@2"]
+    assert listed["has_more"] is False
+    untrained, latest = listed["data"][0], listed["data"][2]
+    assert untrained["reward"] is None and untrained["training_step"] == 0 and untrained["backend"] == "embedded"
+    assert latest["training_step"] >= 1 and latest["reward"]["count"] == 4 and latest["graph_id"] == "demo"
+    assert (await alice.get(f"/policies/{run_id}")).json()["id"] == f"{run_id}@2"  # the run alone: its latest
+    assert (await alice.get(f"/policies/{run_id}@1")).json() == listed["data"][1]
+    page = (await alice.get(f"/runs/{run_id}/policies", params={"limit": 1, "after": 0})).json()
+    assert [p["iteration"] for p in page["data"]] == [1] and page["has_more"] is True
+    for missing in (f"{run_id}@3", "run_nope@0", "not a policy"):
+        assert (await alice.get(f"/policies/{missing}")).status_code == 404
+    assert (await bob.get(f"/policies/{run_id}@1")).status_code == 404
+    assert (await bob.get(f"/runs/{run_id}/policies")).status_code == 404
+
+
+async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
+    alice, bob, run_id = world
+    assert (await alice.get("/graphs/demo/deployment")).json() == {
+        "graph_id": "demo", "policy": None, "deployed_at": None, "history": []}
+    first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
+    assert first.status_code == 200, first.text
+    second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
+    assert second["policy"] == f"{run_id}@2" and [h["policy"] for h in second["history"]] == [f"{run_id}@2", f"{run_id}@1"]
+    assert (await alice.get(f"/policies/{run_id}@2")).json()["deployed"] is True
+    assert (await alice.get(f"/policies/{run_id}@1")).json()["deployed"] is False
+    rolled_back = (await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})).json()
+    assert rolled_back["policy"] == f"{run_id}@1" and len(rolled_back["history"]) == 3
+    # the shared demo graph has a deployment per tenant: Bob's is his own
+    assert (await bob.get("/graphs/demo/deployment")).json()["policy"] is None
+    refused = await alice.delete(f"/runs/{run_id}")
+    assert refused.status_code == 409 and "'demo'" in refused.text
+    for policy, says in (("run_nope@1", "not found"), (f"{run_id}@9", "not found"), ("a b", "no policy id")):
+        answer = await alice.put("/graphs/demo/deployment", json={"policy": policy})
+        assert answer.status_code == 422 and says in answer.text, answer.text
+    assert (await bob.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})).status_code == 422
+    assert (await alice.put("/graphs/nope/deployment", json={"policy": f"{run_id}@1"})).status_code == 404
+
+
+async def test_a_policy_of_another_graph_is_refused_naming_both_graphs(world):
+    alice, _, run_id = world
+    assert (await alice.post("/graphs", json=copy_of_demo("demo-copy"))).status_code == 201
+    answer = await alice.put("/graphs/demo-copy/deployment", json={"policy": f"{run_id}@2"})
+    assert answer.status_code == 422 and "'demo'" in answer.text and "'demo-copy'" in answer.text
+    drafts = await alice.post("/drafts", json={"graph_id": "demo-copy", "policy": f"{run_id}@2", "prospects": PROSPECTS})
+    assert drafts.status_code == 422 and "'demo-copy'" in drafts.text
+    no_deployment = await alice.post("/drafts", json={"graph_id": "demo-copy", "prospects": PROSPECTS})
+    assert no_deployment.status_code == 422 and "no deployed policy" in no_deployment.text
+
+
+async def test_drafts_are_written_with_the_deployment_for_prospects_never_seen(world):
+    alice, _, run_id = world
+    await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@2"})
+    created = await alice.post("/drafts", json={"graph_id": "demo", "prospects": PROSPECTS, "seed": 3})
+    assert created.status_code == 202, created.text
+    body = created.json()
+    assert body["status"] == "queued" and body["count"] == 3 and body["links"]["drafts"].endswith("/drafts")
+    batch = await drafted(alice, body["batch_id"])
+    assert batch["status"] == "succeeded" and batch["completed"] == 3 and batch["policy"] == f"{run_id}@2", batch
+    drafts = (await alice.get(body["links"]["drafts"])).json()["data"]
+    assert [d["prospect"]["id"] for d in drafts] == ["crm-1", "p2", "p3"]
+    assert [d["like"] for d in drafts] == ["scn-saas-cfo", "scn-healthcare-cto", "scn-saas-cfo"]
+    graph_nodes = {n.id for n in demo_document().nodes}
+    for draft, prospect in zip(drafts, PROSPECTS, strict=True):
+        email = draft["email"]
+        assert prospect["name"].split()[0] in email["body"], email["body"]  # written to this prospect, not a scenario's
+        assert set(email["citations"]) <= graph_nodes and email["citations"]
+        assert email["message_id"] == f"<{email['ref']}@mail.example.test>"
+        assert draft["policy"] == f"{run_id}@2" and draft["variant"] == 0 and draft["propensity"] == 1.0
+        assert 0.0 <= draft["judge_score"] <= 1.0
+    assert drafts[1]["prospect"]["goal"] == "Book a 20-minute call."
+    assert drafts[0]["prospect"]["goal"] == demo_document().scenarios[3].goal  # the training scenarios' first goal
+    assert len({d["email"]["ref"] for d in drafts}) == 3
+
+    exported = await alice.get(body["links"]["drafts"], headers={"Accept": "text/csv"})
+    assert exported.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [r["prospect_id"] for r in rows] == ["crm-1", "p2", "p3"]
+    assert rows[0]["email"] == "tomasz@example.org" and rows[0]["codreamer_ref"] == drafts[0]["email"]["ref"]
+    assert rows[2]["body"] == drafts[2]["email"]["body"] and rows[2]["message_id"] == drafts[2]["email"]["message_id"]
+
+    # a draft's ref is attributed like any email's, and listed per prospect
+    ref = drafts[0]["email"]["ref"]
+    events = [{"ref": ref, "type": kind, "occurred_at": "2026-11-20T09:30:00Z", "id": f"draft-{kind}",
+               "recipient": "tomasz@example.org"} for kind in ("delivered", "opened", "replied")]
+    assert (await alice.post("/outcomes", json={"events": events})).json() == {"accepted": 3, "duplicates": 0, "unattributed": 0}
+    outcomes = (await alice.get(f"/draft-batches/{body['batch_id']}/outcomes")).json()["data"]
+    mine = next(o for o in outcomes if o["prospect_id"] == "crm-1")
+    assert (mine["ref"], mine["delivered"], mine["opens"], mine["replies"], mine["clicks"]) == (ref, 1, 1, 1, 0)
+
+
+async def test_a_csv_of_prospects_is_drafted_and_a_bad_row_names_its_line(world):
+    alice, _, run_id = world
+    rows = ["name,email,company,role,industry,pains,goal",
+            "Ana Lima,ana@example.org,Cobalt,CFO,saas,month-end cloud invoices;no cost attribution,",
+            '"Lee, Jr.",,Fenwick,CTO,healthcare,"PHI in analytics; audits",Book a call.']
+    form = {"graph_id": "demo", "policy": f"{run_id}@1"}
+    created = await alice.post("/drafts", data=form, files={"file": ("prospects.csv", "\n".join(rows), "text/csv")})
+    assert created.status_code == 202, created.text
+    assert (await drafted(alice, created.json()["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(created.json()["links"]["drafts"])).json()["data"]
+    assert [d["prospect"]["name"] for d in drafts] == ["Ana Lima", "Lee, Jr."]
+    assert drafts[1]["prospect"]["pains"] == ["PHI in analytics", "audits"] and drafts[1]["prospect"]["email"] is None
+
+    bad = rows + ["Kim Park,kim@example.org,Orbit,CTO,saas,,"]  # line 4: no pains
+    answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "\n".join(bad), "text/csv")})
+    assert answer.status_code == 422 and "line 4" in answer.text and "pains" in answer.text, answer.text
+    nameless = rows[:2] + [",x@example.org,Orbit,CTO,saas,a pain,"]
+    answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "\n".join(nameless), "text/csv")})
+    assert answer.status_code == 422 and "line 3" in answer.text and "name" in answer.text
+    answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "who,what\n1,2", "text/csv")})
+    assert answer.status_code == 422 and "line 1" in answer.text
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"prospects": [PROSPECTS[0]] * 1001}, "1000"),
+    ({"prospects": [PROSPECTS[0] | {"pains": []}]}, "pains"),
+    ({"prospects": [PROSPECTS[0] | {"name": " "}]}, "name"),
+    ({"prospects": [PROSPECTS[0], PROSPECTS[0]]}, "twice"),
+    ({"prospects": []}, "prospects"),
+    ({"graph_id": "nope"}, "graph_id"),
+])
+async def test_bad_draft_requests_are_422s_naming_the_field_and_store_nothing(world, change, says):
+    alice, _, run_id = world
+    before = (await alice.get(f"/runs/{run_id}/policies")).status_code
+    answer = await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1", "prospects": PROSPECTS} | change)
+    assert answer.status_code == 422 and says in answer.text, answer.text
+    assert before == 200
+
+
+async def test_the_same_idempotency_key_gives_the_same_batch(world):
+    alice, _, run_id = world
+    body = {"graph_id": "demo", "policy": f"{run_id}@1", "prospects": PROSPECTS[:1]}
+    first = await alice.post("/drafts", json=body, headers={"Idempotency-Key": "drafts-1"})
+    again = await alice.post("/drafts", json=body, headers={"Idempotency-Key": "drafts-1"})
+    other = await alice.post("/drafts", json=body | {"seed": 9}, headers={"Idempotency-Key": "drafts-1"})
+    assert (first.status_code, again.status_code, other.status_code) == (202, 200, 409)
+    assert again.json()["batch_id"] == first.json()["batch_id"]
+    await drafted(alice, first.json()["batch_id"])
+
+
+async def test_a_run_continues_from_a_policy(world):
+    alice, _, run_id = world
+    learned = (await alice.get(f"/runs/{run_id}/node-scores", params={"iteration": 2, "scenario_id": "scn-saas-cfo"})).json()
+    assert any(score != 1.0 for score in learned["scores"].values())
+    continued = await alice.post("/learn-loop", json=BODY | {"iterations": 1, "init_from": f"{run_id}@2",
+                                                            "scenario_ids": ["scn-saas-cfo", "scn-fintech-cto"]})
+    assert continued.status_code == 202, continued.text
+    new_id = continued.json()["run_id"]
+    run = await finished(alice, new_id, timeout=300)
+    assert run["status"] == "succeeded" and run["config"]["init_from"] == f"{run_id}@2"
+    start = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-saas-cfo"})).json()
+    assert start["scores"] == learned["scores"]  # the policy's scores, not all 1.0
+    # a scenario the policy never trained on starts from the one it is most like
+    like = (await alice.get(f"/runs/{run_id}/node-scores", params={"iteration": 2, "scenario_id": "scn-healthcare-cto"})).json()
+    fintech = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-fintech-cto"})).json()
+    assert fintech["scores"] in (like["scores"], learned["scores"])
+    assert (await alice.get(f"/policies/{new_id}@0")).json()["training_step"] == 0
+
+    for init_from, says in ((f"{run_id}@7", "not found"), ("nope@1", "not found")):
+        answer = await alice.post("/learn-loop", json=BODY | {"init_from": init_from})
+        assert answer.status_code == 422 and says in answer.text
+    other_graph = await alice.post("/learn-loop", json=BODY | {"graph_id": "demo-copy", "init_from": f"{run_id}@2"})
+    assert other_graph.status_code == 422 and "'demo-copy'" in other_graph.text
