@@ -62,7 +62,7 @@ async def create_drafts(request: Request, response: Response, svc: ServicesDep, 
 
 
 @router.get("/draft-batches/{batch_id}", response_model=BatchOut, summary="A draft batch", responses=NOT_FOUND)
-async def get_batch(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> BatchOut:
+async def get_draft_batch(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> BatchOut:
     """Its status and progress: `completed` of `count` prospects drafted."""
     return service.batch_view(await service.batch_of(session, batch_id, tenant))
 
@@ -83,6 +83,6 @@ async def list_drafts(batch_id: BatchId, request: Request, session: ReadSession,
 
 @router.get("/draft-batches/{batch_id}/outcomes", response_model=BatchOutcomes, summary="What the drafts earned",
             responses=NOT_FOUND)
-async def batch_outcomes(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> dict:
+async def get_batch_outcomes(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> dict:
     """Per drafted prospect, the distinct recipients that each outcome reached (human opens and clicks only)."""
     return {"data": await service.batch_outcomes(session, await service.batch_of(session, batch_id, tenant))}

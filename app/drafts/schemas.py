@@ -98,7 +98,7 @@ class DraftEmail(BaseModel):
     message_id: str
 
 
-class Prospect(BaseModel):
+class DraftProspect(BaseModel):
     id: str
     name: str
     email: str | None
@@ -110,7 +110,7 @@ class Prospect(BaseModel):
 
 
 class DraftOut(BaseModel):
-    prospect: Prospect
+    prospect: DraftProspect
     email: DraftEmail | None = Field(description="Null until the prospect is drafted, or when the policy wrote none.")
     policy: str
     judge_score: float | None

@@ -19,6 +19,7 @@ OPERATION_IDS = {
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
     "receiveProviderEvents", "receiveReply", "getRunOutcomes",
+    "getPolicy", "listPolicies", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
@@ -132,7 +133,7 @@ def test_every_list_is_a_named_page_with_has_more():
     assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
     lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
     assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList",
-                     "OutcomeSourceList"}
+                     "OutcomeSourceList", "PolicyList", "DraftPage"}
     assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
 
 
