@@ -10,6 +10,9 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
+from standardwebhooks.webhooks import Webhook
+
+from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
@@ -38,7 +41,8 @@ async def world(request, tmp_path_factory):
         postgres = FreshPostgresDatabase()
     url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts')}/db.sqlite"
     settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test")
+                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test",
+                        webhook_allow_private=True)
     app = create_app(settings)
     try:
         async with lifespan(app), connect(app) as alice, connect(app) as bob:
@@ -227,3 +231,26 @@ async def test_a_run_continues_from_a_policy(world):
         assert answer.status_code == 422 and says in answer.text
     other_graph = await alice.post("/learn-loop", json=BODY | {"graph_id": "demo-copy", "init_from": f"{run_id}@2"})
     assert other_graph.status_code == 422 and "'demo-copy'" in other_graph.text
+
+
+async def test_a_batch_tells_its_webhook_when_it_ends_signed_with_its_own_secret(world):
+    alice, _, run_id = world
+    receiver = Receiver(lambda n: (503, 0.0) if n == 0 else (200, 0.0))  # the first attempt fails and is retried
+    try:
+        created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": PROSPECTS[:1],
+                                                     "webhook_url": receiver.url + "?token=t0ken"})).json()
+        assert created["webhook_secret"].startswith("whsec_")
+        assert (await drafted(alice, created["batch_id"]))["status"] == "succeeded"
+        for _ in range(300):
+            if receiver.delivered():
+                break
+            await asyncio.sleep(0.1)
+        [first, delivered] = receiver.requests
+        assert first["headers"]["webhook-id"] == delivered["headers"]["webhook-id"] and delivered["path"] == "/hooks?token=t0ken"
+        headers = {k.lower(): v for k, v in delivered["headers"].items()}
+        event = Webhook(created["webhook_secret"]).verify(delivered["body"], headers)
+        assert event["type"] == "draft_batch.succeeded"
+        assert event["data"] == {"batch_id": created["batch_id"], "status": "succeeded", "count": 1, "completed": 1,
+                                 "policy": f"{run_id}@2", "error": None}
+    finally:
+        receiver.close()
