@@ -120,6 +120,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
     if worker:
         # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.
         from app.drafts import workflow as drafts_workflow  # noqa: F401
+        from app.evaluations import workflow as evaluations_workflow  # noqa: F401
         from app.runs import executor, workflow  # noqa: F401
 
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets),

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.backends.specs import SPECS
 from app.knowledge_graph.graph import ScenarioScores
 from app.loop.schemas import TrainingOutcome
-from app.policies.models import Deployment
+from app.policies.models import Deployment, Evaluation
 from app.policies.schemas import PolicyRef, policy_id
 from app.runs import repository as runs
 from app.runs.models import Iteration, Run
@@ -89,6 +89,14 @@ async def history(session: AsyncSession, graph_id: str, tenant: str) -> list[Dep
 async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployment | None:
     return await session.scalar(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
                                 .order_by(Deployment.id.desc()).limit(1))
+
+
+async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, policies: set[str]) -> Evaluation | None:
+    """The tenant's latest finished evaluation on the graph that compares all of these policies."""
+    rows = await session.scalars(select(Evaluation).where(
+        Evaluation.tenant == tenant, Evaluation.graph_id == graph_id, Evaluation.status == "succeeded")
+        .order_by(Evaluation.created_at.desc()).limit(50))
+    return next((row for row in rows if policies <= set(row.policies)), None)
 
 
 async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:

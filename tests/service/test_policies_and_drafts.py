@@ -86,7 +86,8 @@ async def test_a_run_has_a_policy_per_recorded_iteration(world):
 async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
-        "graph_id": "demo", "policy": None, "deployed_at": None, "history": []}
+        "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
+        "deployed_at": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
@@ -254,3 +255,81 @@ async def test_a_batch_tells_its_webhook_when_it_ends_signed_with_its_own_secret
                                  "policy": f"{run_id}@2", "error": None}
     finally:
         receiver.close()
+
+
+async def evaluated(client, evaluation_id: str, timeout: float = 300) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        evaluation = (await client.get(f"/evaluations/{evaluation_id}")).json()
+        if evaluation["status"] in ("succeeded", "failed"):
+            return evaluation
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"evaluation {evaluation_id} did not finish")
+
+
+async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the_evidence(world):
+    alice, bob, run_id = world
+    champion, challenger = f"{run_id}@2", f"{run_id}@1"
+    deployed = await alice.put("/graphs/demo/deployment", json={
+        "policy": champion, "challengers": [{"policy": challenger, "share": 0.3}], "require_evidence": True})
+    assert deployed.status_code == 200, deployed.text
+    assert deployed.json()["share"] == pytest.approx(0.7) and deployed.json()["challengers"] == [
+        {"policy": challenger, "share": 0.3}] and deployed.json()["require_evidence"] is True
+    prospects = [PROSPECTS[n % 3] | {"id": f"w{n}", "name": f"Prospect {n}"} for n in range(40)]
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 5})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    variants = [d["variant"] for d in drafts]
+    assert set(variants) == {0, 1}
+    for draft in drafts:  # each draft names the policy drawn for it, and the chance it had
+        assert (draft["policy"], draft["propensity"]) == ((champion, 0.7) if draft["variant"] == 0 else (challenger, 0.3))
+
+    # Before any evidence: a gated promotion is refused, saying why; forced, it is recorded as such.
+    refused = await alice.put("/graphs/demo/deployment", json={"policy": challenger})
+    assert refused.status_code == 409 and "no evaluation compares" in refused.text
+    none_yet = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    report = await evaluated(alice, none_yet["evaluation_id"])
+    assert report["status"] == "succeeded", report
+    for policy in report["result"]["policies"]:
+        if policy["policy"] == challenger:  # none of its drafts sent yet: no estimate, and the reason, never a zero
+            assert policy["off_policy"]["ips"] is None and "no logged sends" in policy["off_policy"]["reason"]
+        assert policy["held_out"] == 8 and 0 <= policy["judge"]["low"] <= policy["judge"]["value"] <= policy["judge"]["high"] <= 1
+    assert (await alice.put("/graphs/demo/deployment", json={"policy": challenger})).status_code == 409
+
+    # The sends come back: every challenger's draft got a reply, no champion's did.
+    events = []
+    for draft in drafts:
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"ev-d-{ref}", "recipient": who})
+        if draft["variant"] == 1:
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"ev-r-{ref}", "recipient": who})
+    assert (await alice.post("/outcomes", json={"events": events})).json()["unattributed"] == 0
+    evidence = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    report = await evaluated(alice, evidence["evaluation_id"])
+    by_policy = {p["policy"]: p["off_policy"] for p in report["result"]["policies"]}
+    assert by_policy[challenger]["n"] == 40 and by_policy[challenger]["matched"] == variants.count(1)
+    assert by_policy[challenger]["snips"]["value"] == 1.0 and by_policy[champion]["snips"]["value"] < 0.1
+    assert by_policy[challenger]["dr"]["low"] > by_policy[champion]["dr"]["high"]
+    promoted = await alice.put("/graphs/demo/deployment", json={"policy": challenger})
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["history"][0] == promoted.json()["history"][0] | {
+        "policy": challenger, "forced": False, "evaluation": evidence["evaluation_id"]}
+    # a rollback is a promotion too: gated, so it is forced here, and recorded as such
+    rolled_back = (await alice.put("/graphs/demo/deployment", json={"policy": champion, "force": True})).json()
+    assert rolled_back["history"][0]["forced"] is True and rolled_back["require_evidence"] is True
+
+    assert (await bob.get(f"/evaluations/{evidence['evaluation_id']}")).status_code == 404
+    foreign = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [champion]})
+    assert foreign.status_code == 422 and "not found" in foreign.text
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"challengers": [{"policy": "{run}@1", "share": 0.6}, {"policy": "{run}@0", "share": 0.6}]}, "over 1"),
+    ({"challengers": [{"policy": "{run}@2", "share": 0.2}]}, "twice"),
+    ({"challengers": [{"policy": "run_nope@1", "share": 0.2}]}, "challengers"),
+    ({"challengers": [{"policy": "{run}@1", "share": 0}]}, "share"),
+])
+async def test_bad_challengers_are_422s_naming_the_field(world, body, says):
+    alice, _, run_id = world
+    body = {"policy": f"{run_id}@2"} | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
+    answer = await alice.put("/graphs/demo/deployment", json=body)
+    assert answer.status_code == 422 and says in answer.text, answer.text

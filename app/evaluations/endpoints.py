@@ -1,0 +1,28 @@
+"""Evaluations: thin routes over `app.evaluations.service`."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+
+from app.core import ServicesDep
+from app.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
+from app.evaluations import service
+from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationOut
+
+router = APIRouter(tags=["evaluations"])
+
+
+@router.post("/evaluations", response_model=EvaluationCreated, status_code=status.HTTP_202_ACCEPTED,
+             summary="Compare policies", responses=BODY_ERRORS)
+async def create_evaluation(body: EvaluationIn, svc: ServicesDep, tenant: TenantDep) -> EvaluationCreated:
+    """Each policy writes for held-out prospects (judged, and its reply rate predicted by the outcome model), and its
+    reply rate is estimated off-policy (IPS, SNIPS, doubly robust) from the drafts already sent; 90 % intervals. Runs
+    durably on the workers."""
+    return await service.create(svc, body, tenant)
+
+
+@router.get("/evaluations/{evaluation_id}", response_model=EvaluationOut, summary="An evaluation", responses=NOT_FOUND)
+async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=40)], session: ReadSession,
+                         tenant: TenantDep) -> EvaluationOut:
+    """Its status and, once succeeded, the result per policy."""
+    return await service.get(session, evaluation_id, tenant)
