@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import random
+from datetime import timedelta
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from app.drafts.schemas import (
     CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
     ProspectOutcomes,
 )
+from app.db import utcnow
 from app.errors import Conflict, NotFound, invalid
 from app.events.service import new_id
 from app.events.signing import new_secret
@@ -30,6 +32,7 @@ from app.policies import repository as policies
 from app.policies import service as policy_service
 from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef, policy_id
+from app.policies.traffic import auto_shares
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 
@@ -100,7 +103,8 @@ def _csv_error(line: int, field: str | None, message: str) -> dict:
 # ---------------------------------------------------------------- creating a batch
 
 
-async def _arms(session: AsyncSession, body: DraftRequest, tenant: str) -> list[tuple[LearnedPolicy, float]]:
+async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, reply_window_s: float
+                ) -> list[tuple[LearnedPolicy, float]]:
     """The policies that draft and their shares: the one named, alone; else the deployment's champion and challengers."""
     if body.policy is not None:
         policy = await policy_service.resolve(session, body.policy, tenant, field="policy")
@@ -113,9 +117,15 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str) -> list[
         raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
                                 f"(PUT /graphs/{body.graph_id}/deployment)")
     challengers = deployed.challengers or []
-    arms = [(policy_id(deployed.run_id, deployed.iteration), 1 - sum(c["share"] for c in challengers))]
-    arms += [(policy_id(c["run_id"], c["iteration"]), c["share"]) for c in challengers]
-    return [(await policy_service.resolve(session, arm, tenant, field="policy"), share) for arm, share in arms]
+    ids = [policy_id(deployed.run_id, deployed.iteration)] + [policy_id(c["run_id"], c["iteration"]) for c in challengers]
+    if deployed.traffic == "auto":
+        mature_before = utcnow() - timedelta(seconds=reply_window_s)
+        seen = await policies.sends_by_policy(session, tenant, body.graph_id, mature_before)
+        shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
+                             seed=body.seed)
+    else:
+        shares = [1 - sum(c["share"] for c in challengers)] + [c["share"] for c in challengers]
+    return [(await policy_service.resolve(session, arm, tenant, field="policy"), share) for arm, share in zip(ids, shares)]
 
 
 def choose_arm(shares: list[float], seed: int, prospect_id: str, position: int) -> int:
@@ -139,7 +149,7 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     async with svc.db.read() as session:
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
-        arms = await _arms(session, body, tenant)
+        arms = await _arms(session, body, tenant, svc.settings.reply_window_s)
     policy = arms[0][0]
     graph = await svc.graphs.get(body.graph_id)
     default_goal = body.goal or graph.scenarios[policy.config.scenario_ids[0]].goal

@@ -19,6 +19,8 @@ from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
+from app.knowledge_graph import repository as graphs
+from app.policies import service as policy_service
 from app.policies.models import Evaluation
 from app.policies.schemas import EvaluationResult, Interval, OffPolicyOut, PolicyEvaluation, PolicyRef
 from app.runs.executor import current
@@ -112,6 +114,9 @@ async def evaluate_step(evaluation_id: str) -> str:
         evaluation = await session.get(Evaluation, evaluation_id)
         if evaluation is not None:
             evaluation.result, evaluation.status, evaluation.finished_at = result.model_dump(mode="json"), "succeeded", utcnow()
+            await graphs.lock(session, evaluation.graph_id)  # promotions of one graph take turns
+            if promoted := await policy_service.promote_if_ahead(session, evaluation):
+                log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
     return "succeeded"
 
 

@@ -22,6 +22,10 @@ class Deployment(Base):
     iteration: Mapped[int]
     # up to three challengers beside the champion: [{"run_id", "iteration", "share"}], the champion takes the rest
     challengers: Mapped[list] = mapped_column(default=list)
+    traffic: Mapped[str] = mapped_column(String(8), default="fixed")  # "auto": shares by top-two Thompson sampling
+    floor: Mapped[float] = mapped_column(default=0.0)  # every policy's least share
+    min_sends: Mapped[int] = mapped_column(default=100)  # "auto": mature sends per policy before the split moves
+    auto_promote: Mapped[bool] = mapped_column(default=False)  # promote a challenger once an evaluation puts it ahead
     require_evidence: Mapped[bool] = mapped_column(default=False)  # a new champion needs an evaluation putting it ahead
     forced: Mapped[bool] = mapped_column(default=False)  # promoted against (or without) the evidence, by request
     evaluation_id: Mapped[str | None] = mapped_column(String(40))  # the evaluation that justified the promotion

@@ -3,12 +3,14 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS
 from app.knowledge_graph.graph import ScenarioScores
 from app.loop.schemas import TrainingOutcome
+from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.schemas import OutcomeType
 from app.policies.models import Deployment, Evaluation
 from app.policies.schemas import PolicyRef, policy_id
 from app.runs import repository as runs
@@ -89,6 +91,22 @@ async def history(session: AsyncSession, graph_id: str, tenant: str) -> list[Dep
 async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployment | None:
     return await session.scalar(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
                                 .order_by(Deployment.id.desc()).limit(1))
+
+
+async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
+    """Per policy (`<run_id>@<k>`), its drafts on the graph with a known outcome (delivered before the reply window
+    closed, or replied to) and how many of them got a reply."""
+    delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
+                              else_=0))
+    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
+    per_ref = (select(EmailRef.run_id, EmailRef.iteration, delivered.label("delivered"), replied.label("replied"))
+               .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+               .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
+               .group_by(EmailRef.ref, EmailRef.run_id, EmailRef.iteration).subquery())
+    rows = await session.execute(
+        select(per_ref.c.run_id, per_ref.c.iteration, func.count(), func.sum(per_ref.c.replied))
+        .where((per_ref.c.delivered + per_ref.c.replied) > 0).group_by(per_ref.c.run_id, per_ref.c.iteration))
+    return {policy_id(run_id, iteration): (sends, int(replies or 0)) for run_id, iteration, sends, replies in rows}
 
 
 async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, policies: set[str]) -> Evaluation | None:

@@ -3,6 +3,7 @@
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -53,7 +54,8 @@ class ChallengerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy: str = Field(min_length=1, max_length=120)
-    share: float = Field(gt=0, le=1, description="The share of prospects it drafts for.")
+    share: float | None = Field(None, gt=0, le=1, description="The share of prospects it drafts for (with `traffic` "
+                                                                "`fixed`, required; with `auto`, not given).")
 
 
 class DeploymentIn(BaseModel):
@@ -67,12 +69,31 @@ class DeploymentIn(BaseModel):
         "From now on, a new champion needs an evaluation whose interval puts it ahead of the current one (default: "
         "as the current deployment says; off for a graph's first)."))
     force: bool = Field(False, description="Promote without the evidence `require_evidence` asks for; recorded.")
+    traffic: Literal["fixed", "auto"] = Field("fixed", description=(
+        "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
+    floor: float = Field(0.01, ge=0, le=0.25, description="Every policy's least share.")
+    min_sends: int = Field(100, ge=1, le=1_000_000, description=(
+        "`auto`: mature sends each policy needs before the split moves from even."))
+    auto_promote: bool = Field(False, description="Promote a challenger as soon as an evaluation puts it ahead.")
 
     @model_validator(mode="after")
     def _shares(self) -> "DeploymentIn":
-        total = sum(c.share for c in self.challengers)
-        if total > 1 + 1e-9:
-            raise ValueError(f"the challengers' shares sum to {total:g}, over 1")
+        if self.traffic == "fixed":
+            for index, challenger in enumerate(self.challengers):
+                if challenger.share is None:
+                    raise ValueError(f"challengers.{index}.share is required with traffic 'fixed'")
+                if challenger.share < self.floor:
+                    raise ValueError(f"challengers.{index}.share {challenger.share:g} is below the floor {self.floor:g}")
+            total = sum(c.share for c in self.challengers)
+            if total > 1 + 1e-9:
+                raise ValueError(f"the challengers' shares sum to {total:g}, over 1")
+            if self.challengers and 1 - total < self.floor - 1e-9:
+                raise ValueError(f"the champion's share {1 - total:g} is below the floor {self.floor:g}")
+        else:
+            if any(c.share is not None for c in self.challengers):
+                raise ValueError("with traffic 'auto' the shares are computed: give no challengers.N.share")
+            if self.floor * (1 + len(self.challengers)) > 1:
+                raise ValueError(f"a floor of {self.floor:g} for {1 + len(self.challengers)} policies sums over 1")
         ids = [self.policy] + [c.policy for c in self.challengers]
         if len(set(ids)) != len(ids):
             raise ValueError("a policy appears twice among the champion and its challengers")
@@ -81,7 +102,7 @@ class DeploymentIn(BaseModel):
 
 class Arm(BaseModel):
     policy: str
-    share: float
+    share: float | None = Field(description="Its fixed share; null with `auto` traffic (each batch computes them).")
 
 
 class DeploymentRecord(BaseModel):
@@ -98,6 +119,10 @@ class DeploymentOut(BaseModel):
     share: float | None = Field(description="The champion's share of the prospects (1 without challengers).")
     challengers: list[Arm]
     require_evidence: bool
+    traffic: Literal["fixed", "auto"]
+    floor: float
+    min_sends: int
+    auto_promote: bool
     deployed_at: datetime | None
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
 

@@ -5,7 +5,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
-from app.policies.models import Deployment
+from app.policies.models import Deployment, Evaluation
 from app.policies.repository import LearnedPolicy
 from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
@@ -48,12 +48,14 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
         return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
-                             deployed_at=None, history=[])
+                             traffic="fixed", floor=0.0, min_sends=100, auto_promote=False, deployed_at=None, history=[])
     current = rows[0]
     challengers = _arms(current)
+    auto = current.traffic == "auto"
     return DeploymentOut(graph_id=graph_id, policy=policy_id(current.run_id, current.iteration),
-                         share=1 - sum(c.share for c in challengers), challengers=challengers,
-                         require_evidence=current.require_evidence, deployed_at=current.deployed_at,
+                         share=None if auto else 1 - sum(c.share for c in challengers), challengers=challengers,
+                         require_evidence=current.require_evidence, traffic=current.traffic, floor=current.floor,
+                         min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
                          history=[_record(row) for row in rows])
 
 
@@ -103,9 +105,31 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         graph_id=graph_id, tenant=tenant, run_id=champion.run_id, iteration=champion.iteration,
         challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
+        traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
         require_evidence=require, forced=forced, evaluation_id=evaluation_id))
     await session.flush()
     return await deployment(session, graph_id, tenant)
+
+
+async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
+    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
+    champion takes its place among the challengers); returns it, or None."""
+    current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
+    if current is None or not current.auto_promote or evaluation.result is None:
+        return None
+    result = EvaluationResult.model_validate(evaluation.result)
+    champion = policy_id(current.run_id, current.iteration)
+    for index, challenger in enumerate(current.challengers or []):
+        if verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion).ahead:
+            demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
+            session.add(Deployment(
+                graph_id=current.graph_id, tenant=current.tenant, run_id=challenger["run_id"],
+                iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
+                                                                *current.challengers[index + 1:]],
+                traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
+                require_evidence=current.require_evidence, evaluation_id=evaluation.id))
+            return policy_id(challenger["run_id"], challenger["iteration"])
+    return None
 
 
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:

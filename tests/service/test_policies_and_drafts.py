@@ -87,7 +87,7 @@ async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
         "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
-        "deployed_at": None, "history": []}
+        "traffic": "fixed", "floor": 0.0, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
@@ -331,5 +331,50 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
 async def test_bad_challengers_are_422s_naming_the_field(world, body, says):
     alice, _, run_id = world
     body = {"policy": f"{run_id}@2"} | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
+    answer = await alice.put("/graphs/demo/deployment", json=body)
+    assert answer.status_code == 422 and says in answer.text, answer.text
+
+
+async def test_auto_traffic_and_auto_promotion(world):
+    alice, _, run_id = world
+    champion, challenger = f"{run_id}@0", f"{run_id}@2"
+    deployed = await alice.put("/graphs/demo/deployment", json={
+        "policy": champion, "challengers": [{"policy": challenger}], "traffic": "auto", "floor": 0.1, "min_sends": 5,
+        "auto_promote": True, "force": True})
+    assert deployed.status_code == 200, deployed.text
+    assert deployed.json()["traffic"] == "auto" and deployed.json()["share"] is None
+    prospects = [PROSPECTS[n % 3] | {"id": f"a{n}", "name": f"Auto {n}"} for n in range(30)]
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 11})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    # champion @0 has no sends of its own yet: an even split, logged as each draft's propensity
+    assert {d["propensity"] for d in drafts} == {0.5}
+    events = []
+    for draft in drafts:
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"auto-d-{ref}", "recipient": who})
+        if draft["policy"] == challenger:
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"auto-r-{ref}", "recipient": who})
+    await alice.post("/outcomes", json={"events": events})
+    later = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects[:4], "seed": 12})).json()
+    await drafted(alice, later["batch_id"])
+    shares = {d["policy"]: d["propensity"] for d in (await alice.get(f"/draft-batches/{later['batch_id']}/drafts")).json()["data"]}
+    batch_arms = {champion, challenger} & set(shares)
+    assert all(shares[p] > 0.5 for p in batch_arms if p == challenger) and all(shares[p] < 0.5 for p in batch_arms if p == champion)
+    evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    assert (await evaluated(alice, evaluation["evaluation_id"]))["status"] == "succeeded"
+    now = (await alice.get("/graphs/demo/deployment")).json()
+    assert now["policy"] == challenger and now["history"][0]["evaluation"] == evaluation["evaluation_id"]
+    assert [c["policy"] for c in now["challengers"]] == [champion]  # the old champion keeps drafting beside it
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"challengers": [{"policy": "{run}@1", "share": 0.05}], "floor": 0.1}, "below the floor"),
+    ({"challengers": [{"policy": "{run}@1", "share": 0.3}], "traffic": "auto"}, "computed"),
+    ({"challengers": [{"policy": "{run}@1"}], "traffic": "fixed"}, "required"),
+])
+async def test_bad_traffic_settings_are_422s(world, body, says):
+    alice, _, run_id = world
+    body = {"policy": f"{run_id}@2"} | body | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
     answer = await alice.put("/graphs/demo/deployment", json=body)
     assert answer.status_code == 422 and says in answer.text, answer.text

@@ -76,3 +76,16 @@ def test_the_observed_traffic_split_matches_the_shares():
     assert [c / 10_000 for c in counts] == pytest.approx(shares, abs=0.015)
     assert choose_arm(shares, 7, "p1", 1) == choose_arm(shares, 7, "p1", 1)  # reproducible from the seed
     assert choose_arm([0.0, 1.0], 3, "p1", 0) == 1
+
+
+def test_auto_traffic_stays_even_until_every_policy_has_its_sends_then_favours_the_better_one():
+    from app.policies.traffic import auto_shares
+
+    assert auto_shares([(50, 5), (500, 100)], floor=0.01, min_sends=100, seed=1) == [0.5, 0.5]
+    shares = auto_shares([(400, 20), (400, 60), (400, 40)], floor=0.05, min_sends=100, seed=1)
+    assert sum(shares) == pytest.approx(1.0) and min(shares) >= 0.05
+    assert shares[1] > shares[2] > shares[0]  # 15 % beats 10 % beats 5 %
+    # top-two sampling sends the clear best about half the time, not all of it: its rival keeps learning
+    clear = auto_shares([(2000, 400), (2000, 100)], floor=0.0, min_sends=100, seed=2)
+    assert clear[0] == pytest.approx(0.5, abs=0.03)
+    assert auto_shares([(10, 1)], floor=0.2, min_sends=100, seed=3) == [1.0]
