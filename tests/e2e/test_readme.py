@@ -55,6 +55,9 @@ def test_the_walk_through_runs_as_one_block_and_keeps_its_run(tmp_path):
         assert [d["name"] for d in drafts] == ["Ines Duarte", "Tomasz Nowak", "Grace Mensah"]
         assert all(d["subject"] and d["body"] and d["message_id"].startswith("<eml_") for d in drafts)
         next_run = deployed[1]["policy"].split("@")[0]
+        [evaluation] = [a for a in answers if "evaluation_id" in a and "result" in a]
+        assert evaluation["status"] == "succeeded" and evaluation["policies"] == [deployed[1]["policy"], f"{run_id}@3"]
+        assert all(p["held_out"] == 9 and p["judge"] for p in evaluation["result"]["policies"])
         again = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, capture_output=True, text=True,
                                timeout=300)
         assert again.returncode == 0 and again.stdout.splitlines()[0] == run_id  # pasted twice: the same runs
