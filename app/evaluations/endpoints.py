@@ -2,12 +2,13 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Query, status
 
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
 from app.evaluations import service
-from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationOut
+from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationList, EvaluationOut
+from app.pages import cursor_params
 
 router = APIRouter(tags=["evaluations"])
 
@@ -19,6 +20,19 @@ async def create_evaluation(body: EvaluationIn, svc: ServicesDep, tenant: Tenant
     reply rate is estimated off-policy (IPS, SNIPS, doubly robust) from the drafts already sent; 90 % intervals. Runs
     durably on the workers."""
     return await service.create(svc, body, tenant)
+
+
+EvaluationCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="An evaluation id: the page "
+                                                                                       "starts after it.")],
+                                default_limit=20, max_limit=100)
+
+
+@router.get("/evaluations", response_model=EvaluationList, summary="List evaluations")
+async def list_evaluations(session: ReadSession, tenant: TenantDep, page: EvaluationCursor,
+                           graph_id: Annotated[str | None, Query(max_length=200)] = None) -> dict:
+    """The tenant's evaluations, newest first, optionally of one graph."""
+    data, has_more = await service.page(session, tenant, graph_id, after=page.after, limit=page.limit)
+    return {"data": data, "has_more": has_more}
 
 
 @router.get("/evaluations/{evaluation_id}", response_model=EvaluationOut, summary="An evaluation", responses=NOT_FOUND)

@@ -6,6 +6,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.drafts.schemas import ProspectIn
+from app.pages import Page
 from app.policies.schemas import EvaluationResult
 
 MAX_POLICIES = 4
@@ -48,3 +49,7 @@ class EvaluationOut(BaseModel):
     error: dict | None
     created_at: datetime
     finished_at: datetime | None
+
+
+class EvaluationList(Page[EvaluationOut]):
+    pass

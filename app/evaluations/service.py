@@ -1,5 +1,6 @@
 """Evaluations as the API takes them in and gives them back."""
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
@@ -27,10 +28,26 @@ async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCr
                              links=EvaluationLinks(self=f"/evaluations/{evaluation.id}"))
 
 
+async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
+               ) -> tuple[list[EvaluationOut], bool]:
+    """Newest first (ids sort by creation time)."""
+    query = select(Evaluation).where(Evaluation.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(Evaluation.graph_id == graph_id)
+    if after is not None:
+        query = query.where(Evaluation.id < after)
+    rows = (await session.scalars(query.order_by(Evaluation.id.desc()).limit(limit + 1))).all()
+    return [view(row) for row in rows[:limit]], len(rows) > limit
+
+
 async def get(session: AsyncSession, evaluation_id: str, tenant: str) -> EvaluationOut:
     evaluation = await session.get(Evaluation, evaluation_id)
     if evaluation is None or evaluation.tenant != tenant:
         raise NotFound(f"evaluation {evaluation_id!r} not found")
+    return view(evaluation)
+
+
+def view(evaluation: Evaluation) -> EvaluationOut:
     return EvaluationOut(evaluation_id=evaluation.id, graph_id=evaluation.graph_id, policies=evaluation.policies,
                          status=evaluation.status, result=evaluation.result, error=evaluation.error,
                          created_at=evaluation.created_at, finished_at=evaluation.finished_at)
