@@ -118,10 +118,14 @@ async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, p
 
 
 async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:
-    """The graph whose current deployment is one of this run's policies, if any."""
+    """The graph whose current deployment drafts with one of this run's policies (its champion or a challenger)."""
     latest = (select(func.max(Deployment.id).label("id")).group_by(Deployment.graph_id, Deployment.tenant).subquery())
-    return await session.scalar(
-        select(Deployment.graph_id).join(latest, latest.c.id == Deployment.id).where(Deployment.run_id == run_id).limit(1))
+    current = await session.execute(select(Deployment.graph_id, Deployment.run_id, Deployment.challengers)
+                                    .join(latest, latest.c.id == Deployment.id))
+    for graph_id, champion, challengers in current:
+        if run_id == champion or any(c["run_id"] == run_id for c in challengers or []):
+            return graph_id
+    return None
 
 
 async def is_deployed(session: AsyncSession, policy: LearnedPolicy) -> bool:

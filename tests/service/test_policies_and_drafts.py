@@ -366,6 +366,12 @@ async def test_auto_traffic_and_auto_promotion(world):
     now = (await alice.get("/graphs/demo/deployment")).json()
     assert now["policy"] == challenger and now["history"][0]["evaluation"] == evaluation["evaluation_id"]
     assert [c["policy"] for c in now["challengers"]] == [champion]  # the old champion keeps drafting beside it
+    other = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(alice, other, timeout=300))["status"] == "succeeded"
+    assert (await alice.put("/graphs/demo/deployment", json={
+        "policy": challenger, "challengers": [{"policy": f"{other}@1", "share": 0.2}]})).status_code == 200
+    refused = await alice.delete(f"/runs/{other}")  # a challenger drafts too: its run stays
+    assert refused.status_code == 409 and "'demo'" in refused.text
 
 
 @pytest.mark.parametrize("body, says", [
