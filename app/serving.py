@@ -176,7 +176,8 @@ def bounded_protocol(max_header_bytes: int, header_timeout_s: float, *, body_tim
             if not self._body_pending or self.transport.is_closing():
                 return
             deadline = self._body_deadline()
-            if self.flow.read_paused:  # the app has not taken what arrived: we stopped reading, not the client
+            waiting_for_us = self.flow.read_paused or (self.cycle is not None and self.cycle.waiting_for_100_continue)
+            if waiting_for_us:  # the app has not taken what arrived (or asked for the body it expects): not the client's time
                 deadline = max(deadline, self.loop.time() + 1.0)
             if self.loop.time() < deadline:
                 self._body_timer = self.loop.call_at(deadline, self._body_overdue)

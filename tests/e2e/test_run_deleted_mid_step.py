@@ -4,7 +4,6 @@ is gone, and that is the deletion, not a failure to report with a traceback and 
 in flight when the run goes."""
 
 import sqlite3
-import time
 
 import pytest
 
