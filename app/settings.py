@@ -124,12 +124,28 @@ class Settings(BaseSettings):
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
     access_log: bool = Field(False, description="uvicorn's per-request log lines.")
+    log_repeats: int = Field(10, ge=0, description=(
+        "Log lines of one kind (same logger, level, line of code and exception class) printed per "
+        "LOG_REPEAT_PERIOD_S; the rest are counted, and the next line printed says how many (0: no limit)."))
+    log_repeat_period_s: float = Field(60.0, gt=0, description="The period of LOG_REPEATS.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
     max_header_bytes: int = Field(65_536, ge=1024, description="Largest request head (request line and headers): 431 above it.")
     header_timeout_s: float = Field(10.0, gt=0, description=(
         "A request head must arrive within this many seconds of the connection opening or of the previous "
         "response; an idle or half-sent connection is closed then."))
     max_graph_bytes: int = Field(20 * 1_048_576, ge=1024, description="Largest graph document upload.")
+    body_timeout_s: float = Field(30.0, gt=0, description=(
+        "A request body must arrive within this many seconds of its head, plus one second per MIN_BODY_RATE bytes "
+        "received; a slower one is answered 408 and its connection closed."))
+    min_body_rate: int = Field(16_384, ge=0, description=(
+        "Bytes per second a request body may keep arriving at beyond BODY_TIMEOUT_S without being cut off "
+        "(0: none, BODY_TIMEOUT_S bounds every body)."))
+    max_connections: int | None = Field(None, ge=1, description=(
+        "Open HTTP connections at once; above it a new one closes the oldest connection still sending its request "
+        "(or idle), or is answered 503 if every one has a request in progress. Default: the open-file limit less 128."))
+    close_linger_s: float = Field(2.0, ge=0, description=(
+        "After an answer sent before the request body had all arrived (a 401, a 413), the connection closes; the rest "
+        "of the body is discarded for at most this long first, so that the client can read the answer."))
 
     @field_validator("api_keys", mode="before")
     @classmethod
