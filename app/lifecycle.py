@@ -22,6 +22,7 @@ from app.heap import freeze_startup_heap
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.observability import init_tracing
+from app.outcomes import inbound_pool
 from app.runs import queue
 from app.runs import repository as runs_repository
 from app.runs.workers import Housekeeper
@@ -180,6 +181,7 @@ async def stop(process: Process) -> None:
     if interrupted:
         await interrupt(interrupted, process.api.settings)
     await _close_executor(process)
+    await inbound_pool.shutdown()  # the inbound parser's processes, if a reply started them
     await process.api.feed.close()
     await process.api.db.close()
 
