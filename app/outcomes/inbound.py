@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl
 from mailparser_reply import EmailReplyParser
 from pydantic import BaseModel, ConfigDict
 from python_multipart.exceptions import FormParserError
-from python_multipart.multipart import Field, File, create_form_parser
+from python_multipart.multipart import Field, File, create_form_parser, parse_options_header
 
 # the ref: "eml_" and 20 lower-case base32 characters (digits allowed, whichever base32 alphabet made it)
 _REF = r"eml_[a-z0-9]{20}"
@@ -378,12 +378,18 @@ def form_fields(content_type: str, body: bytes, limits: Limits = Limits()) -> di
     """The text fields of a multipart/form-data or urlencoded body (the first of each name); files are skipped.
     Refused past Limits.max_mime_parts fields and files, or when the body is no such form."""
     fields: dict[str, bytes] = {}
-    if content_type.split(";")[0].strip().lower() == "application/x-www-form-urlencoded":
-        pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, max_num_fields=limits.max_mime_parts,
-                          encoding="latin-1") if body else []
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, max_num_fields=limits.max_mime_parts,
+                              encoding="latin-1")
+        except ValueError:
+            raise Refused(f"the form has more than {limits.max_mime_parts} fields (INBOUND_MAX_MIME_PARTS)") from None
         for name, value in pairs:
             fields.setdefault(name.encode("latin-1").decode("utf-8", "replace"), value.encode("latin-1"))
         return fields
+    if not parse_options_header(content_type)[1].get(b"boundary"):
+        raise Refused("the body is no readable form: multipart/form-data without a boundary")
     parts = 0
 
     def on_part(part: Field | File) -> None:
