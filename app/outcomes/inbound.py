@@ -483,8 +483,8 @@ def parse_postmark_inbound(body: bytes, *, domain: str, now: datetime | None = N
             hashes += [_json_text(entry, "MailboxHash") for entry in record[key] if isinstance(entry, dict)]
     sender_full = record.get("FromFull")
     sender = _json_text(sender_full, "Email").strip() if isinstance(sender_full, dict) else ""
-    text = _json_text(record, "TextBody") or _html_text(_json_text(record, "HtmlBody")[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR]) \
-        or _json_text(record, "StrippedTextReply")
+    html = _json_text(record, "HtmlBody")[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR]
+    text = _json_text(record, "TextBody") or _html_text(html) or _json_text(record, "StrippedTextReply")
     return _reply(headers, text, domain=domain, now=now, limits=limits, fallback_id=body, extra_refs=hashes,
                   sender=sender or None)
 

@@ -41,6 +41,12 @@ def read_in_worker(content_type: str, body: bytes, domain: str, limits: inbound.
         raise inbound.Refused(f"the message could not be read ({type(exc).__name__})") from None
 
 
+def _quiet_worker() -> None:
+    """A parser process logs nothing (python-multipart logs malformed forms at WARNING and ERROR): what went wrong
+    comes back as a refusal, which the API answers, and logs where it is unexpected."""
+    logging.disable(logging.CRITICAL)
+
+
 class InboundParser:
     """A pool of `workers` processes that parse inbound messages; `read` awaits one's answer."""
 
@@ -53,7 +59,9 @@ class InboundParser:
     def _running_pool(self) -> ProcessPool:
         with self._lock:
             if self._pool is None or not self._pool.active:
-                self._pool = ProcessPool(max_workers=self.workers, context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPool(max_workers=self.workers, initializer=_quiet_worker,
+                                         context=multiprocessing.get_context("spawn"))
+                self._pool.active  # noqa: B018 (reading it starts the pool's workers, here rather than on first use)
             return self._pool
 
     async def read(self, content_type: str, body: bytes, *, domain: str, limits: inbound.Limits,
@@ -64,8 +72,13 @@ class InboundParser:
             raise Busy(f"{self._waiting} inbound messages are being parsed; retry in {RETRY_AFTER_S} s")
         self._waiting += 1
         try:
-            future = self._running_pool().schedule(read_in_worker, args=(content_type, body, domain, limits),
-                                                   timeout=timeout_s)
+            pool = self._pool
+            if pool is None or not pool.active:  # starting processes is work of its own: not on the loop either
+                pool = await asyncio.to_thread(self._running_pool)
+            try:
+                future = pool.schedule(read_in_worker, args=(content_type, body, domain, limits), timeout=timeout_s)
+            except RuntimeError:  # the pool broke, or was stopped, since it was looked at
+                raise BrokenProcessPool from None
             return await asyncio.wrap_future(future)
         except TimeoutError:
             log.warning("an inbound message took longer than %g s to parse (INBOUND_PARSE_TIMEOUT_S): refused", timeout_s)

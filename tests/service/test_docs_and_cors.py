@@ -18,7 +18,7 @@ OPERATION_IDS = {
     "listScenarios", "getHealth", "getReadiness", "listJudges",
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
-    "receiveProviderEvents", "receiveReply", "getRunOutcomes",
+    "receiveProviderEvents", "receiveReply", "receiveReplyMime", "getRunOutcomes",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
