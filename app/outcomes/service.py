@@ -149,9 +149,9 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
                         content_type: str, body: bytes, wake: Wake | None = None) -> IngestResult:
     """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
 
-    Postmark's inbound hook carries the source's basic auth; the other providers sign no inbound mail, so their
-    inbound URL (unguessable) is the credential. Checked first: a message is parsed (in a parser process, within
-    INBOUND_PARSE_TIMEOUT_S) only for a known source.
+    Postmark's inbound hook carries the source's basic auth; SendGrid signs no inbound mail, and the signature of
+    Mailgun's forward is not checked here, so their inbound URL (unguessable) is the credential. Checked first: a
+    message is parsed (in a parser process, within INBOUND_PARSE_TIMEOUT_S) only for a known source.
     """
     source, material = await _verified_source(db, box, source_id)
     if source.provider == Provider.POSTMARK:
