@@ -57,6 +57,20 @@ class Settings(BaseSettings):
         "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
         "trust a trait; also the deliveries at which a sent email's own rates carry half the feedback weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
+    max_inbound_bytes: int = Field(10 * 1_048_576, ge=1024, description=(
+        "Largest inbound message (the request body of /outcomes/hooks/{id}/inbound, attachments included): 413 above it."))
+    inbound_parse_timeout_s: float = Field(10.0, gt=0, description=(
+        "Time one inbound message may take to parse in a parser process; past it the process is stopped and the message "
+        "refused (422)."))
+    inbound_parse_workers: int = Field(1, ge=1, le=16, description=(
+        "Processes that parse inbound messages (never the API's event loop); a few more messages than that wait, the "
+        "rest are answered 429 with Retry-After."))
+    inbound_max_mime_parts: int = Field(500, ge=1, description=(
+        "MIME parts (or form fields and files) one inbound message may have: 422 above it."))
+    inbound_max_mime_depth: int = Field(20, ge=1, le=200, description=(
+        "Levels of nested MIME parts one inbound message may have: 422 above it."))
+    inbound_max_text_chars: int = Field(32_768, ge=1024, description=(
+        "Characters of an inbound reply's body read for its new text (what comes after is quoted history or cut)."))
     trajectory_retention_iterations: int = Field(
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")
     cors_origins: Annotated[list[str], NoDecode] = Field(

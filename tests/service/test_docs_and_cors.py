@@ -19,7 +19,7 @@ OPERATION_IDS = {
     "listScenarios", "getHealth", "getReadiness", "listJudges",
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
-    "receiveProviderEvents", "receiveReply", "getRunOutcomes",
+    "receiveProviderEvents", "receiveReply", "receiveReplyMime", "getRunOutcomes",
     "getPolicy", "listPolicies", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes", "createEvaluation", "getEvaluation", "listEvaluations",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
