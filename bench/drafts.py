@@ -1,0 +1,227 @@
+"""Drafts: what a run learned, put to work on prospects the loop never saw (issue 39), on the demo graph.
+
+The demo's simulated team (`app.outcomes.simulated_team`) makes up look-alike prospects of the demo's scenarios
+(names and companies of their own; a scenario's role, industry, some of its pains, its goal) and sends their drafts:
+each look-alike opens and replies with the probabilities of its base scenario's hidden preferences. Those true
+probabilities are read only here; the service sees the prospects, and the outcomes through `POST /outcomes`.
+
+Everything goes through the API, in process (the app and its worker on a SQLite file, an httpx client over ASGI):
+`POST /learn-loop`, `PUT /graphs/demo/deployment`, `POST /drafts`, `GET /draft-batches/…`, `POST /outcomes`.
+
+- Transfer: a run trained on the demo's ten scenarios; then look-alikes it never saw (held out: made up after it)
+  drafted by its last policy and by its untrained policy (`<run>@0`). The measure is the mean true reply
+  probability, P(open) · P(reply | open), of each policy's drafts; the target is trained ÷ untrained ≥ 1.2 over
+  10 seeds, with a 90% interval from resampling the seeds.
+- The weekly loop: a first run (`feedback_source: outcomes`, so the judge alone: nothing was sent yet) is deployed;
+  then each week 200 new look-alikes are drafted by the deployment, sent, and their outcomes reported; a run
+  continued from the deployment (`init_from`, `feedback_source: outcomes`) learns from them, and its last policy is
+  deployed. The same prospects are also drafted, never sent, by the first policy (a team that never continues).
+- Throughput: 1,000 look-alikes in one batch on the embedded backend, `codreamer serve` on SQLite, while a client
+  reads the batch and its drafts at a fixed rate.
+"""
+
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+GRAPH = "demo"
+BOOTSTRAP = 2000  # resamples of the seeds for a ratio's 90% interval
+
+
+def _environment() -> None:
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ["WEAVE_DISABLED"] = "true"
+    import app  # noqa: F401  (litellm offline)
+
+
+@dataclass
+class Api:
+    http: "httpx.AsyncClient"
+    settings: "Settings"
+
+
+@asynccontextmanager
+async def service(data_dir: Path):
+    """The app with its worker in this process, on a SQLite file, and a client that calls it over ASGI."""
+    from app.main import create_app
+    from app.settings import Settings
+    from tests.support import connect, lifespan
+
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{data_dir.resolve() / 'codreamer.sqlite'}",
+                        art_path=str(data_dir.resolve() / ".art"), executor_id=f"bench-{uuid.uuid4().hex[:8]}",
+                        run_worker=True)
+    app = create_app(settings)
+    async with lifespan(app), connect(app) as client:
+        client.timeout = 120
+        yield Api(client, settings)
+
+
+async def _ok(answer, *codes: int) -> dict:
+    assert answer.status_code in (codes or (200,)), f"{answer.request.method} {answer.request.url}: {answer.status_code} {answer.text[:500]}"
+    return answer.json()
+
+
+async def learn(client, body: dict, poll_s: float = 0.2) -> dict:
+    """POST /learn-loop, then the run once it finished."""
+    run_id = (await _ok(await client.post("/learn-loop", json=body), 202))["run_id"]
+    while True:
+        run = await _ok(await client.get(f"/runs/{run_id}"))
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            assert run["status"] == "succeeded", run
+            return run
+        await asyncio.sleep(poll_s)
+
+
+async def deploy(client, policy: str) -> dict:
+    return await _ok(await client.put(f"/graphs/{GRAPH}/deployment", json={"policy": policy}))
+
+
+async def draft(client, prospects: list[dict], seed: int, policy: str | None = None, poll_s: float = 0.2) -> tuple[dict, list[dict]]:
+    """POST /drafts (with `policy`, or the deployment), then the finished batch and its drafts, in prospect order."""
+    body = {"graph_id": GRAPH, "prospects": prospects, "seed": seed} | ({"policy": policy} if policy else {})
+    created = await _ok(await client.post("/drafts", json=body), 202)
+    while True:
+        batch = await _ok(await client.get(created["links"]["self"]))
+        if batch["status"] in ("succeeded", "failed"):
+            assert batch["status"] == "succeeded", batch
+            break
+        await asyncio.sleep(poll_s)
+    drafts, after = [], None
+    while True:
+        page = await _ok(await client.get(created["links"]["drafts"], params={"limit": 200} | ({"after": after} if after is not None else {})))
+        drafts += page["data"]
+        if not page["has_more"]:
+            return batch, drafts
+        after = len(drafts) - 1
+
+
+def true_replies(team, look_alikes, drafts: list[dict]) -> list[float]:
+    """The simulator's P(open) · P(reply | open) of each prospect's draft (0 where the policy wrote none)."""
+    from app.agent.schemas import Email
+
+    out = []
+    for look_alike, d in zip(look_alikes, drafts, strict=True):
+        assert d["prospect"]["id"] == look_alike.prospect["id"]
+        if d["email"] is None:
+            out.append(0.0)
+            continue
+        p_open, p_reply = team.probabilities(look_alike, Email(**{k: d["email"][k] for k in ("subject", "body", "citations")}))
+        out.append(p_open * p_reply)
+    return out
+
+
+def addressing(team, look_alikes, drafts: list[dict]) -> dict:
+    """How the drafts address their prospects: greeting the look-alike's first name, or the base scenario's; and the
+    share found most like the scenario each look-alike was modeled on."""
+    own = scenario = like = 0
+    for look_alike, d in zip(look_alikes, drafts, strict=True):
+        body = (d["email"] or {}).get("body", "")
+        own += look_alike.prospect["name"].split()[0] in body
+        scenario += team.graph.scenarios[look_alike.scenario_id].prospect.name.split()[0] in body
+        like += d["like"] == look_alike.scenario_id
+    n = len(drafts)
+    return {"greets_own_name": own / n, "greets_scenario_name": scenario / n, "like_is_base_scenario": like / n}
+
+
+async def send(api: Api, team, look_alikes, drafts: list[dict], seed: int) -> dict:
+    """The team sends every draft a reply window ago (so its outcomes are mature, as a week later), reporting what
+    happened through `POST /outcomes`, at most 1,000 events a request."""
+    from app.outcomes.schemas import MAX_EVENTS_PER_REQUEST
+
+    sent_at = datetime.now(UTC) - timedelta(seconds=api.settings.reply_window_s + 3600)
+    pairs = [(la, d["email"]) for la, d in zip(look_alikes, drafts, strict=True) if d["email"] is not None]
+    sent, events = team.send(pairs, seed, sent_at)
+    accepted = unattributed = 0
+    for start in range(0, len(events), MAX_EVENTS_PER_REQUEST):
+        result = await _ok(await api.http.post("/outcomes", json={"events": events[start:start + MAX_EVENTS_PER_REQUEST]}), 202)
+        accepted += result["accepted"]
+        unattributed += result["unattributed"]
+    assert unattributed == 0 and accepted == len(events), (accepted, unattributed, len(events))
+    return {"sent": len(sent), "delivered": sum(s.delivered for s in sent), "opened": sum(s.opened for s in sent),
+            "replied": sum(s.replied for s in sent), "events": len(events)}
+
+
+# ---------------------------------------------------------------- transfer
+
+TRANSFER_SEEDS = 10
+TRANSFER_ITERATIONS = 20  # as the learning benchmark's runs
+HELD_OUT = 200  # look-alikes per seed, 20 of each scenario
+TRANSFER_FEEDBACK = ("oracle", "simulated")  # the first is judged against the target: what the learning curves use
+
+
+def _transfer_seed(args: tuple[int, str, int]) -> dict:
+    seed, feedback, iterations = args
+    _environment()
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+
+    team = SimulatedTeam(demo_graph())
+
+    async def go() -> dict:
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with service(Path(data_dir)) as api:
+                started = time.monotonic()
+                run = await learn(api.http, {"iterations": iterations, "rollouts_per_group": 4, "seed": seed,
+                                             "feedback_source": feedback})
+                trained, untrained = f"{run['run_id']}@{iterations}", f"{run['run_id']}@0"
+                learned_s = time.monotonic() - started
+                # held out: made up after the run, from a seed of their own
+                look_alikes = team.look_alikes(HELD_OUT, seed=10_000 + seed)
+                prospects = [la.prospect for la in look_alikes]
+                await deploy(api.http, trained)
+                _, by_trained = await draft(api.http, prospects, seed=seed)  # the deployment
+                _, by_untrained = await draft(api.http, prospects, seed=seed, policy=untrained)
+                result = {"seed": seed, "feedback": feedback, "run_s": round(learned_s, 1),
+                          "seconds": round(time.monotonic() - started, 1)}
+                for name, drafts in (("trained", by_trained), ("untrained", by_untrained)):
+                    assert all(d["policy"] == (trained if name == "trained" else untrained) for d in drafts)
+                    replies = true_replies(team, look_alikes, drafts)
+                    result[name] = {"true_reply": float(np.mean(replies)),
+                                    "judge": float(np.mean([d["judge_score"] or 0.0 for d in drafts])),
+                                    "no_email": sum(d["email"] is None for d in drafts),
+                                    **addressing(team, look_alikes, drafts)}
+                return result
+
+    return asyncio.run(go())
+
+
+def ratio_interval(numerator: list[float], denominator: list[float], seed: int = 0) -> list[float]:
+    """The 5th and 95th percentiles of mean(numerator) ÷ mean(denominator) over resamples of the seeds (a seed's
+    pair stays together)."""
+    top, bottom = np.array(numerator), np.array(denominator)
+    draws = np.random.default_rng(seed).integers(0, len(top), size=(BOOTSTRAP, len(top)))
+    return np.percentile(top[draws].mean(axis=1) / bottom[draws].mean(axis=1), [5, 95]).round(3).tolist()
+
+
+def measure_transfer(seeds: int = TRANSFER_SEEDS, iterations: int = TRANSFER_ITERATIONS,
+                     feedback: tuple[str, ...] = TRANSFER_FEEDBACK, workers: int = 2) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
+    started, load = time.monotonic(), os.getloadavg()[0]
+    with ProcessPoolExecutor(workers) as pool:
+        runs = list(pool.map(_transfer_seed, [(s, f, iterations) for f in feedback for s in range(seeds)]))
+    variants = {}
+    for f in feedback:
+        mine = [r for r in runs if r["feedback"] == f]
+        trained, untrained = [r["trained"]["true_reply"] for r in mine], [r["untrained"]["true_reply"] for r in mine]
+        variants[f] = {
+            "trained": float(np.mean(trained)), "untrained": float(np.mean(untrained)),
+            "ratio": float(np.mean(trained) / np.mean(untrained)), "interval_90": ratio_interval(trained, untrained),
+            "per_seed": [{"trained": round(t, 4), "untrained": round(u, 4)} for t, u in zip(trained, untrained)],
+            "judge": {k: float(np.mean([r[k]["judge"] for r in mine])) for k in ("trained", "untrained")},
+            "addressing": {k: {m: float(np.mean([r[k][m] for r in mine])) for m in
+                               ("greets_own_name", "greets_scenario_name", "like_is_base_scenario")} for k in ("trained", "untrained")},
+            "no_email": sum(r[k]["no_email"] for r in mine for k in ("trained", "untrained")),
+            "run_s": float(np.mean([r["run_s"] for r in mine])),
+        }
+    return {"seeds": seeds, "iterations": iterations, "held_out": HELD_OUT, "target_feedback": feedback[0],
+            "variants": variants, "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
+            "workers": workers}
