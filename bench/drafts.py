@@ -225,3 +225,209 @@ def measure_transfer(seeds: int = TRANSFER_SEEDS, iterations: int = TRANSFER_ITE
     return {"seeds": seeds, "iterations": iterations, "held_out": HELD_OUT, "target_feedback": feedback[0],
             "variants": variants, "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
             "workers": workers}
+
+
+# ---------------------------------------------------------------- the weekly loop
+
+WEEKS = 6
+WEEKLY_PROSPECTS = 200
+WEEKLY_SEEDS = 4
+FIRST_ITERATIONS = 10  # the first run, before anything was sent: the judge alone
+WEEKLY_ITERATIONS = 10  # each continued run
+
+
+def _weekly_seed(args: tuple[int, int, int, int]) -> dict:
+    seed, weeks, first_iterations, weekly_iterations = args
+    _environment()
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+
+    team = SimulatedTeam(demo_graph())
+
+    async def go() -> dict:
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with service(Path(data_dir)) as api:
+                started = time.monotonic()
+                first = await learn(api.http, {"iterations": first_iterations, "rollouts_per_group": 4, "seed": seed,
+                                               "feedback_source": "outcomes"})
+                never = f"{first['run_id']}@{first_iterations}"  # the policy of a team that never continues
+                deployed = (await deploy(api.http, never))["policy"]
+                weeks_out = []
+                for week in range(1, weeks + 1):
+                    week_started = time.monotonic()
+                    look_alikes = team.look_alikes(WEEKLY_PROSPECTS, seed=seed * 100 + week)
+                    prospects = [la.prospect for la in look_alikes]
+                    batch, drafts = await draft(api.http, prospects, seed=seed * 100 + week)  # the deployment
+                    assert batch["policy"] == deployed, (batch["policy"], deployed)
+                    sent = await send(api, team, look_alikes, drafts, seed=seed * 100 + week)
+                    outcomes = (await _ok(await api.http.get(f"/draft-batches/{batch['batch_id']}/outcomes")))["data"]
+                    assert sum(o["replies"] for o in outcomes) == sent["replied"]
+                    _, kept = await draft(api.http, prospects, seed=seed * 100 + week, policy=never)  # never sent
+                    entry = {"week": week, "policy": deployed, "true_reply": float(np.mean(true_replies(team, look_alikes, drafts))),
+                             "never_continued": float(np.mean(true_replies(team, look_alikes, kept))),
+                             "judge": float(np.mean([d["judge_score"] or 0.0 for d in drafts])),
+                             "observed_reply_rate": sent["replied"] / max(1, sent["delivered"]), **sent}
+                    if week < weeks:  # the last week's drafts are the last measured: no run after them
+                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
+                                                     "seed": seed * 100 + week, "feedback_source": "outcomes",
+                                                     "init_from": deployed})
+                        assert run["config"]["init_from"] == deployed
+                        deployed = (await deploy(api.http, f"{run['run_id']}@{weekly_iterations}"))["policy"]
+                    entry["seconds"] = round(time.monotonic() - week_started, 1)
+                    weeks_out.append(entry)
+                return {"seed": seed, "weeks": weeks_out, "seconds": round(time.monotonic() - started, 1)}
+
+    return asyncio.run(go())
+
+
+def measure_weekly(seeds: int = WEEKLY_SEEDS, weeks: int = WEEKS, first_iterations: int = FIRST_ITERATIONS,
+                   weekly_iterations: int = WEEKLY_ITERATIONS, workers: int = 2) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
+    started, load = time.monotonic(), os.getloadavg()[0]
+    with ProcessPoolExecutor(workers) as pool:
+        runs = list(pool.map(_weekly_seed, [(s, weeks, first_iterations, weekly_iterations) for s in range(seeds)]))
+    curve = [float(np.mean([r["weeks"][w]["true_reply"] for r in runs])) for w in range(weeks)]
+    never = [float(np.mean([r["weeks"][w]["never_continued"] for r in runs])) for w in range(weeks)]
+    last = [r["weeks"][-1]["true_reply"] for r in runs]
+    return {
+        "seeds": seeds, "weeks": weeks, "prospects_per_week": WEEKLY_PROSPECTS, "first_iterations": first_iterations,
+        "weekly_iterations": weekly_iterations, "true_reply": curve, "never_continued": never,
+        "observed_reply_rate": [float(np.mean([r["weeks"][w]["observed_reply_rate"] for r in runs])) for w in range(weeks)],
+        "judge": [float(np.mean([r["weeks"][w]["judge"] for r in runs])) for w in range(weeks)],
+        "last_over_first": curve[-1] / curve[0], "last_over_first_interval_90": ratio_interval(last, [r["weeks"][0]["true_reply"] for r in runs]),
+        "last_over_never": curve[-1] / never[-1], "last_over_never_interval_90": ratio_interval(last, [r["weeks"][-1]["never_continued"] for r in runs]),
+        "per_seed": [{"true_reply": [round(w["true_reply"], 4) for w in r["weeks"]],
+                      "never_continued": [round(w["never_continued"], 4) for w in r["weeks"]], "seconds": r["seconds"]} for r in runs],
+        "week_seconds": float(np.mean([w["seconds"] for r in runs for w in r["weeks"]])),
+        "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2), "workers": workers,
+    }
+
+
+# ---------------------------------------------------------------- throughput
+
+BATCH = 1000
+READ_RATES = (20, 200)  # reads a second meanwhile: a few people watching progress and paging drafts; the API target's rate
+QUIET_S = 10  # reads with no batch in flight, at each rate, for comparison
+
+
+def _tree_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far of `serve` and of its descendants (the run worker and its embedded model server)."""
+    from bench.api_load import _cpu_seconds
+    from tests.support import child_pids
+
+    def tree(p: int) -> float:
+        try:
+            return _cpu_seconds(p) + sum(tree(c) for c in child_pids(p))
+        except (FileNotFoundError, ProcessLookupError):
+            return 0.0
+
+    return {"api": _cpu_seconds(pid), "worker_and_model_server": sum(tree(c) for c in child_pids(pid))}
+
+
+async def _reads(base_url: str, batch_id: str, policy: str, rate: float, until) -> dict:
+    """Open-loop reads at `rate` a second until `until()` is true: 50% the batch (progress), 30% a page of 50 drafts,
+    10% the deployment, 10% the policy."""
+    import aiohttp
+
+    latencies: dict[str, list[float]] = {"batch": [], "drafts_page": [], "deployment": [], "policy": []}
+    errors: list[str] = []
+    async with aiohttp.ClientSession(base_url=base_url, connector=aiohttp.TCPConnector(limit=200),
+                                     timeout=aiohttp.ClientTimeout(total=10)) as client:
+        async def one(i: int) -> None:
+            kind = i % 10
+            read = "batch" if kind < 5 else "drafts_page" if kind < 8 else "deployment" if kind < 9 else "policy"
+            path = {"batch": f"/draft-batches/{batch_id}", "drafts_page": f"/draft-batches/{batch_id}/drafts?limit=50&after={(i * 37) % BATCH}",
+                    "deployment": f"/graphs/{GRAPH}/deployment", "policy": f"/policies/{policy}"}[read]
+            started = time.perf_counter()
+            try:
+                async with client.get(path) as response:
+                    await response.read()
+                    if response.status != 200:
+                        errors.append(f"{path}: {response.status}")
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                errors.append(f"{path}: {type(exc).__name__}")
+            latencies[read].append((time.perf_counter() - started) * 1000)
+
+        tasks, t0, i = [], time.perf_counter(), 0
+        while not until():
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+            i += 1
+        await asyncio.gather(*tasks)
+        seconds = time.perf_counter() - t0
+    every = np.array([ms for values in latencies.values() for ms in values])
+    return {"requests": len(every), "seconds": round(seconds, 1), "rate": rate, "achieved_rps": round(len(every) / seconds, 1),
+            "p50_ms": round(float(np.percentile(every, 50)), 1), "p99_ms": round(float(np.percentile(every, 99)), 1),
+            "max_ms": round(float(every.max()), 1), "errors": len(errors), "error_samples": errors[:3],
+            "p99_ms_by_read": {k: round(float(np.percentile(v, 99)), 1) for k, v in latencies.items() if v}}
+
+
+def _drafted_while_read(server, prospects: list[dict], policy: str, rate: float, seed: int) -> dict:
+    """One batch of `prospects`, read at `rate` until it finished: drafts a second and the reads' latencies."""
+    import httpx
+
+    async def go() -> dict:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            cpu_before, started = _tree_cpu_seconds(server.process.pid), time.monotonic()
+            created = await _ok(await http.post("/drafts", json={"graph_id": GRAPH, "prospects": prospects, "seed": seed}), 202)
+            batch: dict = {}
+
+            async def watch() -> None:
+                while True:
+                    batch.update(await _ok(await http.get(created["links"]["self"])))
+                    if batch["status"] in ("succeeded", "failed"):
+                        return
+                    await asyncio.sleep(0.5)
+
+            watcher = asyncio.create_task(watch())
+            reads = await _reads(server.url, created["batch_id"], policy, rate, watcher.done)
+            await watcher
+            wall = time.monotonic() - started
+            cpu_after = _tree_cpu_seconds(server.process.pid)
+        assert batch["status"] == "succeeded" and batch["completed"] == len(prospects), batch
+        service_s = (datetime.fromisoformat(batch["finished_at"]) - datetime.fromisoformat(batch["created_at"])).total_seconds()
+        return {"batch_id": created["batch_id"], "prospects": len(prospects), "read_rate": rate, "seconds": round(wall, 1), "batch_seconds": round(service_s, 1),
+                "drafts_per_s": round(len(prospects) / service_s, 1), "reads": reads,
+                "cores": {k: round((cpu_after[k] - cpu_before[k]) / wall, 2) for k in cpu_after},
+                "load_average_before": round(os.getloadavg()[0], 2)}
+
+    return asyncio.run(go())
+
+
+def _quiet_reads(server, batch_id: str, policy: str, rate: float) -> dict:
+    deadline = time.monotonic() + QUIET_S
+    return asyncio.run(_reads(server.url, batch_id, policy, rate, lambda: time.monotonic() > deadline))
+
+
+def measure_throughput(workdir: Path, rates: tuple[float, ...] = READ_RATES, size: int = BATCH) -> dict:
+    """`codreamer serve` on SQLite (its run worker and the embedded model server in child processes): a short run,
+    its last policy deployed, then one batch of `size` look-alikes at each read rate."""
+    import httpx
+
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+    from tests.support import Server
+
+    team = SimulatedTeam(demo_graph())
+    workdir.mkdir(parents=True, exist_ok=True)
+    server = Server(workdir, {"DATABASE_URL": f"sqlite:///{workdir}/codreamer.sqlite", "EXECUTOR_ID": "drafts-bench"}).start(timeout=180)
+    started = time.monotonic()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            run_id = http.post("/learn-loop", json={"iterations": 3, "rollouts_per_group": 4, "feedback_source": "oracle"}).json()["run_id"]
+            while http.get(f"/runs/{run_id}").json()["status"] not in ("succeeded", "failed"):
+                time.sleep(0.5)
+            policy = http.put(f"/graphs/{GRAPH}/deployment", json={"policy": run_id}).json()["policy"]
+        batches = []
+        for n, rate in enumerate(rates):
+            prospects = [la.prospect for la in team.look_alikes(size, seed=20_000 + n)]
+            batches.append(_drafted_while_read(server, prospects, policy, rate, seed=n))
+        # the same reads once every batch has finished
+        quiet = {str(rate): _quiet_reads(server, batches[-1]["batch_id"], policy, rate) for rate in rates}
+    finally:
+        server.stop()
+    return {"batch": size, "policy_run": {"iterations": 3, "rollouts_per_group": 4}, "batches": batches, "quiet": quiet,
+            "seconds": round(time.monotonic() - started, 1)}
