@@ -312,17 +312,20 @@ QUIET_S = 10  # reads with no batch in flight, at each rate, for comparison
 
 
 def _tree_cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds so far of `serve` and of its descendants (the run worker and its embedded model server)."""
+    """CPU seconds so far of `serve` (the API), its run worker (a child) and the worker's children (the embedded model
+    server)."""
     from bench.api_load import _cpu_seconds
     from tests.support import child_pids
 
-    def tree(p: int) -> float:
+    def cpu(p: int) -> float:
         try:
-            return _cpu_seconds(p) + sum(tree(c) for c in child_pids(p))
+            return _cpu_seconds(p)
         except (FileNotFoundError, ProcessLookupError):
             return 0.0
 
-    return {"api": _cpu_seconds(pid), "worker_and_model_server": sum(tree(c) for c in child_pids(pid))}
+    workers = child_pids(pid)
+    return {"api": cpu(pid), "worker": sum(cpu(w) for w in workers),
+            "model_server": sum(cpu(m) for w in workers for m in child_pids(w))}
 
 
 async def _reads(base_url: str, batch_id: str, policy: str, rate: float, until) -> dict:
@@ -431,3 +434,36 @@ def measure_throughput(workdir: Path, rates: tuple[float, ...] = READ_RATES, siz
         server.stop()
     return {"batch": size, "policy_run": {"iterations": 3, "rollouts_per_group": 4}, "batches": batches, "quiet": quiet,
             "seconds": round(time.monotonic() - started, 1)}
+
+
+# ---------------------------------------------------------------- the section
+
+PARTS = ("throughput", "transfer", "weekly")
+
+
+def _machine() -> dict:
+    """As bench/__main__.py's `machine()` (which this module cannot import: importing it runs the benchmarks)."""
+    import platform
+
+    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 1024**2, 1), "python": platform.python_version(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
+    """Each part in turn (`DRAFTS_PARTS=transfer,weekly` runs some; the others keep their previous figures), each with
+    the date, the machine and its load average as it began."""
+    parts = parts or tuple(p for p in os.environ.get("DRAFTS_PARTS", ",".join(PARTS)).split(",") if p)
+    if unknown := set(parts) - set(PARTS):
+        raise ValueError(f"unknown parts {sorted(unknown)}; any of {', '.join(PARTS)}")
+    result = dict(previous or {})
+    for part in parts:
+        print(f"   drafts: {part}", flush=True)
+        about = {"machine": _machine(), "load_average_before": round(os.getloadavg()[0], 2)}
+        if part == "throughput":
+            result[part] = measure_throughput(workdir / "throughput") | about
+        elif part == "transfer":
+            result[part] = measure_transfer() | about
+        else:
+            result[part] = measure_weekly() | about
+    return result

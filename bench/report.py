@@ -157,6 +157,8 @@ def write(results: dict, path: Path) -> None:
         lines += pipelining_section(pl)
     if rm := results.get("real_model"):
         lines += real_model_section(rm)
+    if dr := results.get("drafts"):
+        lines += drafts_section(dr)
     path.write_text("\n".join(lines))
 
 
@@ -462,3 +464,128 @@ def real_model_section(rm: dict) -> list[str]:
         lines += [f"- Iteration {it['iteration']} (score {email['score']}, cites {', '.join(email['citations']) or 'nothing'}): "
                   f"**{email['subject']}** {body[:400]}{'…' if len(body) > 400 else ''}"]
     return lines + [""]
+
+
+TRANSFER_TARGET = 1.2
+WEEKLY_TARGET = 1.3
+DRAFTS_PER_S_TARGET = 20
+DRAFT_READS_P99_MS = 50
+
+
+def _when(part: dict) -> str:
+    m = part["machine"]
+    return f"{m['date']}, {m['cores']} cores, {m['memory_gib']} GiB, load average {part['load_average_before']:.1f} as it began"
+
+
+def drafts_section(dr: dict) -> list[str]:
+    lines = [
+        "## 11. Drafts: transfer, the weekly loop, throughput",
+        "",
+        "The demo's simulated team (`app/outcomes/simulated_team.py`) makes up look-alike prospects of the demo's scenarios "
+        "(names, companies and addresses of their own from a seed; a scenario's role and industry, two or three of its "
+        "pains, half of them in other words, and its goal) and sends their drafts: each look-alike opens and replies "
+        "with the probabilities of its base scenario's hidden preferences, read with its own name and company. "
+        "**True reply probability** is P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
+        "Everything goes through the API in process (`POST /learn-loop`, `PUT /graphs/demo/deployment`, `POST /drafts`, "
+        "`GET /draft-batches/…`, `POST /outcomes`), K = 4 rollouts. `.venv/bin/python -m bench drafts` "
+        "(`DRAFTS_PARTS=transfer` for one part).",
+        "",
+    ]
+    if tr := dr.get("transfer"):
+        target = tr["variants"][tr["target_feedback"]]
+        lines += [
+            f"### Transfer ({_when(tr)}; {tr['seconds']:.0f} s)",
+            "",
+            f"A run of {tr['iterations']} iterations on the demo's ten scenarios, per seed; then {tr['held_out']} look-alikes "
+            "made up after it (20 of each scenario) drafted by its last policy (deployed) and by its untrained policy "
+            f"(`<run>@0`). {tr['seeds']} seeds; the interval is the 5th–95th percentile of the ratio of means over resamples "
+            "of the seeds.",
+            "",
+            "| the run's feedback | untrained | trained | trained ÷ untrained | 90% interval | judge: untrained → trained | "
+            "greets its own name / the scenario's | found most like its base scenario | run s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for feedback, v in tr["variants"].items():
+            a = v["addressing"]["trained"]
+            lines.append(f"| {feedback}{' (the target)' if feedback == tr['target_feedback'] else ''} | {v['untrained']:.3f} | "
+                         f"{v['trained']:.3f} | {v['ratio']:.2f}× | {v['interval_90'][0]:.2f}–{v['interval_90'][1]:.2f}× | "
+                         f"{v['judge']['untrained']:.3f} → {v['judge']['trained']:.3f} | {a['greets_own_name']:.0%} / "
+                         f"{a['greets_scenario_name']:.0%} | {a['like_is_base_scenario']:.0%} | {v['run_s']:.0f} |")
+        lines += [
+            "",
+            "Per seed, trained / untrained: " + "; ".join(
+                f"{feedback}: " + ", ".join(f"{p['trained']:.3f}/{p['untrained']:.3f}" for p in v["per_seed"])
+                for feedback, v in tr["variants"].items()) + ".",
+            "",
+            f"- Trained ≥ {TRANSFER_TARGET:g}× untrained on held-out look-alikes, {tr['seeds']} seeds, the run learning from "
+            f"`{tr['target_feedback']}` (what the learning curves of section 3 use): {target['ratio']:.2f}× (90% interval "
+            f"{target['interval_90'][0]:.2f}–{target['interval_90'][1]:.2f}×), "
+            f"{_ok(target['ratio'] >= TRANSFER_TARGET)}; its lower bound {_ok(target['interval_90'][0] >= TRANSFER_TARGET)}.",
+            "",
+        ]
+    if wk := dr.get("weekly"):
+        n = wk["weeks"]
+        lines += [
+            f"### The weekly loop ({_when(wk)}; {wk['seconds']:.0f} s)",
+            "",
+            f"{wk['seeds']} seeds (fewer than 10, to keep it within about 15 minutes on 2 cores). A first run of "
+            f"{wk['first_iterations']} iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is "
+            f"deployed. Each week {wk['prospects_per_week']} new look-alikes are drafted by the deployment and sent; their "
+            f"outcomes go in through `POST /outcomes`, dated a reply window back (as a week later); a run of "
+            f"{wk['weekly_iterations']} iterations continued from the deployment (`init_from`, `feedback_source: outcomes`) "
+            "learns from every outcome so far, and its last policy is deployed for the next week (the last week's drafts "
+            "are the last measured, so no run follows them). **Never continues**: the same prospects drafted, not sent, by "
+            f"the first run's policy. {wk['week_seconds']:.0f} s a week on average.",
+            "",
+            "| week | " + " | ".join(str(w + 1) for w in range(n)) + " |",
+            "|---|" + "---|" * n,
+            "| true reply probability, sent drafts | " + " | ".join(f"{x:.3f}" for x in wk["true_reply"]) + " |",
+            "| never continues | " + " | ".join(f"{x:.3f}" for x in wk["never_continued"]) + " |",
+            "| observed reply rate (replies ÷ delivered) | " + " | ".join(f"{x:.3f}" for x in wk["observed_reply_rate"]) + " |",
+            "| judge score, sent drafts | " + " | ".join(f"{x:.3f}" for x in wk["judge"]) + " |",
+            "",
+            "Per seed, true reply probability by week: " + "; ".join(
+                ", ".join(f"{x:.3f}" for x in p["true_reply"]) for p in wk["per_seed"]) + ".",
+            "",
+            f"- Week {n} ≥ {WEEKLY_TARGET:g}× week 1: {wk['last_over_first']:.2f}× (90% interval "
+            f"{wk['last_over_first_interval_90'][0]:.2f}–{wk['last_over_first_interval_90'][1]:.2f}×), "
+            f"{_ok(wk['last_over_first'] >= WEEKLY_TARGET)}.",
+            f"- Week {n} above the policy that never continues: {wk['true_reply'][-1]:.3f} vs {wk['never_continued'][-1]:.3f}, "
+            f"{wk['last_over_never']:.2f}× (90% interval {wk['last_over_never_interval_90'][0]:.2f}–"
+            f"{wk['last_over_never_interval_90'][1]:.2f}×), {_ok(wk['last_over_never'] > 1)}.",
+            "- Rises every week: " + _ok(all(b >= a for a, b in zip(wk["true_reply"], wk["true_reply"][1:]))) + ".",
+            "",
+        ]
+    if th := dr.get("throughput"):
+        lines += [
+            f"### Throughput ({_when(th)}; {th['seconds']:.0f} s)",
+            "",
+            f"`codreamer serve` on SQLite (the API; its run worker and the embedded model server in child processes); a run "
+            f"of {th['policy_run']['iterations']} iterations deployed; then one batch of {th['batch']:,} look-alikes at each "
+            "read rate, while an open-loop client reads: 50% the batch (progress), 30% a page of 50 drafts, 10% the "
+            "deployment, 10% the policy. Drafts a second: the batch's count over its `created_at` → `finished_at`. Cores: "
+            "CPU seconds per second of each process while the batch ran.",
+            "",
+            "| reads/s | drafts/s | batch s | reads p50 ms | reads p99 ms | p99 by read: batch / page / deployment / policy | "
+            "errors | p99 ms with no batch | cores: API / worker / model server |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for b in th["batches"]:
+            r, quiet, c = b["reads"], th["quiet"].get(str(b["read_rate"]), {}), b["cores"]
+            by = " / ".join(f"{r['p99_ms_by_read'].get(k, 0):.1f}" for k in ("batch", "drafts_page", "deployment", "policy"))
+            lines.append(f"| {b['read_rate']:g} | {b['drafts_per_s']:.1f} | {b['batch_seconds']:.1f} | {r['p50_ms']:.1f} | "
+                         f"{r['p99_ms']:.1f} | {by} | {r['errors']} | {quiet.get('p99_ms', float('nan')):.1f} | "
+                         f"{c['api']:.2f} / {c['worker']:.2f} / {c['model_server']:.2f} |")
+        lines += [
+            "",
+            f"- ≥ {DRAFTS_PER_S_TARGET} drafts/s: " + "; ".join(
+                f"{b['drafts_per_s']:.1f} at {b['read_rate']:g} reads/s, {_ok(b['drafts_per_s'] >= DRAFTS_PER_S_TARGET)}"
+                for b in th["batches"]) + ".",
+            f"- Reads p99 < {DRAFT_READS_P99_MS} ms meanwhile: " + "; ".join(
+                f"{b['reads']['p99_ms']:.1f} ms at {b['read_rate']:g} reads/s, {_ok(b['reads']['p99_ms'] < DRAFT_READS_P99_MS)}"
+                for b in th["batches"]) + ".",
+        ]
+        if note := th.get("profile"):
+            lines += [f"- Where the time goes: {note}"]
+        lines += [""]
+    return lines
