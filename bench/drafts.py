@@ -436,9 +436,83 @@ def measure_throughput(workdir: Path, rates: tuple[float, ...] = READ_RATES, siz
             "seconds": round(time.monotonic() - started, 1)}
 
 
+# ---------------------------------------------------------------- scale-out (latency-injected backend)
+
+SCALE_OUT_LATENCY_S = 0.5  # every model call, the judge's too
+SCALE_OUT_BATCHES = (1, 4)  # 1,000 prospects as one batch, and as four batches of 250
+PER_WORKER = 2  # WORKER_CONCURRENCY: batches one worker drafts at once
+
+
+def _scale_out_one(workdir: Path, workers: int, batches: int, base_url: str, size: int) -> dict:
+    """API-only `serve` and `workers` `codreamer worker` processes on a fresh PostgreSQL database; a fixed policy
+    (`MODEL_BACKEND=openai`, one iteration, so it has lessons) on the latency server; then `size` look-alikes in
+    `batches` batches, all posted at once: drafts a minute from the first post to the last batch finished."""
+    import json
+
+    import httpx
+
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+    from tests.support import FreshPostgresDatabase, Server, WorkerProcess, wait_for
+
+    team = SimulatedTeam(demo_graph())
+    database = FreshPostgresDatabase()
+    env = {"DATABASE_URL": database.url, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "k", "OPENAI_MODEL": "policy",
+           "JUDGES": json.dumps({"latency": {"model": "openai/judge", "base_url": base_url, "api_key": "k"}}),
+           "WORKER_CONCURRENCY": str(PER_WORKER), "MAX_CONCURRENT_RUNS": "8"}
+    workdir.mkdir(parents=True, exist_ok=True)
+    server = Server(workdir, env | {"RUN_WORKER": "false", "EXECUTOR_ID": f"drafts-api-{workers}-{batches}"})
+    pool = [WorkerProcess(workdir, env | {"EXECUTOR_ID": f"drafts-{workers}-{batches}-{n}"}) for n in range(workers)]
+    try:
+        server.start(timeout=180)
+        for worker in pool:
+            worker.start(timeout=180)
+        with server.client() as client:
+            run_id = client.post("/learn-loop", json={"backend": "openai", "judge": "latency", "iterations": 1,
+                                                      "rollouts_per_group": 2, "max_turns": 4, "feedback_source": "none"}).json()["run_id"]
+            run = wait_for(lambda: (r := client.get(f"/runs/{run_id}").json())["status"] in ("succeeded", "failed") and r,
+                           timeout=600, interval=0.5)
+            assert run["status"] == "succeeded", run
+            client.put(f"/graphs/{GRAPH}/deployment", json={"policy": run_id})
+            prospects = [la.prospect for la in team.look_alikes(size, seed=30_000)]
+            share = size // batches
+            started = time.monotonic()
+            ids = [client.post("/drafts", json={"graph_id": GRAPH, "prospects": prospects[n * share:(n + 1) * share]}).json()["batch_id"]
+                   for n in range(batches)]
+            done = wait_for(lambda: (b := [client.get(f"/draft-batches/{i}").json() for i in ids])
+                            and all(x["status"] in ("succeeded", "failed") for x in b) and b, timeout=1200, interval=0.5)
+            seconds = time.monotonic() - started
+    finally:
+        for worker in pool:
+            worker.stop()
+        server.stop()
+        database.drop()
+    drafted = sum(b["completed"] for b in done if b["status"] == "succeeded")
+    return {"workers": workers, "batches": batches, "prospects": size, "drafted": drafted, "seconds": round(seconds, 1),
+            "drafts_per_minute": round(60 * drafted / seconds, 1)}
+
+
+def measure_scale_out(workdir: Path, size: int = BATCH, layouts: tuple[int, ...] = SCALE_OUT_BATCHES) -> dict:
+    from bench.orchestration import Latencies, latency_server
+
+    latencies = Latencies(model_s=SCALE_OUT_LATENCY_S, judge_s=SCALE_OUT_LATENCY_S)
+    server = latency_server(latencies)
+    started = time.monotonic()
+    try:
+        results = [_scale_out_one(workdir / f"{workers}-{batches}", workers, batches, server.base_url, size)
+                   for batches in layouts for workers in (1, 2)]
+    finally:
+        server.stop()
+    speedup = {str(b): round(next(r["drafts_per_minute"] for r in results if r["batches"] == b and r["workers"] == 2)
+                             / next(r["drafts_per_minute"] for r in results if r["batches"] == b and r["workers"] == 1), 2)
+               for b in layouts}
+    return {"latency_s": SCALE_OUT_LATENCY_S, "per_worker": PER_WORKER, "max_turns": 4, "results": results,
+            "speedup": speedup, "seconds": round(time.monotonic() - started, 1)}
+
+
 # ---------------------------------------------------------------- the section
 
-PARTS = ("throughput", "transfer", "weekly")
+PARTS = ("throughput", "transfer", "weekly", "scale_out")
 
 
 def _machine() -> dict:
@@ -462,6 +536,8 @@ def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] 
         about = {"machine": _machine(), "load_average_before": round(os.getloadavg()[0], 2)}
         if part == "throughput":
             result[part] = measure_throughput(workdir / "throughput") | about
+        elif part == "scale_out":
+            result[part] = measure_scale_out(workdir / "scale_out") | about
         elif part == "transfer":
             result[part] = measure_transfer() | about
         else:
