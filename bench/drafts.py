@@ -18,6 +18,10 @@ Everything goes through the API, in process (the app and its worker on a SQLite 
   deployed. The same prospects are also drafted, never sent, by the first policy (a team that never continues).
 - Throughput: 1,000 look-alikes in one batch on the embedded backend, `codreamer serve` on SQLite, while a client
   reads the batch and its drafts at a fixed rate.
+- Scale-out: drafts a minute with 1 and 2 `codreamer worker` processes on PostgreSQL, the policy and judge a
+  latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four.
+
+`python -m bench drafts` runs every part (about 40 minutes on 2 cores); `DRAFTS_PARTS=transfer,weekly` some of them.
 """
 
 import asyncio
