@@ -15,7 +15,8 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
+            "drafts")
 
 
 def machine() -> dict:
@@ -24,7 +25,7 @@ def machine() -> dict:
             "platform": platform.platform(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
-def run(section: str, workdir: Path):
+def run(section: str, workdir: Path, previous=None):
     if section == "orchestration":
         from bench import orchestration
 
@@ -46,6 +47,10 @@ def run(section: str, workdir: Path):
         result = outcomes.measure(workdir / "outcomes")
         outcomes.plot(result["learning"], HERE / "outcomes.png")
         return result
+    if section == "drafts":
+        from bench import drafts
+
+        return drafts.measure(workdir / "drafts", previous)
     if section == "real_model":
         from bench import real_model
 
@@ -87,7 +92,7 @@ def main() -> None:
             (workdir / sub).mkdir()
         for section in sections:
             print(f"== {section}", flush=True)
-            results[section] = run(section, workdir)
+            results[section] = run(section, workdir, results.get(section))
             path.write_text(json.dumps(results, indent=2))
     from bench.report import write
 
