@@ -102,12 +102,16 @@ async def test_passing_database_errors_are_retried_and_others_are_not(process):
             raise errors.pop(0)
         return "done"
 
+    existing = (await run_to_end(process, REQUEST))["run_id"]
     locked = OperationalError("UPDATE runs SET secret = ?", ("hunter2",), sqlite3.OperationalError("database is locked"))
-    assert await flaky("run_a", [locked, locked]) == "done" and len(calls) == 3
+    assert await flaky(existing, [locked, locked]) == "done" and len(calls) == 3
+    duplicate = IntegrityError("INSERT INTO runs VALUES (?)", ("hunter2",), sqlite3.IntegrityError("dup"))
     with pytest.raises(workflow.StepFailed) as failed:
-        await flaky("run_b", [IntegrityError("INSERT INTO runs VALUES (?)", ("hunter2",), sqlite3.IntegrityError("dup"))])
+        await flaky(existing, [duplicate])
     assert failed.value.step == Step.REWEIGHT and len(calls) == 4
     assert "hunter2" not in failed.value.message and "INSERT" not in failed.value.message
+    with pytest.raises(transitions.RunGone):  # the same failure of a run deleted meanwhile ends it as a deletion
+        await flaky("run_deleted_meanwhile", [duplicate])
 
 
 async def test_retention_keeps_rewards_and_emails_and_drops_old_conversations(process, monkeypatch):
