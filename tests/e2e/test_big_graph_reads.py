@@ -11,6 +11,8 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from tests.support import Server
 
+pytestmark = pytest.mark.slow
+
 NODES = 30_000
 
 

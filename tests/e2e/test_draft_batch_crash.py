@@ -7,6 +7,8 @@ from tests.support import (
     FreshPostgresDatabase, Server, process_gone, require_postgres, run_workers, wait_for, wait_for_status,
 )
 
+pytestmark = pytest.mark.slow
+
 RUN = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"], "max_turns": 4,
        "feedback_source": "none"}
 PROSPECTS = [{"name": f"Prospect {n}", "company": f"Company {n}", "role": "CFO" if n % 2 else "CTO",

@@ -6,6 +6,8 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from tests.support import FreshPostgresDatabase, Server, WorkerProcess, require_postgres, wait_for, wait_for_status
 
+pytestmark = pytest.mark.slow
+
 RUN = {"iterations": 1, "scenario_ids": [demo_document().scenarios[0].id], "rollouts_per_group": 2, "max_turns": 3,
        "feedback_source": "none"}
 
