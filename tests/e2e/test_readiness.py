@@ -1,12 +1,12 @@
 """`serve`'s /readyz covers what runs in its children: while the run worker's model server is down between restarts,
 the service says it is not ready, and says so again once it serves."""
 
-import pytest
 import os
 import signal
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import Server, child_pids, process_gone, run_workers, wait_for
 
