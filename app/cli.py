@@ -213,6 +213,9 @@ def _settings_or_exit(*, service: bool = True, database: bool = False):
         settings = get_settings()
     except ValidationError as exc:
         _exit_with(f"codreamer cannot start: {_config_problem(exc)}")
+    from app import logs
+
+    logs.limit_repeats(settings.log_repeats, settings.log_repeat_period_s)
     if database and (problem := _database_problem(settings)):
         _exit_with(f"codreamer cannot start: {problem}")
     if service:
@@ -286,7 +289,7 @@ def serve(
     import uvicorn
 
     from app.main import create_app
-    from app.serving import bounded_protocol
+    from app.serving import http_protocol
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -303,7 +306,7 @@ def serve(
     config = uvicorn.Config(
         _one_line_startup_failure(create_app(settings, worker_process=True)), host=host, port=port, log_level="info", access_log=settings.access_log,
         timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_drain_s)),
-        http=bounded_protocol(settings.max_header_bytes, settings.header_timeout_s),
+        http=http_protocol(settings),
     )
     try:
         Server(config).run(sockets=[listener])

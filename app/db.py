@@ -99,7 +99,7 @@ def create_engine(settings: Settings, *, reader: bool = False) -> AsyncEngine:
     needs no rollback (aiosqlite's rollback is a trip to its thread: ~0.4 ms of CPU a request)."""
     if settings.is_sqlite:
         settings.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(driver_url(settings.database_url), connect_args={"timeout": 30},
+        engine = create_async_engine(driver_url(settings.database_url), connect_args={"timeout": 30}, hide_parameters=True,
                                      **({"isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None} if reader else {}))
 
         @event.listens_for(engine.sync_engine, "connect")
@@ -124,6 +124,7 @@ def create_engine(settings: Settings, *, reader: bool = False) -> AsyncEngine:
     return create_async_engine(
         driver_url(settings.database_url), pool_size=settings.database_pool_size, max_overflow=settings.database_max_overflow,
         pool_timeout=settings.database_pool_timeout_s, pool_recycle=1800, pool_pre_ping=True,
+        hide_parameters=True,  # an error's log line never carries a row's values (emails, prospects, secrets sealed or not)
     )
 
 
@@ -343,7 +344,7 @@ class Database:
     def _sqlite_rows_engine(self) -> sqlalchemy.Engine:
         if self._sqlite_rows is None:  # SQLAlchemy's types over the glances' connection
             self._sqlite_rows = sqlalchemy.create_engine(
-                "sqlite://", creator=self._sqlite_here, poolclass=StaticPool, isolation_level="AUTOCOMMIT")
+                "sqlite://", creator=self._sqlite_here, poolclass=StaticPool, isolation_level="AUTOCOMMIT", hide_parameters=True)
         return self._sqlite_rows
 
     def _glance_sqlite(self, sql: str, params: dict) -> list[tuple]:

@@ -100,3 +100,17 @@ def install(app: FastAPI) -> None:
         )
         page.headers["Content-Security-Policy"] = SAME_ORIGIN_ONLY
         return page
+
+
+def inline_refs(schema, defs: dict | None = None):
+    """A JSON schema with its `$defs` written in place, so it can stand alone in the OpenAPI document."""
+    if defs is None:
+        schema = dict(schema)
+        defs = schema.pop("$defs", {})
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return inline_refs(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
+        return {key: inline_refs(value, defs) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [inline_refs(value, defs) for value in schema]
+    return schema

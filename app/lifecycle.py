@@ -25,6 +25,7 @@ from app.drafts import queue as drafts_queue
 from app.observability import init_tracing
 from app.policies import repository as policies_repository
 from app.policies import warm_start
+from app.outcomes import inbound_pool
 from app.runs import queue
 from app.runs import repository as runs_repository
 from app.runs.workers import Housekeeper
@@ -120,6 +121,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
     if worker:
         # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.
         from app.drafts import workflow as drafts_workflow  # noqa: F401
+        from app.evaluations import workflow as evaluations_workflow  # noqa: F401
         from app.runs import executor, workflow  # noqa: F401
 
         process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets),
@@ -190,6 +192,7 @@ async def stop(process: Process) -> None:
     if interrupted:
         await interrupt(interrupted, process.api.settings)
     await _close_executor(process)
+    await inbound_pool.shutdown()  # the inbound parser's processes, if a reply started them
     await process.api.feed.close()
     await process.api.db.close()
 

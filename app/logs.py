@@ -14,10 +14,15 @@ traceback is demoted to one INFO line too, as the shutdown already says how many
 `ClientGone` drops uvicorn's `Exception in ASGI application` traceback when the exception is a
 client that disconnected before its request body was read (an interrupted run's model calls, a
 caller that gave up): nothing failed on the server's side.
+
+`RepeatLimit` bounds what anyone who can send a request can make the log say: of the records of one
+kind (same logger, level, line of code and exception class) it lets `limit` through per `period_s`,
+counts the rest, and notes the count on the first one let through after that.
 """
 
 import logging
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +33,7 @@ _INTERRUPTED = "Asyncio task cancelled for workflow or step"
 _CANCEL_SIDE_LINES = ("is no longer owned by this execution", "was cancelled during execution")
 _DBOS_DOWN = ("accessed before DBOS was launched", "No DBOS was created yet")
 _interrupting = False
+LOG_REPEATS, LOG_REPEAT_PERIOD_S = 10, 60.0  # Settings.log_repeats and log_repeat_period_s, until serve or worker read them
 
 
 @contextmanager
@@ -130,12 +136,64 @@ class ClientGone(logging.Filter):
         return True
 
 
+class RepeatLimit(logging.Filter):
+    """Lets `limit` records of a kind through per `period_s` (0: all) and counts the others; the first record let
+    through after some were held back says how many. A kind: the same logger, level, line of code (so the same
+    message template whatever its arguments, also where a library formats the text itself: a client cannot make each
+    line new by varying what it sends) and exception class."""
+
+    def __init__(self, limit: int = LOG_REPEATS, period_s: float = LOG_REPEAT_PERIOD_S, remember: int = 1024,
+                 clock=time.monotonic):
+        super().__init__()
+        self.limit, self.period_s, self._remember, self._clock = limit, period_s, remember, clock
+        self._kinds: OrderedDict[tuple, list] = OrderedDict()  # kind -> [window start, let through, held back]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.limit <= 0 or getattr(record, "_repeat_counted", False):  # counted at its logger already
+            return True
+        record._repeat_counted = True
+        exc = record.exc_info[1] if record.exc_info else None
+        kind = (record.name, record.levelno, record.pathname, record.lineno, type(exc).__name__ if exc is not None else None)
+        now, seen = self._clock(), self._kinds.get(kind)
+        if seen is None or now - seen[0] >= self.period_s:
+            held = seen[2] if seen else 0
+            self._kinds[kind] = [now, 1, 0]
+            self._kinds.move_to_end(kind)
+            if len(self._kinds) > self._remember:
+                self._kinds.popitem(last=False)
+            if held:
+                record.msg, record.args = f"{record.getMessage().rstrip()} [and {held} more like this not logged in the " \
+                                          f"{now - seen[0]:.0f} s before]", ()
+            return True
+        if seen[1] < self.limit:
+            seen[1] += 1
+            if seen[1] == self.limit:
+                record.msg, record.args = f"{record.getMessage().rstrip()} [{self.limit} like this within {self.period_s:g} s: " \
+                                          f"more are counted, not logged]", ()
+            return True
+        seen[2] += 1
+        return False
+
+
+_repeats = RepeatLimit()
+
+
+def limit_repeats(limit: int, period_s: float) -> None:
+    """Sets the process's repeat limit (`install` starts with LOG_REPEATS per LOG_REPEAT_PERIOD_S)."""
+    _repeats.limit, _repeats.period_s = limit, period_s
+
+
 def install() -> None:
-    """Adds the filters to DBOS's and uvicorn's loggers, once per process."""
+    """Adds the filters to DBOS's and uvicorn's loggers, and the repeat limit to every line the process prints:
+    those loggers (they have handlers of their own) and the handler of last resort, which prints the records of every
+    logger without a handler (ours, `app.*`, the libraries'). Once per process."""
     for name, kind in ((DBOS_LOGGER, CancellationLine), ("uvicorn.error", ClientGone)):
         logger = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in logger.filters):
             logger.addFilter(kind())
+    for where in (logging.getLogger(DBOS_LOGGER), logging.getLogger("uvicorn.error"), logging.lastResort):
+        if where is not None and _repeats not in where.filters:
+            where.addFilter(_repeats)  # after the filters above: a cancellation is counted as the line it became
 
 
 def masked_url(url: str) -> str:

@@ -18,6 +18,7 @@ from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
 from app.policies.endpoints import router as policies_router
 from app.drafts.endpoints import router as drafts_router
+from app.evaluations.endpoints import router as evaluations_router
 from app.runs.endpoints import render_ahead
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
@@ -67,6 +68,7 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     app.include_router(outcomes_router, **secured)
     app.include_router(policies_router, **secured)
     app.include_router(drafts_router, **secured)
+    app.include_router(evaluations_router, **secured)
     app.include_router(outcome_hooks, dependencies=[Depends(reject_unknown_query_params)])
     document_webhooks(app.webhooks, WEBHOOK_MODELS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key

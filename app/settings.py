@@ -57,6 +57,20 @@ class Settings(BaseSettings):
         "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
         "trust a trait; also the deliveries at which a sent email's own rates carry half the feedback weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
+    max_inbound_bytes: int = Field(10 * 1_048_576, ge=1024, description=(
+        "Largest inbound message (the request body of /outcomes/hooks/{id}/inbound, attachments included): 413 above it."))
+    inbound_parse_timeout_s: float = Field(10.0, gt=0, description=(
+        "Time one inbound message may take to parse in a parser process; past it the process is stopped and the message "
+        "refused (422)."))
+    inbound_parse_workers: int = Field(1, ge=1, le=16, description=(
+        "Processes that parse inbound messages (never the API's event loop); a few more messages than that wait, the "
+        "rest are answered 429 with Retry-After."))
+    inbound_max_mime_parts: int = Field(500, ge=1, description=(
+        "MIME parts (or form fields and files) one inbound message may have: 422 above it."))
+    inbound_max_mime_depth: int = Field(20, ge=1, le=200, description=(
+        "Levels of nested MIME parts one inbound message may have: 422 above it."))
+    inbound_max_text_chars: int = Field(32_768, ge=1024, description=(
+        "Characters of an inbound reply's body read for its new text (what comes after is quoted history or cut)."))
     trajectory_retention_iterations: int = Field(
         0, ge=0, description="Keep each trajectory's full conversation for the last N iterations of a run (0: all).")
     cors_origins: Annotated[list[str], NoDecode] = Field(
@@ -124,12 +138,28 @@ class Settings(BaseSettings):
     rollout_concurrency: int = Field(32, ge=1, description="Rollouts in flight at once per run.")
     judge_retries: int = Field(2, ge=0, description="Extra judge attempts per group before it is dropped.")
     access_log: bool = Field(False, description="uvicorn's per-request log lines.")
+    log_repeats: int = Field(10, ge=0, description=(
+        "Log lines of one kind (same logger, level, line of code and exception class) printed per "
+        "LOG_REPEAT_PERIOD_S; the rest are counted, and the next line printed says how many (0: no limit)."))
+    log_repeat_period_s: float = Field(60.0, gt=0, description="The period of LOG_REPEATS.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
     max_header_bytes: int = Field(65_536, ge=1024, description="Largest request head (request line and headers): 431 above it.")
     header_timeout_s: float = Field(10.0, gt=0, description=(
         "A request head must arrive within this many seconds of the connection opening or of the previous "
         "response; an idle or half-sent connection is closed then."))
     max_graph_bytes: int = Field(20 * 1_048_576, ge=1024, description="Largest graph document upload.")
+    body_timeout_s: float = Field(30.0, gt=0, description=(
+        "A request body must arrive within this many seconds of its head, plus one second per MIN_BODY_RATE bytes "
+        "received; a slower one is answered 408 and its connection closed."))
+    min_body_rate: int = Field(16_384, ge=0, description=(
+        "Bytes per second a request body may keep arriving at beyond BODY_TIMEOUT_S without being cut off "
+        "(0: none, BODY_TIMEOUT_S bounds every body)."))
+    max_connections: int | None = Field(None, ge=1, description=(
+        "Open HTTP connections at once; above it a new one closes the oldest connection still sending its request "
+        "(or idle), or is answered 503 if every one has a request in progress. Default: the open-file limit less 128."))
+    close_linger_s: float = Field(2.0, ge=0, description=(
+        "After an answer sent before the request body had all arrived (a 401, a 413), the connection closes; the rest "
+        "of the body is discarded for at most this long first, so that the client can read the answer."))
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.core import ServicesDep
+from app.docs import inline_refs
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.drafts import service
 from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
@@ -19,7 +20,7 @@ PositionCursor = cursor_params(Annotated[int, Query(ge=-1, le=10_000, descriptio
                                first=-1, default_limit=100, max_limit=1000)
 FORM_FIELDS = ("graph_id", "policy", "goal", "webhook_url", "seed")
 BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"$ref": "#/components/schemas/DraftRequest"}},
+    "application/json": {"schema": inline_refs(DraftRequest.model_json_schema())},
     "multipart/form-data": {"schema": {"type": "object", "required": ["graph_id", "file"], "properties": {
         "file": {"type": "string", "format": "binary",
                  "description": "CSV with a header row: name,email,company,role,industry,pains,goal (pains separated by ;)"},

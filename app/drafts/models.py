@@ -20,6 +20,8 @@ class DraftBatch(Base):
     iteration: Mapped[int]
     status: Mapped[BatchStatus] = mapped_column(StrEnumText(BatchStatus), default=BatchStatus.QUEUED)
     count: Mapped[int]
+    # the policies drafting, with their shares: [{"run_id", "iteration", "share"}], the first the one the batch names
+    arms: Mapped[list] = mapped_column(default=list)
     completed: Mapped[int] = mapped_column(default=0)
     seed: Mapped[int] = mapped_column(default=0)
     webhook_url: Mapped[str | None] = mapped_column(Text)  # sealed, as a run's
@@ -38,7 +40,9 @@ class Draft(Base):
 
     batch_id: Mapped[str] = mapped_column(ForeignKey("draft_batches.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    prospect: Mapped[dict]  # app.drafts.schemas.Prospect, its id and goal filled in
+    prospect: Mapped[dict]  # app.drafts.schemas.DraftProspect, its id and goal filled in
+    run_id: Mapped[str] = mapped_column(String(40))  # the policy that writes it (`run_id`@`iteration`), drawn by share
+    iteration: Mapped[int]
     like: Mapped[str | None] = mapped_column(String(200))  # the training scenario whose learned state it used
     email: Mapped[dict | None]  # DraftEmail; null until drafted (or when the policy wrote none)
     judge_score: Mapped[float | None]

@@ -4,6 +4,8 @@ import csv
 import hashlib
 import io
 import json
+import random
+from datetime import timedelta
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
@@ -18,6 +20,7 @@ from app.drafts.schemas import (
     CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
     ProspectOutcomes,
 )
+from app.db import utcnow
 from app.errors import Conflict, NotFound, invalid
 from app.events.service import new_id
 from app.events.signing import new_secret
@@ -29,6 +32,7 @@ from app.policies import repository as policies
 from app.policies import service as policy_service
 from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef, policy_id
+from app.policies.traffic import auto_shares
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 
@@ -99,18 +103,40 @@ def _csv_error(line: int, field: str | None, message: str) -> dict:
 # ---------------------------------------------------------------- creating a batch
 
 
-async def _policy_for(session: AsyncSession, body: DraftRequest, tenant: str) -> LearnedPolicy:
+async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, reply_window_s: float
+                ) -> list[tuple[LearnedPolicy, float]]:
+    """The policies that draft and their shares: the one named, alone; else the deployment's champion and challengers."""
     if body.policy is not None:
         policy = await policy_service.resolve(session, body.policy, tenant, field="policy")
         if policy.graph_id != body.graph_id:
             raise invalid("policy", f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, "
                                     f"not on graph {body.graph_id!r}")
-        return policy
+        return [(policy, 1.0)]
     deployed = await policies.current(session, body.graph_id, tenant)
     if deployed is None:
         raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
                                 f"(PUT /graphs/{body.graph_id}/deployment)")
-    return await policy_service.resolve(session, policy_id(deployed.run_id, deployed.iteration), tenant, field="policy")
+    challengers = deployed.challengers or []
+    ids = [policy_id(deployed.run_id, deployed.iteration)] + [policy_id(c["run_id"], c["iteration"]) for c in challengers]
+    if deployed.traffic == "auto":
+        mature_before = utcnow() - timedelta(seconds=reply_window_s)
+        seen = await policies.sends_by_policy(session, tenant, body.graph_id, mature_before)
+        shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
+                             seed=body.seed)
+    else:
+        shares = [1 - sum(c["share"] for c in challengers)] + [c["share"] for c in challengers]
+    return [(await policy_service.resolve(session, arm, tenant, field="policy"), share) for arm, share in zip(ids, shares)]
+
+
+def choose_arm(shares: list[float], seed: int, prospect_id: str, position: int) -> int:
+    """A draw by share, reproducible from the batch's seed and the prospect: the logged decision and its propensity
+    (the arm's share) are what off-policy evaluation reads."""
+    u = random.Random(f"{seed}:{position}:{prospect_id}").random() * sum(shares)
+    for arm, share in enumerate(shares):
+        if u < share:
+            return arm
+        u -= share
+    return max(arm for arm, share in enumerate(shares) if share > 0)
 
 
 async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempotency_key: str | None = None
@@ -123,7 +149,8 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     async with svc.db.read() as session:
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
-        policy = await _policy_for(session, body, tenant)
+        arms = await _arms(session, body, tenant, svc.settings.reply_window_s)
+    policy = arms[0][0]
     graph = await svc.graphs.get(body.graph_id)
     default_goal = body.goal or graph.scenarios[policy.config.scenario_ids[0]].goal
     webhook_url = str(body.webhook_url) if body.webhook_url else None
@@ -136,16 +163,23 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     batch = DraftBatch(
         id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, run_id=policy.run_id, iteration=policy.iteration,
         count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key, request_hash=digest,
+        arms=[{"run_id": p.run_id, "iteration": p.iteration, "share": share} for p, share in arms],
         webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
         webhook_secret=svc.secrets.seal(secret) if secret else None,
     )
-    drafts = [Draft(batch_id=batch.id, position=position, prospect=prospect.model_dump(mode="json") | {
-        "id": prospect.id or f"p{position + 1}", "goal": prospect.goal or default_goal,
-    }) for position, prospect in enumerate(body.prospects)]
+    shares = [share for _, share in arms]
+    drafts = []
+    for position, prospect in enumerate(body.prospects):
+        prospect_id = prospect.id or f"p{position + 1}"
+        arm = choose_arm(shares, body.seed, prospect_id, position)
+        drafts.append(Draft(batch_id=batch.id, position=position, run_id=arms[arm][0].run_id,
+                            iteration=arms[arm][0].iteration, variant=arm, propensity=shares[arm],
+                            prospect=prospect.model_dump(mode="json") | {"id": prospect_id, "goal": prospect.goal or default_goal}))
     try:
         async with svc.db.transaction() as session:
-            if await policies.find(session, PolicyRef(policy.run_id, policy.iteration)) is None:
-                raise invalid("policy", f"policy {policy.id!r} is gone: its run was deleted meanwhile")
+            for arm, _ in arms:
+                if await policies.find(session, PolicyRef(arm.run_id, arm.iteration)) is None:
+                    raise invalid("policy", f"policy {arm.id!r} is gone: its run was deleted meanwhile")
             session.add(batch)
             await session.flush()
             session.add_all(drafts)
@@ -186,7 +220,7 @@ def batch_view(batch: DraftBatch) -> BatchOut:
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
-    return DraftOut(prospect=draft.prospect, email=draft.email, policy=policy_id(batch.run_id, batch.iteration),
+    return DraftOut(prospect=draft.prospect, email=draft.email, policy=policy_id(draft.run_id, draft.iteration),
                     judge_score=draft.judge_score, variant=draft.variant, propensity=draft.propensity, like=draft.like)
 
 
@@ -207,7 +241,7 @@ async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
         prospect, email = draft.prospect, draft.email or {}
         writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
                          prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
-                         email.get("message_id", ""), policy_id(batch.run_id, batch.iteration),
+                         email.get("message_id", ""), policy_id(draft.run_id, draft.iteration),
                          "" if draft.judge_score is None else f"{draft.judge_score:.4f}"])
     return out.getvalue()
 

@@ -5,6 +5,7 @@ prospect ends up drafted exactly once. Only workers import this module (it impor
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 
 import httpx
 from dbos import DBOS
@@ -19,14 +20,17 @@ from app.drafts.schemas import BatchStatus, DraftEmail
 from app.events.relay import send_signed
 from app.events.service import new_id
 from app.knowledge_graph.schemas import Prospect, Scenario
-from app.loop.email import write_email
+from app.loop.email import Written, write_email
 from app.loop.features import content_hash, email_features
-from app.loop.reward import rollout_seed
+from app.loop.reward import Judge, rollout_seed
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
+from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
+from app.loop.generation import Policy
 from app.policies import repository as policies
+from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef
-from app.runs.executor import current
+from app.runs.executor import Executor, current
 
 CHUNK = 25  # prospects per step: what a crash can make the worker draft again
 NOTIFY_ATTEMPTS = 8  # a receiver's failures are retried with backoff for about four minutes
@@ -48,9 +52,50 @@ async def start_step(batch_id: str) -> int:
         return batch.count
 
 
+@dataclass
+class Writer:
+    """A policy as it drafts: its model pinned to its checkpoint, what it learned per training scenario, its judge."""
+
+    policy: LearnedPolicy
+    model: Policy
+    scores: ScenarioScores
+    lessons: dict
+    training: list[Scenario]
+    judge: Judge
+
+
+async def writer(executor: Executor, graph: KnowledgeGraph, run_id: str, iteration: int) -> Writer:
+    async with executor.services.db.read() as session:
+        policy = await policies.find(session, PolicyRef(run_id, iteration))
+        if policy is None:
+            raise DraftingFailed(f"policy {run_id}@{iteration} is gone")
+        scores = await policies.node_scores(session, policy)
+        lessons = await policies.lessons(session, policy) or {}
+    model = await executor.policy(policy.run_id, policy.backend)
+    if policy.training_step is not None:
+        model = model.at(policy.training_step)
+    training = [graph.scenarios[s] for s in policy.config.scenario_ids if s in graph.scenarios]
+    if not training:
+        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.id!r} was trained on")
+    return Writer(policy, model, scores, lessons, training, executor.judge_named(policy.config.judge))
+
+
+async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict, seed: int) -> tuple[str, Written]:
+    """The email `author` writes to a prospect it never saw, with the learned state of the training scenario the
+    prospect is most like (whose id comes back with it)."""
+    prospect = Prospect.model_validate({k: prospect_record[k] for k in ("name", "role", "company", "industry", "pains")})
+    like = most_like(prospect, author.training)
+    scenario = Scenario.model_construct(id=prospect_record["id"], prospect=prospect, goal=prospect_record["goal"],
+                                        seed_nodes=like.seed_nodes)
+    context = author.lessons.get(like.id)
+    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.policy.config, author.judge,
+                                ScenarioContext.model_validate(context) if context else None, seed=seed)
+    return like.id, written
+
+
 @DBOS.step(name="draft_chunk")
 async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
-    """Drafts the chunk's prospects not drafted yet; returns how many it drafted."""
+    """Drafts the chunk's prospects not drafted yet, each with the policy drawn for it; returns how many it drafted."""
     executor = current()
     services = executor.services
     async with services.db.read() as session:
@@ -60,53 +105,34 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
         pending = (await session.scalars(select(Draft).where(
             Draft.batch_id == batch_id, Draft.position >= start, Draft.position < end, Draft.drafted_at.is_(None))
             .order_by(Draft.position))).all()
-        if not pending:
-            return 0
-        policy = await policies.find(session, PolicyRef(batch.run_id, batch.iteration))
-        if policy is None:
-            raise DraftingFailed(f"policy {batch.run_id}@{batch.iteration} is gone")
-        scores = await policies.node_scores(session, policy)
-        lessons = await policies.lessons(session, policy) or {}
+    if not pending:
+        return 0
     graph = await services.graphs.get(batch.graph_id)
-    config = policy.config
-    model = await executor.policy(policy.run_id, policy.backend)
-    if policy.training_step is not None:
-        model = model.at(policy.training_step)
-    judge = executor.judge_named(config.judge)
-    training = [graph.scenarios[s] for s in config.scenario_ids if s in graph.scenarios]
-    if not training:
-        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.id!r} was trained on")
+    writers = {key: await writer(executor, graph, *key) for key in sorted({(row.run_id, row.iteration) for row in pending})}
     gate = asyncio.Semaphore(services.settings.rollout_concurrency)
 
-    async def draft(row: Draft) -> dict:
-        prospect = Prospect.model_validate({k: row.prospect[k] for k in ("name", "role", "company", "industry", "pains")})
-        like = most_like(prospect, training)
-        scenario = Scenario.model_construct(id=row.prospect["id"], prospect=prospect, goal=row.prospect["goal"],
-                                            seed_nodes=like.seed_nodes)
-        context = lessons.get(like.id)
+    async def draft(row: Draft) -> tuple[str, Written]:
         async with gate:
-            written = await write_email(model, graph, scenario, scores.of(like.id), config, judge,
-                                        ScenarioContext.model_validate(context) if context else None,
-                                        seed=rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
-        return {"like": like.id, "email": written.email.email if written.email else None, "score": written.score}
+            return await write_for(writers[row.run_id, row.iteration], graph, row.prospect,
+                                   rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
 
     drafted = await asyncio.gather(*(draft(row) for row in pending))
     domain = services.settings.message_id_domain
     async with services.db.transaction() as session:
         stored = 0
-        for row, result in zip(pending, drafted, strict=True):
-            email, traced = result["email"], None
+        for row, (like, written) in zip(pending, drafted, strict=True):
+            email, traced = written.email.email if written.email else None, None
             if email is not None:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
                 session.add(EmailRef(
-                    ref=ref, tenant=batch.tenant, run_id=batch.run_id, iteration=batch.iteration, slot=row.position,
-                    graph_id=batch.graph_id, scenario_id=result["like"], judge_score=result["score"],
+                    ref=ref, tenant=batch.tenant, run_id=row.run_id, iteration=row.iteration, slot=row.position,
+                    graph_id=batch.graph_id, scenario_id=like, judge_score=written.score,
                     features=email_features(email, row.prospect["name"], row.prospect["company"]),
                     content_hash=content_hash(email), draft_batch_id=batch_id, prospect_id=row.prospect["id"]))
             done = await session.execute(update(Draft).where(
                 Draft.batch_id == batch_id, Draft.position == row.position, Draft.drafted_at.is_(None)).values(
-                like=result["like"], email=traced, judge_score=result["score"], drafted_at=utcnow()))
+                like=like, email=traced, judge_score=written.score, drafted_at=utcnow()))
             stored += done.rowcount
         await session.execute(update(DraftBatch).where(DraftBatch.id == batch_id).values(
             completed=DraftBatch.completed + stored))

@@ -4,6 +4,7 @@
 - a validation error: FastAPI's list, but each input echoed as a short excerpt, never a whole upload;
 - the framework's HTTP errors: as FastAPI answers them, with a 405 listing every method of the path;
 - the database away or busy: 503 with Retry-After, since nothing was applied;
+- a client that left before its request body was read: nothing logged (no one is there to read the answer);
 - anything else: 500, logged, and no internals in the answer.
 """
 
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 
 from app.db import is_transient
@@ -131,6 +133,12 @@ def install_handlers(app: FastAPI) -> None:
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"detail": "the database is unavailable; retry shortly (nothing was applied)"},
                             status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        """The client hung up (or was cut off, see app/serving.py) mid-body: not the server's error, and any
+        stranger can cause it, so it leaves no log line; the answer reaches no one."""
+        return JSONResponse({"detail": "the client disconnected before its request was read"}, status_code=400)
 
     for error in (SQLAlchemyError, ConnectionError, TimeoutError):  # handled here, not re-raised to the server
         app.add_exception_handler(error, database_trouble)

@@ -16,11 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.http.errors import MAX_ERRORS, SURROGATE, validation_details
 from app.settings import Settings
 
+_INBOUND = re.compile(r"/outcomes/hooks/[^/]+/inbound(?:/mime)?")  # replies: their own limit, MAX_INBOUND_BYTES
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")  # \ud800-\udfff or \u0000 escaped in JSON text
 
 
 class BodyLimit:
-    """Refuses bodies over the limit with 413 (graph uploads get their own limit).
+    """Refuses bodies over the limit with 413 (graph uploads and inbound messages get their own limits).
 
     A declared Content-Length over the limit is refused before anything is read. A chunked body
     is counted as it arrives: once it passes the limit the answer is the 413, whatever the code
@@ -37,9 +38,12 @@ class BodyLimit:
         path = scope["path"].rstrip("/")
         upload = path == "/graphs" or (scope.get("method") == "PUT" and path.startswith("/graphs/") and path.count("/") == 2)
         limit = self.settings.max_graph_bytes if upload else self.settings.max_body_bytes
+        what = "request body"
+        if _INBOUND.fullmatch(path):  # an email, attachments included: MAX_INBOUND_BYTES
+            limit, what = self.settings.max_inbound_bytes, "inbound message"
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            return await self._refuse(send, limit)
+            return await self._refuse(send, limit, what)
         received, too_large, started, refused = 0, False, False, False
 
         async def limited_receive():
@@ -57,7 +61,7 @@ class BodyLimit:
                 return  # the rest of the app's own answer to the too-large body
             if too_large and not started and message["type"] == "http.response.start":
                 refused = True
-                return await self._refuse(send, limit)
+                return await self._refuse(send, limit, what)
             started = started or message["type"] == "http.response.start"
             await send(message)
 
@@ -65,11 +69,12 @@ class BodyLimit:
             await self.app(scope, limited_receive, guarded_send)
         except _TooLarge:
             if not started and not refused:
-                await self._refuse(send, limit)
+                await self._refuse(send, limit, what)
 
     @staticmethod
-    async def _refuse(send: Send, limit: int) -> None:
-        response = JSONResponse({"detail": f"request body exceeds {limit} bytes"}, status_code=413)
+    async def _refuse(send: Send, limit: int, what: str = "request body") -> None:
+        setting = " (MAX_INBOUND_BYTES); nothing was stored" if what == "inbound message" else ""
+        response = JSONResponse({"detail": f"{what} exceeds {limit} bytes{setting}"}, status_code=413)
         await response({"type": "http"}, None, send)
 
 

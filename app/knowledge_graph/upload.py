@@ -12,28 +12,15 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from app.docs import inline_refs
 from app.errors import BadRequest
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
 from app.settings import Settings
 
 
-def _inline_refs(schema, defs: dict | None = None):
-    """A JSON schema with its `$defs` written in place, so it can stand alone in the OpenAPI document."""
-    if defs is None:
-        schema = dict(schema)
-        defs = schema.pop("$defs", {})
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            return _inline_refs(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
-        return {key: _inline_refs(value, defs) for key, value in schema.items()}
-    if isinstance(schema, list):
-        return [_inline_refs(value, defs) for value in schema]
-    return schema
-
-
 # The routes read the body themselves (read_upload), so FastAPI documents neither it nor its 422.
 BODY = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": _inline_refs(GraphDocument.model_json_schema())}}}}
+    "schema": inline_refs(GraphDocument.model_json_schema())}}}}
 INVALID = {422: {"description": "Validation Error", "content": {"application/json": {
     "schema": {"$ref": "#/components/schemas/HTTPValidationError"}}}}}
 _ITEMS = {"nodes": Node, "edges": Edge, "scenarios": Scenario}

@@ -6,8 +6,7 @@ from fastapi import APIRouter, Path, Request, status
 
 from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
-from app.errors import invalid
-from app.outcomes import inbound, service
+from app.outcomes import service
 from app.outcomes.schemas import (
     IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,
 )
@@ -68,21 +67,33 @@ async def receive_provider_events(source_id: SourceId, request: Request, svc: Se
                                          wake=svc.wake_waiting)
 
 
+INBOUND_BODY = {"requestBody": {"content": {
+    "message/rfc822": {"schema": {"type": "string", "format": "binary"}},
+    "application/json": {"schema": {"type": "object", "description": "Postmark's inbound webhook"}},
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "email": {"type": "string", "description": "SendGrid Inbound Parse's raw message"},
+        "body-mime": {"type": "string", "description": "Mailgun's raw MIME forward"},
+        "message-headers": {"type": "string", "description": "Mailgun's parsed forward: [[name, value], ...]"}}}}}}}
+INBOUND_ANSWERS = {**HOOK_ANSWERS,
+                   413: {"model": ErrorOut, "description": "The message is larger than MAX_INBOUND_BYTES; nothing is stored"},
+                   429: {"model": ErrorOut, "description": "Too many messages are being parsed: retry after Retry-After"}}
+
+
 @hooks.post("/outcomes/hooks/{source_id}/inbound", response_model=IngestResult, summary="An inbound reply",
-            responses=HOOK_ANSWERS, openapi_extra={"requestBody": {"content": {
-                "message/rfc822": {"schema": {"type": "string", "format": "binary"}},
-                "multipart/form-data": {"schema": {"type": "object", "properties": {"email": {"type": "string"}}}}}}})
+            responses=INBOUND_ANSWERS, openapi_extra=INBOUND_BODY)
 async def receive_reply(source_id: SourceId, request: Request, svc: ServicesDep) -> IngestResult:
-    """A reply, as a raw RFC 822 message or SendGrid Inbound Parse's form (with "POST the raw, full MIME message"),
-    matched to its email by `In-Reply-To` / `References` or a `+eml_…` address. Auto-replies are recorded as such and
-    are not replies. The reply's text is kept only with STORE_REPLY_TEXT."""
-    if request.headers.get("content-type", "").startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
-        form = await request.form()
-        try:
-            raw = inbound.parse_sendgrid_inbound({k: v for k, v in form.items() if isinstance(v, str)})
-        except ValueError as exc:
-            raise invalid("email", str(exc)) from None
-    else:
-        raw = await request.body()
-    return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers, raw,
+    """A reply, as a raw RFC 822 message, SendGrid Inbound Parse's form (with "POST the raw, full MIME message"),
+    Mailgun's route forward (parsed, or raw MIME at `…/inbound/mime`) or Postmark's inbound JSON, matched to its email
+    by `In-Reply-To` / `References` or a `+eml_…` address. Auto-replies are recorded as such and are not replies. The
+    reply's text is kept only with STORE_REPLY_TEXT. The message is parsed in a separate process within
+    INBOUND_PARSE_TIMEOUT_S and the limits INBOUND_MAX_MIME_PARTS and INBOUND_MAX_MIME_DEPTH (422 beyond them)."""
+    return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers,
+                                       request.headers.get("content-type", ""), await request.body(),
                                        wake=svc.wake_waiting)
+
+
+@hooks.post("/outcomes/hooks/{source_id}/inbound/mime", response_model=IngestResult,
+            summary="An inbound reply (Mailgun's raw MIME forward)", responses=INBOUND_ANSWERS, openapi_extra=INBOUND_BODY)
+async def receive_reply_mime(source_id: SourceId, request: Request, svc: ServicesDep) -> IngestResult:
+    """As `…/inbound`: Mailgun posts a route's message as raw MIME (`body-mime`) only to a URL that ends in "mime"."""
+    return await receive_reply(source_id, request, svc)

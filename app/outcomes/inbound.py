@@ -1,4 +1,6 @@
-"""Replies to the emails the service wrote, from the raw MIME message an inbound route receives.
+"""Replies to the emails the service wrote, from what an inbound route posts: a raw RFC 822 message, SendGrid
+Inbound Parse's form (with the raw message), Mailgun's route forward (its raw MIME or its parsed fields) or
+Postmark's inbound JSON.
 
 A reply is attributed to its email by the ref (`eml_…`) in the Message-ID the email was sent with,
 `<eml_…@DOMAIN>`, which the reply quotes in `In-Reply-To` / `References`; failing that, by a plus-address
@@ -7,27 +9,65 @@ flagged so that they are recorded but never counted as replies.
 
 The stdlib `email` package parses the message; `mail-parser-reply` cuts the quoted history and the
 "On … wrote:" block from the new text.
+
+Everything here reads input any sender of an email controls, and is CPU-bound: `app.outcomes.inbound_pool`
+runs it in worker processes under a time budget, never on the API's event loop. The work itself is bounded
+too (`Limits`): MIME parts and their nesting are counted while the message is parsed, and the reply cutter
+sees a bounded text whose long lines are hidden from it (see `new_text`).
 """
 
 import email
+import email.parser
 import email.policy
+import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.feedparser import BytesFeedParser
 from email.message import EmailMessage, Message
-from email.parser import BytesParser
 from email.utils import getaddresses, parsedate_to_datetime
 from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import parse_qsl
 
 from mailparser_reply import EmailReplyParser
 from pydantic import BaseModel, ConfigDict
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import Field, File, create_form_parser, parse_options_header
 
 # the ref: "eml_" and 20 lower-case base32 characters (digits allowed, whichever base32 alphabet made it)
 _REF = r"eml_[a-z0-9]{20}"
 _MESSAGE_ID = re.compile(rf"<({_REF})@([^<>\s@]+)>", re.IGNORECASE)
 _PLUS_ADDRESS = re.compile(rf"\+({_REF})@", re.IGNORECASE)
+_BARE_REF = re.compile(rf"{_REF}", re.IGNORECASE)
 _AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk"}
 _QUOTE_LANGUAGES = ["en", "de", "fr", "es", "it", "nl"]  # the "On … wrote:" lines cut, in these languages
+
+MAX_KEY_CHARS = 500  # an event id or recipient key (OutcomeEvent's fields); longer ones are kept as a digest
+# No "On … wrote:" / "From: …" header line is this long; longer lines are hidden from the reply cutter (see new_text).
+MAX_HEADER_LINE_CHARS = 300
+# Of an HTML body, the first max_text_chars times this many characters are read: html.parser is quadratic on some
+# markup ("</" repeated with no ">": 2 MB took 268 s; 128 KB about 1 s), and a reply's own text comes first.
+HTML_CHARS_PER_TEXT_CHAR = 4
+_HIDDEN = re.compile("\ue000(\\d+)\ue001")  # a hidden line's placeholder (private-use characters, removed from input)
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates (not UTF-8)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of one inbound message is read (settings INBOUND_MAX_TEXT_CHARS, INBOUND_MAX_MIME_PARTS,
+    INBOUND_MAX_MIME_DEPTH); beyond the first two the message is refused, beyond the text the rest is cut."""
+
+    max_text_chars: int = 32_768
+    max_mime_parts: int = 500
+    max_mime_depth: int = 20
+
+
+class Refused(ValueError):
+    """The message cannot be read within its limits, or is not what the route takes; the message says which and is
+    safe to show the sender."""
 
 
 class InboundReply(BaseModel):
@@ -35,32 +75,80 @@ class InboundReply(BaseModel):
 
     ref: str | None  # the email replied to; None when the reply names none of ours
     message_id: str | None  # the reply's own Message-ID, as in its header
+    event_id: str  # what counts it once: its Message-ID (a digest when long or unstorable), else a digest of it all
     auto: bool  # an auto-reply: recorded, never counted as a reply
     sender: str | None  # the From address
     occurred_at: datetime  # the reply's Date (UTC when it names no zone), else when it was parsed
-    text: str  # the new text, quoted history and "On … wrote:" blocks removed
+    text: str  # the new text, quoted history and "On … wrote:" blocks removed, at most Limits.max_text_chars
+
+
+def storable_key(value: str) -> str:
+    """`value` as an event id or recipient key: itself when it is short, printable and not digest-like; else
+    "sha256:" and the hex SHA-256 of it, so that two long ids sharing a prefix stay two (and NUL or a lone
+    surrogate, which no database text column takes, never reaches one)."""
+    if 0 < len(value) <= MAX_KEY_CHARS and value.isprintable() and not value.startswith("sha256:"):
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _storable(text: str) -> str:
+    """Text a database column takes: no NUL, lone surrogates as U+FFFD."""
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
+# ---------------------------------------------------------------- headers
+
+
+_HEADERS_END = re.compile(rb"\r?\n\r?\n")
 
 
 class _Headers:
-    """Header values as strings: decoded by policy.default (RFC 2047 words, UTF-8), or, where its structured
-    parser raises on a malformed value (it does on some message ids and addresses), as compat32 reads them."""
+    """A message's header values as their text, unfolded (RFC 2047 words left encoded: no field read here needs them
+    decoded). Read with compat32, not policy.default, whose structured parser is quadratic on some values (40,000
+    commas in a To took 8.5 s) and recursive on others (nested comments raised RecursionError); 8-bit headers are
+    read as UTF-8, else Latin-1, so that two ids differing only in their bytes stay two."""
 
-    def __init__(self, raw: bytes, message: EmailMessage):
-        self.message = message
-        self.fallback: Message = BytesParser(policy=email.policy.compat32).parsebytes(raw, headersonly=True)
+    def __init__(self, raw: bytes):
+        end = _HEADERS_END.search(raw)
+        head = raw[:end.end()] if end else raw
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            text = head.decode("latin-1")
+        self.message: Message = email.parser.Parser(policy=email.policy.compat32).parsestr(text, headersonly=True)
 
     def __contains__(self, name: str) -> bool:
         return name in self.message
 
     def all(self, name: str) -> list[str]:
-        try:
-            return [str(value) for value in self.message.get_all(name, [])]
-        except Exception:
-            return [str(value) for value in self.fallback.get_all(name, [])]
+        return ["".join(str(value).splitlines()) for value in self.message.get_all(name, [])]
 
     def first(self, name: str) -> str | None:
         values = self.all(name)
         return values[0].strip() if values else None
+
+    def content_type(self) -> str:
+        return self.message.get_content_type()
+
+
+class _PairHeaders:
+    """Headers a provider already parsed, as (name, value) pairs (Postmark's `Headers`, Mailgun's `message-headers`)."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]):
+        self.pairs = [(name.strip().lower(), value) for name, value in pairs]
+
+    def __contains__(self, name: str) -> bool:
+        return any(key == name.lower() for key, _ in self.pairs)
+
+    def all(self, name: str) -> list[str]:
+        return [value for key, value in self.pairs if key == name.lower()]
+
+    def first(self, name: str) -> str | None:
+        values = self.all(name)
+        return values[0].strip() if values else None
+
+    def content_type(self) -> str:
+        return (self.first("Content-Type") or "text/plain").split(";")[0].strip().lower()
 
 
 def _ref_from_ids(value: str | None, domain: str) -> str | None:
@@ -70,16 +158,17 @@ def _ref_from_ids(value: str | None, domain: str) -> str | None:
     return None
 
 
-def _ref_from_addresses(headers: _Headers) -> str | None:
+def _ref_from_addresses(headers) -> str | None:
+    """A plus-address's ref, searched in the header text (linear, where an address parser need not be)."""
     for name in ("To", "Cc", "Delivered-To"):
-        for _, address in getaddresses(headers.all(name)):
-            match = _PLUS_ADDRESS.search(address)
+        for value in headers.all(name):
+            match = _PLUS_ADDRESS.search(value)
             if match:
                 return match.group(1).lower()
     return None
 
 
-def _is_auto(headers: _Headers) -> bool:
+def _is_auto(headers) -> bool:
     """RFC 3834's Auto-Submitted (anything but "no"), the X-Autoreply / X-Autorespond markers, or a
     Precedence of auto_reply, bulk or junk."""
     auto_submitted = headers.first("Auto-Submitted")
@@ -91,12 +180,31 @@ def _is_auto(headers: _Headers) -> bool:
     return precedence is not None and precedence.lower() in _AUTO_PRECEDENCE
 
 
-def _occurred_at(headers: _Headers, now: datetime | None) -> datetime:
+_COLON_ZONE = re.compile(r"([+-]\d\d):(\d\d)\s*$")  # "-04:00", as some servers (and Postmark's JSON) write the zone
+
+
+def _occurred_at(value: str | None, now: datetime | None) -> datetime:
+    """The Date in UTC; a missing or unreadable one, or one that leaves the calendar once in UTC (year 9999 at
+    -14:00), is `now`: the reply still counts, dated when it came."""
     try:
-        moment = parsedate_to_datetime(headers.first("Date") or "")
+        moment = parsedate_to_datetime(_COLON_ZONE.sub(r"\1\2", value or ""))
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     except (ValueError, TypeError, IndexError, OverflowError):
         return now or datetime.now(UTC)
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+MAX_FROM_CHARS = 2000  # of a From value, what the address parser reads (it recurses on nested comments)
+
+
+def _sender(headers) -> str | None:
+    try:
+        addresses = getaddresses([value[:MAX_FROM_CHARS] for value in headers.all("From")])
+    except RecursionError:
+        return None
+    return next((address for _, address in addresses if "@" in address), None)
+
+
+# ---------------------------------------------------------------- text
 
 
 class _HtmlText(HTMLParser):
@@ -132,7 +240,14 @@ class _HtmlText(HTMLParser):
             self.parts.append(data)
 
 
-def _body_text(message: EmailMessage) -> str:
+def _html_text(html: str) -> str:
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    return re.sub(r"\n{3,}", "\n\n", "".join(parser.parts))
+
+
+def _body_text(message: EmailMessage, limits: Limits) -> str:
     try:
         part = message.get_body(preferencelist=("plain", "html"))
     except Exception:  # the stdlib's header parser fails on some malformed Content-Type values
@@ -147,42 +262,104 @@ def _body_text(message: EmailMessage) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
-        parser = _HtmlText()
-        parser.feed(content)
-        parser.close()
-        content = re.sub(r"\n{3,}", "\n\n", "".join(parser.parts))
+        return _html_text(content[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR])
     return content
 
 
-def _new_text(text: str) -> str:
+def new_text(text: str, max_chars: int = Limits.max_text_chars) -> str:
     """The reply's own text: mail-parser-reply cuts at the first "On … wrote:" / "From: …" / "-----Original
-    Message-----" header; quoted lines (">") left after that, as in a bare quote or an inline reply, go too."""
-    latest = EmailReplyParser(languages=_QUOTE_LANGUAGES).parse_reply(text) or ""
+    Message-----" header; quoted lines (">") left after that, as in a bare quote or an inline reply, go too.
+
+    Bounded, because the library is not: its header patterns (`On\\s(?:.+?\\s?.+?)\\s?wrote:` and the like, one per
+    language) backtrack quadratically over a line that starts with "On", "Am", "Il", "Le", "El" or "Op" (16 KB of
+    such a line took 11 s, 32 KB 46 s). The library is kept for what it knows (six languages, headers over two
+    lines, Outlook's header blocks), and only what it sees is bounded, in two ways: it reads the first `max_chars`
+    characters (a reply's own text comes first; the rest is quoted history or is cut), and a line longer than
+    MAX_HEADER_LINE_CHARS, which no header line is, reaches it as a placeholder and is put back afterwards. Its
+    cost is then at most linear in `max_chars` times MAX_HEADER_LINE_CHARS (about 0.1 s for 32 KB of the worst
+    lines), where a hand-written cutter would have to re-learn every client's header format.
+    """
+    text = text.replace("\r\n", "\n").replace("\ue000", "").replace("\ue001", "")[:max_chars]
+    text = re.sub(r"\n(?:[ \t\f\v]*\n){2,}", "\n\n\n", text)  # long runs of blank lines cost the library too
+    lines = text.split("\n")
+    shown = [line if len(line) <= MAX_HEADER_LINE_CHARS else f"\ue000{index}\ue001" for index, line in enumerate(lines)]
+    latest = EmailReplyParser(languages=_QUOTE_LANGUAGES).parse_reply("\n".join(shown)) or ""
+    latest = _HIDDEN.sub(lambda m: lines[int(m.group(1))].strip(), latest)
     kept = [line for line in latest.splitlines() if not line.lstrip().startswith(">")]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+    return _storable(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip())
 
 
-def parse_reply(raw: bytes, *, domain: str, now: datetime | None = None) -> InboundReply | None:
+# ---------------------------------------------------------------- raw RFC 822
+
+
+def _parse_message(raw: bytes, limits: Limits) -> EmailMessage:
+    """The message, parsed by policy.default; Refused past Limits.max_mime_parts parts (counted as the parser makes
+    them, so a message of 100,000 tiny parts costs no more than one of max_mime_parts) or Limits.max_mime_depth
+    levels of nesting (the parser recurses once per level: 1,000 levels raised RecursionError)."""
+    made = 0
+
+    def counted(policy=email.policy.default) -> EmailMessage:
+        nonlocal made
+        made += 1
+        if made > limits.max_mime_parts:
+            raise Refused(f"the message has more than {limits.max_mime_parts} MIME parts (INBOUND_MAX_MIME_PARTS)")
+        return EmailMessage(policy=policy)
+
+    parser = BytesFeedParser(_factory=counted, policy=email.policy.default)
+    made = 0  # the feed parser calls its factory once to try it
+    try:
+        parser.feed(raw)
+        message = parser.close()
+    except RecursionError:  # MIME parts hundreds of levels deep, or a header's comments (the parser recurses on both)
+        raise Refused(f"the message is nested too deeply to read (MIME parts deeper than {limits.max_mime_depth} "
+                      "levels, INBOUND_MAX_MIME_DEPTH, or comments in a header)") from None
+    deepest, stack = 0, [(message, 1)]
+    while stack:  # iterative: walk() and get_body() recurse, and run only once the depth is known to be small
+        part, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limits.max_mime_depth:
+            raise Refused(f"the message's MIME parts are nested deeper than {limits.max_mime_depth} levels "
+                          "(INBOUND_MAX_MIME_DEPTH)")
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack.extend((child, depth + 1) for child in payload if isinstance(child, Message))
+    return message
+
+
+def _reply(headers, text: str, *, domain: str, now: datetime | None, limits: Limits, fallback_id: bytes,
+           extra_refs: Iterable[str | None] = (), sender: str | None = None) -> InboundReply:
+    ref = (_ref_from_ids(headers.first("In-Reply-To"), domain)
+           or _ref_from_ids(" ".join(headers.all("References")), domain)
+           or _ref_from_addresses(headers))
+    for candidate in extra_refs:  # a provider's own reading of the plus-address (Postmark's MailboxHash)
+        if ref is None and candidate and _BARE_REF.fullmatch(candidate.strip()):
+            ref = candidate.strip().lower()
+    message_id = headers.first("Message-ID") or None
+    return InboundReply(
+        ref=ref, message_id=message_id and _storable(message_id),
+        event_id=storable_key(message_id) if message_id else "sha256:" + hashlib.sha256(fallback_id).hexdigest(),
+        auto=_is_auto(headers), sender=sender or _sender(headers),
+        occurred_at=_occurred_at(headers.first("Date"), now), text=new_text(text, limits.max_text_chars),
+    )
+
+
+def parse_reply(raw: bytes, *, domain: str, now: datetime | None = None, limits: Limits = Limits()) -> InboundReply | None:
     """The reply in a raw RFC 5322 message, or None when it is no reply: not a message at all, or a delivery
-    or read report (multipart/report), which a bounce webhook reports instead.
+    or read report (multipart/report), which a bounce webhook reports instead. Refused beyond `limits`.
 
     `domain` is the one in the Message-IDs the service suggests (`<eml_…@DOMAIN>`); `now` is the time given
     a message without a readable Date (default: the clock).
     """
-    message = email.message_from_bytes(raw, policy=email.policy.default)
-    headers = _Headers(raw, message)
+    message = _parse_message(raw, limits)
+    headers = _Headers(raw)
     if not any(name in headers for name in ("From", "To", "Message-ID", "In-Reply-To")):
         return None
-    if headers.fallback.get_content_type() == "multipart/report":
+    if headers.content_type() == "multipart/report":
         return None
-    ref = (_ref_from_ids(headers.first("In-Reply-To"), domain)
-           or _ref_from_ids(" ".join(headers.all("References")), domain)
-           or _ref_from_addresses(headers))
-    sender = next((address for _, address in getaddresses(headers.all("From")) if "@" in address), None)
-    return InboundReply(
-        ref=ref, message_id=headers.first("Message-ID") or None, auto=_is_auto(headers), sender=sender,
-        occurred_at=_occurred_at(headers, now), text=_new_text(_body_text(message)),
-    )
+    return _reply(headers, _body_text(message, limits), domain=domain, now=now, limits=limits, fallback_id=raw)
+
+
+# ---------------------------------------------------------------- providers' inbound formats
 
 
 def parse_sendgrid_inbound(form: Mapping[str, str | bytes]) -> bytes:
@@ -195,3 +372,137 @@ def parse_sendgrid_inbound(form: Mapping[str, str | bytes]) -> bytes:
         return raw.encode("utf-8", errors="surrogateescape")
     raise ValueError("the SendGrid Inbound Parse form has no 'email' field: turn on "
                      "\"POST the raw, full MIME message\" for this host")
+
+
+def form_fields(content_type: str, body: bytes, limits: Limits = Limits()) -> dict[str, bytes]:
+    """The text fields of a multipart/form-data or urlencoded body (the first of each name); files are skipped.
+    Refused past Limits.max_mime_parts fields and files, or when the body is no such form."""
+    fields: dict[str, bytes] = {}
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, max_num_fields=limits.max_mime_parts,
+                              encoding="latin-1")
+        except ValueError:
+            raise Refused(f"the form has more than {limits.max_mime_parts} fields (INBOUND_MAX_MIME_PARTS)") from None
+        for name, value in pairs:
+            fields.setdefault(name.encode("latin-1").decode("utf-8", "replace"), value.encode("latin-1"))
+        return fields
+    if not parse_options_header(content_type)[1].get(b"boundary"):
+        raise Refused("the body is no readable form: multipart/form-data without a boundary")
+    parts = 0
+
+    def on_part(part: Field | File) -> None:
+        nonlocal parts
+        parts += 1
+        if parts > limits.max_mime_parts:
+            raise Refused(f"the form has more than {limits.max_mime_parts} fields and files (INBOUND_MAX_MIME_PARTS)")
+        if isinstance(part, Field) and part.field_name is not None:
+            fields.setdefault(part.field_name.decode("utf-8", "replace"), part.value or b"")
+
+    try:
+        parser = create_form_parser({"Content-Type": content_type.encode("latin-1", "replace")}, on_part, on_part,
+                                    config={"MAX_MEMORY_FILE_SIZE": float("inf")})  # files stay in memory (bounded body)
+        parser.write(body)
+        parser.finalize()
+    except (FormParserError, ValueError) as exc:
+        if isinstance(exc, Refused):
+            raise
+        raise Refused(f"the body is no readable form: {str(exc)[:200]}") from None
+    return fields
+
+
+def _text_field(fields: Mapping[str, bytes], name: str) -> str:
+    return fields.get(name, b"").decode("utf-8", "replace")
+
+
+def parse_mailgun_inbound(fields: Mapping[str, bytes], *, domain: str, now: datetime | None = None,
+                          limits: Limits = Limits()) -> InboundReply | None:
+    """The reply in Mailgun's route forward: its `body-mime` (a route to a URL ending in "mime") is the raw message;
+    otherwise its parsed fields: `message-headers` (a JSON list of [name, value]), the `In-Reply-To`, `References`,
+    `Message-Id`, `Date` and `To` fields where they come on their own, `from` / `sender`, `recipient` (the envelope
+    address, which may be a plus-address) and `body-plain` (else `stripped-text`)."""
+    if fields.get("body-mime", b"").strip():
+        return parse_reply(fields["body-mime"], domain=domain, now=now, limits=limits)
+    try:
+        listed = json.loads(fields.get("message-headers") or b"[]")
+    except (ValueError, RecursionError):
+        raise Refused("Mailgun's message-headers is not a JSON list of [name, value] pairs") from None
+    pairs = [(str(item[0]), str(item[1])) for item in listed if isinstance(item, list) and len(item) == 2] \
+        if isinstance(listed, list) else []
+    given = {name.lower() for name, _ in pairs}
+    for name in ("In-Reply-To", "References", "Message-Id", "Date", "To", "From"):
+        if name.lower() not in given and _text_field(fields, name).strip():
+            pairs.append((name, _text_field(fields, name)))
+    if "from" not in given and "From" not in fields and _text_field(fields, "from").strip():
+        pairs.append(("From", _text_field(fields, "from")))
+    if _text_field(fields, "recipient").strip():
+        pairs.append(("Delivered-To", _text_field(fields, "recipient")))
+    headers = _PairHeaders(pairs)
+    if not headers.pairs or headers.content_type() == "multipart/report":
+        return None
+    text = _text_field(fields, "body-plain") or _text_field(fields, "stripped-text")
+    sender = _sender(headers) or (_text_field(fields, "sender").strip() or None)
+    return _reply(headers, text, domain=domain, now=now, limits=limits, fallback_id=json.dumps(sorted(
+        (k, v.decode("latin-1")) for k, v in fields.items() if k not in ("signature", "timestamp", "token"))).encode(),
+        sender=sender)
+
+
+def _json_text(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def parse_postmark_inbound(body: bytes, *, domain: str, now: datetime | None = None,
+                           limits: Limits = Limits()) -> InboundReply | None:
+    """The reply in Postmark's inbound webhook JSON: `Headers` ([{"Name", "Value"}], with In-Reply-To, References
+    and Message-ID), `From` / `FromFull`, `To`, `Cc`, `OriginalRecipient`, the plus-address part `MailboxHash` (also
+    per address in `ToFull` / `CcFull`), `Date`, and `TextBody` (else `HtmlBody`, else `StrippedTextReply`). The
+    event id is the Message-ID header, else Postmark's `MessageID`."""
+    try:
+        record = json.loads(body)
+    except (ValueError, RecursionError):
+        raise Refused("the body is not JSON (Postmark's inbound webhook posts a JSON object)") from None
+    if not isinstance(record, dict) or not any(key in record for key in ("MessageID", "FromFull", "Headers")):
+        raise Refused("the JSON body is not Postmark's inbound webhook (no MessageID, FromFull or Headers)")
+    listed = record.get("Headers")
+    pairs = [(str(item.get("Name", "")), str(item.get("Value", ""))) for item in listed
+             if isinstance(item, dict)] if isinstance(listed, list) else []
+    given = {name.lower() for name, _ in pairs}
+    for name in ("From", "To", "Cc", "Date"):
+        if name.lower() not in given and _json_text(record, name).strip():
+            pairs.append((name, _json_text(record, name)))
+    if _json_text(record, "OriginalRecipient").strip():
+        pairs.append(("Delivered-To", _json_text(record, "OriginalRecipient")))
+    if "message-id" not in given and _json_text(record, "MessageID").strip():
+        pairs.append(("Message-ID", "postmark:" + _json_text(record, "MessageID").strip()))
+    headers = _PairHeaders(pairs)
+    hashes = [_json_text(record, "MailboxHash")]
+    for key in ("ToFull", "CcFull", "BccFull"):
+        if isinstance(record.get(key), list):
+            hashes += [_json_text(entry, "MailboxHash") for entry in record[key] if isinstance(entry, dict)]
+    sender_full = record.get("FromFull")
+    sender = _json_text(sender_full, "Email").strip() if isinstance(sender_full, dict) else ""
+    html = _json_text(record, "HtmlBody")[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR]
+    text = _json_text(record, "TextBody") or _html_text(html) or _json_text(record, "StrippedTextReply")
+    return _reply(headers, text, domain=domain, now=now, limits=limits, fallback_id=body, extra_refs=hashes,
+                  sender=sender or None)
+
+
+def read_inbound(content_type: str, body: bytes, *, domain: str, now: datetime | None = None,
+                 limits: Limits = Limits()) -> InboundReply | None:
+    """Whichever shape the inbound route was posted: Postmark's JSON (`application/json`), a form (SendGrid Inbound
+    Parse's `email`, or Mailgun's forward), or else the raw RFC 822 message. None when it is no reply; Refused when
+    it cannot be read within `limits` or is a form of neither provider."""
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
+        return parse_postmark_inbound(body, domain=domain, now=now, limits=limits)
+    if kind in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        fields = form_fields(content_type, body, limits)
+        if fields.get("email", b"").strip():
+            return parse_reply(parse_sendgrid_inbound(fields), domain=domain, now=now, limits=limits)
+        if any(name in fields for name in ("body-mime", "message-headers", "body-plain")):
+            return parse_mailgun_inbound(fields, domain=domain, now=now, limits=limits)
+        raise Refused("the form has neither SendGrid Inbound Parse's 'email' field (turn on \"POST the raw, full "
+                      "MIME message\" for this host) nor Mailgun's 'body-mime' or 'message-headers'")
+    return parse_reply(body, domain=domain, now=now, limits=limits)

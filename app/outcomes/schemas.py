@@ -132,7 +132,9 @@ class OutcomeSourceOut(BaseModel):
     provider: Provider
     name: str | None
     url: str = Field(description="Point the provider's event webhook here (no API key: the provider's signature).")
-    inbound_url: str = Field(description="Point inbound mail here (raw RFC 822, or SendGrid Inbound Parse with the raw message).")
+    inbound_url: str = Field(description=(
+        "Point inbound mail here: raw RFC 822, SendGrid Inbound Parse (raw message), Mailgun forward() (or `…/mime`), or "
+        "Postmark inbound JSON."))
     created_at: datetime
 
     @classmethod

@@ -1,6 +1,5 @@
 """Taking outcomes in (from the caller, a provider's webhook or a reply) and reading them back per run."""
 
-import hashlib
 import math
 import secrets
 import time
@@ -14,14 +13,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
-from app.errors import NotFound, Unauthorized, invalid
+from app.errors import NotFound, TooManyRequests, Unauthorized, invalid
 from app.events.service import new_id
 from app.events.signing import SecretBox
 from app.settings import Settings
 from app.agent.schemas import Email
 from app.db import utcnow
 from app.loop.feedback import FeedbackSimulator
-from app.outcomes import inbound, providers, repository, simulated
+from app.outcomes import inbound, inbound_pool, providers, repository, simulated
 from app.outcomes.models import OutcomeSource
 from app.outcomes.schemas import (
     BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
@@ -160,11 +159,12 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
 
 
 async def receive_reply(db: Database, box: SecretBox, settings: Settings, source_id: str, headers: Mapping[str, str],
-                        raw: bytes, wake: Wake | None = None) -> IngestResult:
+                        content_type: str, body: bytes, wake: Wake | None = None) -> IngestResult:
     """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
 
-    Postmark's inbound hook carries the source's basic auth; the other providers sign no inbound mail, so their
-    inbound URL (unguessable) is the credential.
+    Postmark's inbound hook carries the source's basic auth; SendGrid signs no inbound mail, and the signature of
+    Mailgun's forward is not checked here, so their inbound URL (unguessable) is the credential. Checked first: a
+    message is parsed (in a parser process, within INBOUND_PARSE_TIMEOUT_S) only for a known source.
     """
     source, material = await _verified_source(db, box, source_id)
     if source.provider == Provider.POSTMARK:
@@ -172,12 +172,21 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
             providers.check_basic_auth(headers.get("authorization"), source.id, material)
         except providers.BadSignature as exc:
             raise Unauthorized(str(exc)) from None
-    reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
+    limits = inbound.Limits(max_text_chars=settings.inbound_max_text_chars, max_mime_parts=settings.inbound_max_mime_parts,
+                            max_mime_depth=settings.inbound_max_mime_depth)
+    try:
+        reply = await inbound_pool.parser(settings.inbound_parse_workers).read(
+            content_type, body, domain=settings.message_id_domain, limits=limits, timeout_s=settings.inbound_parse_timeout_s)
+    except inbound.Refused as exc:
+        raise invalid(None, str(exc)) from None
+    except inbound_pool.Busy as exc:
+        raise TooManyRequests(str(exc), inbound_pool.RETRY_AFTER_S) from None
     if reply is None:
         raise invalid(None, "not a reply: the body is no RFC 822 message, or is a delivery or read report")
-    event_id = reply.message_id or "sha256:" + hashlib.sha256(raw).hexdigest()
     event = OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
-                         occurred_at=reply.occurred_at, id=event_id[:500], recipient=reply.sender or "unknown")
+                         occurred_at=reply.occurred_at, id=reply.event_id,
+                         recipient=inbound.storable_key(reply.sender.strip()) if reply.sender and reply.sender.strip()
+                         else "unknown")
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
     return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts, wake=wake)
 

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ReadSession, TenantDep
+from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
 from app.errors import NotFound
 from app.pages import cursor_params
 from app.policies import repository, service
@@ -41,8 +41,9 @@ async def get_deployment(graph_id: str, session: ReadSession, tenant: TenantDep)
 
 
 @router.put("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="Deploy a policy on a graph",
-            responses={**NOT_FOUND, **BODY_ERRORS})
+            responses={**NOT_FOUND, **BODY_ERRORS, 409: {"model": ErrorOut, "description": (
+                "The deployment requires evidence, and no evaluation puts the new champion ahead")}})
 async def put_deployment(graph_id: str, body: DeploymentIn, db: DatabaseDep, tenant: TenantDep) -> DeploymentOut:
     """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback."""
     async with db.transaction() as session:
-        return await service.deploy(session, graph_id, body.policy, tenant)
+        return await service.deploy(session, graph_id, body, tenant)

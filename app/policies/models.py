@@ -20,4 +20,32 @@ class Deployment(Base):
     tenant: Mapped[str] = mapped_column(String(100))
     run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
+    # up to three challengers beside the champion: [{"run_id", "iteration", "share"}], the champion takes the rest
+    challengers: Mapped[list] = mapped_column(default=list)
+    traffic: Mapped[str] = mapped_column(String(8), default="fixed")  # "auto": shares by top-two Thompson sampling
+    floor: Mapped[float] = mapped_column(default=0.0)  # every policy's least share
+    min_sends: Mapped[int] = mapped_column(default=100)  # "auto": mature sends per policy before the split moves
+    auto_promote: Mapped[bool] = mapped_column(default=False)  # promote a challenger once an evaluation puts it ahead
+    require_evidence: Mapped[bool] = mapped_column(default=False)  # a new champion needs an evaluation putting it ahead
+    forced: Mapped[bool] = mapped_column(default=False)  # promoted against (or without) the evidence, by request
+    evaluation_id: Mapped[str | None] = mapped_column(String(40))  # the evaluation that justified the promotion
     deployed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Evaluation(Base):
+    """Policies compared on held-out prospects and on the drafts already sent (`app.evaluations` runs it); its
+    result is the evidence a deployment that requires it reads."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_graph", "tenant", "graph_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    graph_id: Mapped[str] = mapped_column(String(200), ForeignKey("graphs.id", ondelete="CASCADE"))
+    policies: Mapped[list]  # policy ids, as resolved (`<run_id>@<k>`)
+    prospects: Mapped[list | None]  # given held-out prospects; None: the graph's scenarios not trained on
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    result: Mapped[dict | None]  # app.policies.schemas.EvaluationResult
+    error: Mapped[dict | None]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

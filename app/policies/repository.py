@@ -3,13 +3,15 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS
 from app.knowledge_graph.graph import ScenarioScores
 from app.loop.schemas import TrainingOutcome
-from app.policies.models import Deployment
+from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.schemas import OutcomeType
+from app.policies.models import Deployment, Evaluation
 from app.policies.schemas import PolicyRef, policy_id
 from app.runs import repository as runs
 from app.runs.models import Iteration, Run
@@ -91,11 +93,39 @@ async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployme
                                 .order_by(Deployment.id.desc()).limit(1))
 
 
+async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
+    """Per policy (`<run_id>@<k>`), its drafts on the graph with a known outcome (delivered before the reply window
+    closed, or replied to) and how many of them got a reply."""
+    delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
+                              else_=0))
+    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
+    per_ref = (select(EmailRef.run_id, EmailRef.iteration, delivered.label("delivered"), replied.label("replied"))
+               .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+               .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
+               .group_by(EmailRef.ref, EmailRef.run_id, EmailRef.iteration).subquery())
+    rows = await session.execute(
+        select(per_ref.c.run_id, per_ref.c.iteration, func.count(), func.sum(per_ref.c.replied))
+        .where((per_ref.c.delivered + per_ref.c.replied) > 0).group_by(per_ref.c.run_id, per_ref.c.iteration))
+    return {policy_id(run_id, iteration): (sends, int(replies or 0)) for run_id, iteration, sends, replies in rows}
+
+
+async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, policies: set[str]) -> Evaluation | None:
+    """The tenant's latest finished evaluation on the graph that compares all of these policies."""
+    rows = await session.scalars(select(Evaluation).where(
+        Evaluation.tenant == tenant, Evaluation.graph_id == graph_id, Evaluation.status == "succeeded")
+        .order_by(Evaluation.created_at.desc()).limit(50))
+    return next((row for row in rows if policies <= set(row.policies)), None)
+
+
 async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:
-    """The graph whose current deployment is one of this run's policies, if any."""
+    """The graph whose current deployment drafts with one of this run's policies (its champion or a challenger)."""
     latest = (select(func.max(Deployment.id).label("id")).group_by(Deployment.graph_id, Deployment.tenant).subquery())
-    return await session.scalar(
-        select(Deployment.graph_id).join(latest, latest.c.id == Deployment.id).where(Deployment.run_id == run_id).limit(1))
+    current = await session.execute(select(Deployment.graph_id, Deployment.run_id, Deployment.challengers)
+                                    .join(latest, latest.c.id == Deployment.id))
+    for graph_id, champion, challengers in current:
+        if run_id == champion or any(c["run_id"] == run_id for c in challengers or []):
+            return graph_id
+    return None
 
 
 async def is_deployed(session: AsyncSession, policy: LearnedPolicy) -> bool:

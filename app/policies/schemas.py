@@ -3,8 +3,9 @@
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.loop.schemas import RewardStats
 from app.pages import Page
@@ -49,17 +50,107 @@ class PolicyList(Page[PolicyOut]):
     pass
 
 
+class ChallengerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(min_length=1, max_length=120)
+    share: float | None = Field(None, gt=0, le=1, description="The share of prospects it drafts for (with `traffic` "
+                                                                "`fixed`, required; with `auto`, not given).")
+
+
 class DeploymentIn(BaseModel):
-    policy: str = Field(min_length=1, max_length=120, description="`<run_id>@<k>`, or `<run_id>` for its latest iteration.")
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(min_length=1, max_length=120, description="The champion: `<run_id>@<k>`, or `<run_id>` for its "
+                                                                  "latest iteration.")
+    challengers: list[ChallengerIn] = Field(default_factory=list, max_length=3, description=(
+        "Up to three policies that draft a share of the prospects beside the champion, which drafts the rest."))
+    require_evidence: bool | None = Field(None, description=(
+        "From now on, a new champion needs an evaluation whose interval puts it ahead of the current one (default: "
+        "as the current deployment says; off for a graph's first)."))
+    force: bool = Field(False, description="Promote without the evidence `require_evidence` asks for; recorded.")
+    traffic: Literal["fixed", "auto"] = Field("fixed", description=(
+        "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
+    floor: float = Field(0.01, ge=0, le=0.25, description="Every policy's least share.")
+    min_sends: int = Field(100, ge=1, le=1_000_000, description=(
+        "`auto`: mature sends each policy needs before the split moves from even."))
+    auto_promote: bool = Field(False, description="Promote a challenger as soon as an evaluation puts it ahead.")
+
+    @model_validator(mode="after")
+    def _shares(self) -> "DeploymentIn":
+        if self.traffic == "fixed":
+            for index, challenger in enumerate(self.challengers):
+                if challenger.share is None:
+                    raise ValueError(f"challengers.{index}.share is required with traffic 'fixed'")
+                if challenger.share < self.floor:
+                    raise ValueError(f"challengers.{index}.share {challenger.share:g} is below the floor {self.floor:g}")
+            total = sum(c.share for c in self.challengers)
+            if total > 1 + 1e-9:
+                raise ValueError(f"the challengers' shares sum to {total:g}, over 1")
+            if self.challengers and 1 - total < self.floor - 1e-9:
+                raise ValueError(f"the champion's share {1 - total:g} is below the floor {self.floor:g}")
+        else:
+            if any(c.share is not None for c in self.challengers):
+                raise ValueError("with traffic 'auto' the shares are computed: give no challengers.N.share")
+            if self.floor * (1 + len(self.challengers)) > 1:
+                raise ValueError(f"a floor of {self.floor:g} for {1 + len(self.challengers)} policies sums over 1")
+        ids = [self.policy] + [c.policy for c in self.challengers]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a policy appears twice among the champion and its challengers")
+        return self
+
+
+class Arm(BaseModel):
+    policy: str
+    share: float | None = Field(description="Its fixed share; null with `auto` traffic (each batch computes them).")
 
 
 class DeploymentRecord(BaseModel):
     policy: str
+    challengers: list[Arm] = Field(default_factory=list)
     deployed_at: datetime
+    forced: bool = False
+    evaluation: str | None = Field(None, description="The evaluation that justified the promotion, when one was needed.")
 
 
 class DeploymentOut(BaseModel):
     graph_id: str
-    policy: str | None = Field(description="The policy drafts on this graph are written with; null: none deployed.")
+    policy: str | None = Field(description="The champion drafts on this graph are written with; null: none deployed.")
+    share: float | None = Field(description="The champion's share of the prospects (1 without challengers).")
+    challengers: list[Arm]
+    require_evidence: bool
+    traffic: Literal["fixed", "auto"]
+    floor: float
+    min_sends: int
+    auto_promote: bool
     deployed_at: datetime | None
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
+
+
+class Interval(BaseModel):
+    value: float
+    low: float = Field(description="The 90 % interval's lower end.")
+    high: float
+
+
+class OffPolicyOut(BaseModel):
+    n: int = Field(description="Logged sends older than the reply window, on this graph.")
+    matched: int = Field(description="Of those, written by this policy.")
+    ess: float = Field(description="Effective sample size of the importance weights.")
+    ips: Interval | None
+    snips: Interval | None
+    dr: Interval | None
+    reason: str | None = Field(description="Why there is no estimate (never a zero in its place).")
+
+
+class PolicyEvaluation(BaseModel):
+    policy: str
+    held_out: int = Field(description="Held-out prospects it wrote for.")
+    judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
+    predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
+    off_policy: OffPolicyOut
+
+
+class EvaluationResult(BaseModel):
+    policies: list[PolicyEvaluation]
+    held_out_reason: str | None = None  # why no prospect was held out

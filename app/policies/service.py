@@ -2,12 +2,15 @@
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import NotFound, invalid
+from app.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
-from app.policies.models import Deployment
+from app.policies.models import Deployment, Evaluation
 from app.policies.repository import LearnedPolicy
-from app.policies.schemas import DeploymentOut, DeploymentRecord, PolicyOut, PolicyRef, policy_id
+from app.policies.evidence import Verdict, verdict
+from app.policies.schemas import (
+    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, policy_id,
+)
 from app.runs import repository as runs
 
 
@@ -31,32 +34,102 @@ async def view(session: AsyncSession, policy: LearnedPolicy) -> PolicyOut:
                      reward=policy.reward, deployed=await repository.is_deployed(session, policy))
 
 
+def _arms(row: Deployment) -> list[Arm]:
+    return [Arm(policy=policy_id(c["run_id"], c["iteration"]), share=c["share"]) for c in row.challengers or []]
+
+
+def _record(row: Deployment) -> DeploymentRecord:
+    return DeploymentRecord(policy=policy_id(row.run_id, row.iteration), challengers=_arms(row), deployed_at=row.deployed_at,
+                            forced=row.forced, evaluation=row.evaluation_id)
+
+
 async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> DeploymentOut:
     await _visible_graph(session, graph_id, tenant)
     rows = await repository.history(session, graph_id, tenant)
-    records = [DeploymentRecord(policy=policy_id(r.run_id, r.iteration), deployed_at=r.deployed_at) for r in rows]
-    return DeploymentOut(graph_id=graph_id, policy=records[0].policy if records else None,
-                         deployed_at=records[0].deployed_at if records else None, history=records)
+    if not rows:
+        return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
+                             traffic="fixed", floor=0.0, min_sends=100, auto_promote=False, deployed_at=None, history=[])
+    current = rows[0]
+    challengers = _arms(current)
+    auto = current.traffic == "auto"
+    return DeploymentOut(graph_id=graph_id, policy=policy_id(current.run_id, current.iteration),
+                         share=None if auto else 1 - sum(c.share for c in challengers), challengers=challengers,
+                         require_evidence=current.require_evidence, traffic=current.traffic, floor=current.floor,
+                         min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
+                         history=[_record(row) for row in rows])
 
 
-async def deploy(session: AsyncSession, graph_id: str, text: str, tenant: str) -> DeploymentOut:
-    """Promotes the policy (a rollback is the promotion of an earlier one). A policy is deployable once its run
-    finished: a run's last step prunes checkpoints, and a deployed one must stay."""
-    await _visible_graph(session, graph_id, tenant)
-    await graphs.lock(session, graph_id)  # promotions of one graph take turns
-    policy = await resolve(session, text, tenant, field="policy")
+async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: str, field: str) -> LearnedPolicy:
+    """The policy, if a graph's drafts can be written with it: of this graph, its run finished, its checkpoint kept."""
+    policy = await resolve(session, text, tenant, field=field)
     if policy.graph_id != graph_id:
-        raise invalid("policy", f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
+        raise invalid(field, f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
     if not policy.run_status.terminal:
-        raise invalid("policy", f"run {policy.run_id!r} is {policy.run_status}; deploy its policies once it has finished")
+        raise invalid(field, f"run {policy.run_id!r} is {policy.run_status}; deploy its policies once it has finished")
     if policy.backend != "embedded" and policy.training_step is not None:
         latest = await runs.latest_iteration(session, policy.run_id)
         if policy.iteration != latest:
-            raise invalid("policy", f"backend {policy.backend!r} keeps a finished run's latest and best checkpoints only: "
-                                    f"deploy {policy.run_id!r}@{latest}")
-    session.add(Deployment(graph_id=graph_id, tenant=tenant, run_id=policy.run_id, iteration=policy.iteration))
+            raise invalid(field, f"backend {policy.backend!r} keeps a finished run's latest and best checkpoints only: "
+                                 f"deploy {policy.run_id!r}@{latest}")
+    return policy
+
+
+async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
+    """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
+    deployable once its run finished. Where the deployment requires evidence, a new champion needs the latest
+    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded."""
+    await _visible_graph(session, graph_id, tenant)
+    await graphs.lock(session, graph_id)  # promotions of one graph take turns
+    champion = await deployable(session, body.policy, tenant, graph_id, "policy")
+    challengers = [await deployable(session, c.policy, tenant, graph_id, f"challengers.{i}.policy")
+                   for i, c in enumerate(body.challengers)]
+    if len({champion.id, *(c.id for c in challengers)}) != 1 + len(challengers):
+        raise invalid("challengers", "a policy appears twice among the champion and its challengers")
+    current = await repository.current(session, graph_id, tenant)
+    require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
+    evaluation_id, forced = None, False
+    incumbent = policy_id(current.run_id, current.iteration) if current else None
+    if require and incumbent is not None and incumbent != champion.id:
+        evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
+        found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent) if evaluation
+                 else Verdict(False, f"no evaluation compares {champion.id!r} with the champion {incumbent!r}: "
+                                     "POST /evaluations with both"))
+        if found.ahead:
+            evaluation_id = evaluation.id
+        elif body.force:
+            forced, evaluation_id = True, evaluation.id if evaluation else None
+        else:
+            raise Conflict(f"graph {graph_id!r} requires evidence to promote a new champion: {found.message} "
+                           "(or promote with \"force\": true, which is recorded)")
+    session.add(Deployment(
+        graph_id=graph_id, tenant=tenant, run_id=champion.run_id, iteration=champion.iteration,
+        challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
+                     for c, arm in zip(challengers, body.challengers, strict=True)],
+        traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
+        require_evidence=require, forced=forced, evaluation_id=evaluation_id))
     await session.flush()
     return await deployment(session, graph_id, tenant)
+
+
+async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
+    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
+    champion takes its place among the challengers); returns it, or None."""
+    current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
+    if current is None or not current.auto_promote or evaluation.result is None:
+        return None
+    result = EvaluationResult.model_validate(evaluation.result)
+    champion = policy_id(current.run_id, current.iteration)
+    for index, challenger in enumerate(current.challengers or []):
+        if verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion).ahead:
+            demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
+            session.add(Deployment(
+                graph_id=current.graph_id, tenant=current.tenant, run_id=challenger["run_id"],
+                iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
+                                                                *current.challengers[index + 1:]],
+                traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
+                require_evidence=current.require_evidence, evaluation_id=evaluation.id))
+            return policy_id(challenger["run_id"], challenger["iteration"])
+    return None
 
 
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:

@@ -98,6 +98,8 @@ def workflow_step(step: Step, name: str | None = None):
                 log.error("run %s: scoring failed", run_id, exc_info=exc.__cause__)
                 raise StepFailed(Step.SCORE, describe(exc.__cause__)) from None
             except Exception as exc:
+                if await _deleted(run_id):  # what the step wrote for a run deleted meanwhile failed (a foreign key)
+                    raise transitions.RunGone(f"run {run_id!r} not found") from None
                 log.error("run %s: step %s failed", run_id, step.value, exc_info=exc)
                 raise StepFailed(step, describe(exc)) from None
 
@@ -117,6 +119,15 @@ def workflow_step(step: Step, name: str | None = None):
         return typed
 
     return wrap
+
+
+async def _deleted(run_id: str) -> bool:
+    """Whether the run is gone (False when that cannot be read either: the step's failure is then reported as is)."""
+    try:
+        async with current().services.db.read() as session:
+            return await session.get(Run, run_id) is None
+    except Exception:  # noqa: BLE001 - the step's own error is the one to report
+        return False
 
 
 async def _run(run_id: str) -> tuple[Run, EffectiveConfig]:

@@ -151,6 +151,29 @@ def test_a_finished_run_shows_its_webhook_deliveries(server, page):
         assert first > first_body == again_body > again > 0, (url, sizes)  # the second read: headers only
 
 
+def test_the_runs_page_shows_each_deployment_with_its_traffic_and_intervals(server, page):
+    with server.client() as client:
+        run_id = client.post("/learn-loop", json={"iterations": 2, "rollouts_per_group": 2,
+                                                  "scenario_ids": ["scn-saas-cfo"]}).json()["run_id"]
+        assert wait_for_status(client, run_id)["status"] == "succeeded"
+        assert client.put("/graphs/demo/deployment", json={
+            "policy": f"{run_id}@2", "challengers": [{"policy": f"{run_id}@1", "share": 0.25}],
+            "require_evidence": True}).status_code == 200
+        evaluation = client.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@2", f"{run_id}@1"]}).json()
+        report = wait_for(lambda: (e := client.get(f"/evaluations/{evaluation['evaluation_id']}").json())["status"] == "succeeded" and e)
+    page.goto(f"{server.url}/ui")
+    page.fill("#key-input", KEY)
+    page.click("#key-form button[type=submit]")
+    rows = page.locator("#deployments tbody tr")
+    sync_api.expect(rows).to_have_count(2)
+    champion, challenger = rows.nth(0).text_content(), rows.nth(1).text_content()
+    assert f"{run_id}@2" in champion and "75 %" in champion and f"{run_id}@1" in challenger and "25 %" in challenger
+    judge = report["result"]["policies"][0]["judge"]
+    assert f"{judge['value']:.3f} [{judge['low']:.3f}, {judge['high']:.3f}]" in champion
+    assert "no logged sends" in champion  # nothing sent yet: the reason, not a number
+    assert "needs evidence" in page.text_content("#deployments")
+
+
 def test_swagger_ui_renders(server, page):
     page.goto(server.url + "/docs")
     page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)

@@ -1,6 +1,8 @@
 """The README's curl walk-through, pasted as one block into bash against a live `codreamer serve` (the runnable
 blocks of the pages under docs/ are run by tests/e2e/test_docs_blocks.py)."""
 
+import csv
+import json
 import re
 import shutil
 import subprocess
@@ -28,6 +30,7 @@ def test_the_walk_through_is_the_readmes_only_runnable_block():
 def test_the_walk_through_runs_as_one_block_and_keeps_its_run(tmp_path):
     (tmp_path / "docs").mkdir()
     shutil.copy(ROOT / "docs" / "example-graph.json", tmp_path / "docs")
+    shutil.copy(ROOT / "docs" / "prospects.csv", tmp_path / "docs")
     server = Server(tmp_path, {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite"}).start()
     try:
         block = walk_through().replace("localhost:8000", f"127.0.0.1:{server.port}")
@@ -40,11 +43,28 @@ def test_the_walk_through_runs_as_one_block_and_keeps_its_run(tmp_path):
         assert "event: run.succeeded" in result.stdout and result.stdout.count("event: iteration.completed") == 4
         assert re.search(rf"^5 {run_id}\.jsonl$", result.stdout, re.M), result.stdout[-2000:]
         assert re.search(r"^304$", result.stdout, re.M), result.stdout[-2000:]  # the conditional read
+        answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        deployed = [a for a in answers if "history" in a]
+        assert [d["policy"] for d in deployed] == [f"{run_id}@3", deployed[1]["policy"]]
+        assert [h["policy"] for h in deployed[1]["history"]] == [deployed[1]["policy"], f"{run_id}@3"]
+        assert {"accepted": 2, "duplicates": 0, "unattributed": 0} in answers
+        [outcomes] = [a for a in answers if "data" in a and a["data"] and "prospect_id" in a["data"][0]]
+        assert [(o["prospect_id"], o["delivered"], o["replies"]) for o in outcomes["data"]][0] == ("p1", 1, 1)
+        with (tmp_path / "drafts.csv").open() as exported:
+            drafts = list(csv.DictReader(exported))
+        assert [d["name"] for d in drafts] == ["Ines Duarte", "Tomasz Nowak", "Grace Mensah"]
+        assert all(d["subject"] and d["body"] and d["message_id"].startswith("<eml_") for d in drafts)
+        next_run = deployed[1]["policy"].split("@")[0]
+        [evaluation] = [a for a in answers if "evaluation_id" in a and "result" in a]
+        assert evaluation["status"] == "succeeded" and evaluation["policies"] == [deployed[1]["policy"], f"{run_id}@3"]
+        assert all(p["held_out"] == 9 and p["judge"] for p in evaluation["result"]["policies"])
         again = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, capture_output=True, text=True,
                                timeout=300)
-        assert again.returncode == 0 and again.stdout.splitlines()[0] == run_id  # pasted twice: the same run
+        assert again.returncode == 0 and again.stdout.splitlines()[0] == run_id  # pasted twice: the same runs
         with server.client() as client:
             runs = client.get("/runs").json()["data"]
-        assert [run["run_id"] for run in runs] == [run_id] and runs[0]["status"] == "succeeded"  # kept for the dashboard
+            assert client.get(f"/runs/{next_run}").json()["config"]["init_from"] == run_id
+        assert [run["run_id"] for run in runs] == [next_run, run_id]  # kept for the dashboard
+        assert all(run["status"] == "succeeded" for run in runs)
     finally:
         server.stop()

@@ -1,5 +1,6 @@
 """Offline docs, stable operation ids, CORS and 405s, in process against `create_app`."""
 
+import json
 import re
 
 import httpx
@@ -18,8 +19,8 @@ OPERATION_IDS = {
     "listScenarios", "getHealth", "getReadiness", "listJudges",
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
-    "receiveProviderEvents", "receiveReply", "getRunOutcomes",
-    "getPolicy", "listPolicies", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes",
+    "receiveProviderEvents", "receiveReply", "receiveReplyMime", "getRunOutcomes",
+    "getPolicy", "listPolicies", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes", "createEvaluation", "getEvaluation", "listEvaluations",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
@@ -133,7 +134,7 @@ def test_every_list_is_a_named_page_with_has_more():
     assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
     lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
     assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList",
-                     "OutcomeSourceList", "PolicyList", "DraftPage"}
+                     "OutcomeSourceList", "PolicyList", "DraftPage", "EvaluationList"}
     assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
 
 
@@ -189,3 +190,10 @@ async def test_405_lists_the_allowed_methods(client):
         assert response.status_code == 405 and response.headers["allow"] == "POST"
 
 
+
+
+def test_every_reference_in_the_openapi_document_resolves():
+    """A `$ref` to a schema the document lacks renders as nothing in Swagger UI and stops ReDoc."""
+    spec = create_app(Settings(environment="test")).openapi()
+    refs = set(re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(spec)))
+    assert refs and refs <= set(spec["components"]["schemas"]), sorted(refs - set(spec["components"]["schemas"]))

@@ -42,7 +42,8 @@ async def world(request, tmp_path_factory):
             alice.headers["Authorization"] = "Bearer alice-key"
             bob.headers["Authorization"] = "Bearer bob-key"
             run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
+            run = await finished(alice, run_id, timeout=300)
+            assert run["status"] == "succeeded", run
             yield alice, bob, run_id
     finally:
         if postgres:

@@ -10,6 +10,9 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.settings import Settings
+from standardwebhooks.webhooks import Webhook
+
+from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
@@ -38,7 +41,8 @@ async def world(request, tmp_path_factory):
         postgres = FreshPostgresDatabase()
     url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts')}/db.sqlite"
     settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test")
+                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test",
+                        webhook_allow_private=True)
     app = create_app(settings)
     try:
         async with lifespan(app), connect(app) as alice, connect(app) as bob:
@@ -82,7 +86,8 @@ async def test_a_run_has_a_policy_per_recorded_iteration(world):
 async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
-        "graph_id": "demo", "policy": None, "deployed_at": None, "history": []}
+        "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
+        "traffic": "fixed", "floor": 0.0, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
@@ -227,3 +232,155 @@ async def test_a_run_continues_from_a_policy(world):
         assert answer.status_code == 422 and says in answer.text
     other_graph = await alice.post("/learn-loop", json=BODY | {"graph_id": "demo-copy", "init_from": f"{run_id}@2"})
     assert other_graph.status_code == 422 and "'demo-copy'" in other_graph.text
+
+
+async def test_a_batch_tells_its_webhook_when_it_ends_signed_with_its_own_secret(world):
+    alice, _, run_id = world
+    receiver = Receiver(lambda n: (503, 0.0) if n == 0 else (200, 0.0))  # the first attempt fails and is retried
+    try:
+        created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": PROSPECTS[:1],
+                                                     "webhook_url": receiver.url + "?token=t0ken"})).json()
+        assert created["webhook_secret"].startswith("whsec_")
+        assert (await drafted(alice, created["batch_id"]))["status"] == "succeeded"
+        for _ in range(300):
+            if receiver.delivered():
+                break
+            await asyncio.sleep(0.1)
+        [first, delivered] = receiver.requests
+        assert first["headers"]["webhook-id"] == delivered["headers"]["webhook-id"] and delivered["path"] == "/hooks?token=t0ken"
+        headers = {k.lower(): v for k, v in delivered["headers"].items()}
+        event = Webhook(created["webhook_secret"]).verify(delivered["body"], headers)
+        assert event["type"] == "draft_batch.succeeded"
+        assert event["data"] == {"batch_id": created["batch_id"], "status": "succeeded", "count": 1, "completed": 1,
+                                 "policy": f"{run_id}@2", "error": None}
+    finally:
+        receiver.close()
+
+
+async def evaluated(client, evaluation_id: str, timeout: float = 300) -> dict:
+    for _ in range(int(timeout / 0.1)):
+        evaluation = (await client.get(f"/evaluations/{evaluation_id}")).json()
+        if evaluation["status"] in ("succeeded", "failed"):
+            return evaluation
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"evaluation {evaluation_id} did not finish")
+
+
+async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the_evidence(world):
+    alice, bob, run_id = world
+    champion, challenger = f"{run_id}@2", f"{run_id}@1"
+    deployed = await alice.put("/graphs/demo/deployment", json={
+        "policy": champion, "challengers": [{"policy": challenger, "share": 0.3}], "require_evidence": True})
+    assert deployed.status_code == 200, deployed.text
+    assert deployed.json()["share"] == pytest.approx(0.7) and deployed.json()["challengers"] == [
+        {"policy": challenger, "share": 0.3}] and deployed.json()["require_evidence"] is True
+    prospects = [PROSPECTS[n % 3] | {"id": f"w{n}", "name": f"Prospect {n}"} for n in range(40)]
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 5})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    variants = [d["variant"] for d in drafts]
+    assert set(variants) == {0, 1}
+    for draft in drafts:  # each draft names the policy drawn for it, and the chance it had
+        assert (draft["policy"], draft["propensity"]) == ((champion, 0.7) if draft["variant"] == 0 else (challenger, 0.3))
+
+    # Before any evidence: a gated promotion is refused, saying why; forced, it is recorded as such.
+    refused = await alice.put("/graphs/demo/deployment", json={"policy": challenger})
+    assert refused.status_code == 409 and "no evaluation compares" in refused.text
+    none_yet = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    report = await evaluated(alice, none_yet["evaluation_id"])
+    assert report["status"] == "succeeded", report
+    for policy in report["result"]["policies"]:
+        if policy["policy"] == challenger:  # none of its drafts sent yet: no estimate, and the reason, never a zero
+            assert policy["off_policy"]["ips"] is None and "no logged sends" in policy["off_policy"]["reason"]
+        assert policy["held_out"] == 8 and 0 <= policy["judge"]["low"] <= policy["judge"]["value"] <= policy["judge"]["high"] <= 1
+    assert (await alice.put("/graphs/demo/deployment", json={"policy": challenger})).status_code == 409
+
+    # The sends come back: every challenger's draft got a reply, no champion's did.
+    events = []
+    for draft in drafts:
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"ev-d-{ref}", "recipient": who})
+        if draft["variant"] == 1:
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"ev-r-{ref}", "recipient": who})
+    assert (await alice.post("/outcomes", json={"events": events})).json()["unattributed"] == 0
+    evidence = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    report = await evaluated(alice, evidence["evaluation_id"])
+    by_policy = {p["policy"]: p["off_policy"] for p in report["result"]["policies"]}
+    assert by_policy[challenger]["n"] == 40 and by_policy[challenger]["matched"] == variants.count(1)
+    assert by_policy[challenger]["snips"]["value"] == 1.0 and by_policy[champion]["snips"]["value"] < 0.1
+    assert by_policy[challenger]["dr"]["low"] > by_policy[champion]["dr"]["high"]
+    promoted = await alice.put("/graphs/demo/deployment", json={"policy": challenger})
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["history"][0] == promoted.json()["history"][0] | {
+        "policy": challenger, "forced": False, "evaluation": evidence["evaluation_id"]}
+    # a rollback is a promotion too: gated, so it is forced here, and recorded as such
+    rolled_back = (await alice.put("/graphs/demo/deployment", json={"policy": champion, "force": True})).json()
+    assert rolled_back["history"][0]["forced"] is True and rolled_back["require_evidence"] is True
+
+    assert (await bob.get(f"/evaluations/{evidence['evaluation_id']}")).status_code == 404
+    foreign = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [champion]})
+    assert foreign.status_code == 422 and "not found" in foreign.text
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"challengers": [{"policy": "{run}@1", "share": 0.6}, {"policy": "{run}@0", "share": 0.6}]}, "over 1"),
+    ({"challengers": [{"policy": "{run}@2", "share": 0.2}]}, "twice"),
+    ({"challengers": [{"policy": "run_nope@1", "share": 0.2}]}, "challengers"),
+    ({"challengers": [{"policy": "{run}@1", "share": 0}]}, "share"),
+])
+async def test_bad_challengers_are_422s_naming_the_field(world, body, says):
+    alice, _, run_id = world
+    body = {"policy": f"{run_id}@2"} | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
+    answer = await alice.put("/graphs/demo/deployment", json=body)
+    assert answer.status_code == 422 and says in answer.text, answer.text
+
+
+async def test_auto_traffic_and_auto_promotion(world):
+    alice, _, run_id = world
+    champion, challenger = f"{run_id}@0", f"{run_id}@2"
+    deployed = await alice.put("/graphs/demo/deployment", json={
+        "policy": champion, "challengers": [{"policy": challenger}], "traffic": "auto", "floor": 0.1, "min_sends": 5,
+        "auto_promote": True, "force": True})
+    assert deployed.status_code == 200, deployed.text
+    assert deployed.json()["traffic"] == "auto" and deployed.json()["share"] is None
+    prospects = [PROSPECTS[n % 3] | {"id": f"a{n}", "name": f"Auto {n}"} for n in range(30)]
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 11})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    # champion @0 has no sends of its own yet: an even split, logged as each draft's propensity
+    assert {d["propensity"] for d in drafts} == {0.5}
+    events = []
+    for draft in drafts:
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"auto-d-{ref}", "recipient": who})
+        if draft["policy"] == challenger:
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"auto-r-{ref}", "recipient": who})
+    await alice.post("/outcomes", json={"events": events})
+    later = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects[:4], "seed": 12})).json()
+    await drafted(alice, later["batch_id"])
+    shares = {d["policy"]: d["propensity"] for d in (await alice.get(f"/draft-batches/{later['batch_id']}/drafts")).json()["data"]}
+    batch_arms = {champion, challenger} & set(shares)
+    assert all(shares[p] > 0.5 for p in batch_arms if p == challenger) and all(shares[p] < 0.5 for p in batch_arms if p == champion)
+    evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    assert (await evaluated(alice, evaluation["evaluation_id"]))["status"] == "succeeded"
+    now = (await alice.get("/graphs/demo/deployment")).json()
+    assert now["policy"] == challenger and now["history"][0]["evaluation"] == evaluation["evaluation_id"]
+    assert [c["policy"] for c in now["challengers"]] == [champion]  # the old champion keeps drafting beside it
+    other = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(alice, other, timeout=300))["status"] == "succeeded"
+    assert (await alice.put("/graphs/demo/deployment", json={
+        "policy": challenger, "challengers": [{"policy": f"{other}@1", "share": 0.2}]})).status_code == 200
+    refused = await alice.delete(f"/runs/{other}")  # a challenger drafts too: its run stays
+    assert refused.status_code == 409 and "'demo'" in refused.text
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"challengers": [{"policy": "{run}@1", "share": 0.05}], "floor": 0.1}, "below the floor"),
+    ({"challengers": [{"policy": "{run}@1", "share": 0.3}], "traffic": "auto"}, "computed"),
+    ({"challengers": [{"policy": "{run}@1"}], "traffic": "fixed"}, "required"),
+])
+async def test_bad_traffic_settings_are_422s(world, body, says):
+    alice, _, run_id = world
+    body = {"policy": f"{run_id}@2"} | body | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
+    answer = await alice.put("/graphs/demo/deployment", json=body)
+    assert answer.status_code == 422 and says in answer.text, answer.text

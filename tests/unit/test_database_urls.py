@@ -23,3 +23,4 @@ def test_the_package_finds_the_root_migrations():
     """The wheel ships `app/_alembic`, a link to the root `alembic/`: a copy or a broken link would drift."""
     assert (ROOT / "app" / "_alembic").resolve() == ROOT / "alembic"
     assert migrations.script_location().resolve() == ROOT / "alembic"
+

@@ -216,8 +216,10 @@ function progress(run) {
 
 async function showRuns(current) {
   const rows = h("tbody", { id: "runs" });
+  const deployments = h("div", { id: "deployments" });
   $("#app").replaceChildren(
     startForm(),
+    deployments,
     card("Runs", h("table", {},
       h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Progress"),
         h("th", {}, "Graph"), h("th", {}, "Created"))),
@@ -236,6 +238,42 @@ async function showRuns(current) {
   };
   await refresh();
   current.timers.push(setInterval(() => refresh().catch(() => {}), 3000));
+  showDeployments(deployments).catch((e) => { if (e.status !== 401) showError(e.message); });
+}
+
+// --- each graph's deployment: the champion, its challengers, their traffic, and the latest evaluation's intervals
+
+const interval = (i) => (i ? `${i.value.toFixed(3)} [${i.low.toFixed(3)}, ${i.high.toFixed(3)}]` : "–");
+
+async function showDeployments(into) {
+  const { data: graphs } = await getJSON("graphs");
+  const cards = [];
+  for (const graph of graphs) {
+    const deployment = await getJSON(`graphs/${encodeURIComponent(graph.id)}/deployment`);
+    if (!deployment.policy) continue;
+    const { data: [evaluation] } = await getJSON(`evaluations?graph_id=${encodeURIComponent(graph.id)}&limit=1`);
+    const found = {};
+    for (const p of (evaluation && evaluation.result && evaluation.result.policies) || []) found[p.policy] = p;
+    const auto = deployment.traffic === "auto";
+    const arms = [{ role: "champion", policy: deployment.policy, share: deployment.share },
+      ...deployment.challengers.map((c) => ({ role: "challenger", ...c }))];
+    const rows = arms.map((arm) => {
+      const seen = found[arm.policy];
+      const off = seen && (seen.off_policy.dr || seen.off_policy.snips);
+      return h("tr", { class: arm.role },
+        h("td", {}, arm.role), h("td", { class: "mono" }, arm.policy),
+        h("td", {}, auto ? "auto" : `${Math.round(100 * arm.share)} %`),
+        h("td", {}, interval(seen && seen.judge)), h("td", {}, interval(seen && seen.predicted_reply)),
+        h("td", { class: "off-policy" }, off ? interval(off) : (seen ? seen.off_policy.reason : "–")));
+    });
+    cards.push(card(`Deployment on ${graph.name}`, h("table", {},
+      h("thead", {}, h("tr", {}, ...["Role", "Policy", "Traffic", "Judge", "Predicted reply rate",
+        "Reply rate, off-policy (90 %)"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, ...rows)),
+    h("p", { class: "muted" }, (deployment.require_evidence ? "A new champion needs evidence. " : "")
+      + (evaluation ? `Evaluated ${when(evaluation.created_at)} (${evaluation.status}).` : "Not evaluated yet."))));
+  }
+  into.replaceChildren(...cards);
 }
 
 function startForm() {

@@ -1,9 +1,10 @@
-"""policies, deployments, drafts: each graph's deployed policy and its history, draft batches and their drafts, the
-refs of drafts (their batch and prospect), and the lessons a run started from a policy continues with
+"""policies, deployments, drafts, evaluations: each graph's deployed champion, its challengers and its history; draft
+batches and their drafts (each with the policy drawn for it and its propensity); the refs of drafts (their batch and
+prospect); evaluations of policies; the lessons a run started from a policy continues with
 
 Revision ID: 0011
 Revises: 0010
-Create Date: 2026-11-27 07:58:19
+Create Date: 2026-11-27 08:30:00
 """
 from typing import Sequence, Union
 
@@ -25,6 +26,14 @@ def upgrade() -> None:
     sa.Column('tenant', sa.String(length=100), nullable=False),
     sa.Column('run_id', sa.String(length=40), nullable=False),
     sa.Column('iteration', sa.Integer(), nullable=False),
+    sa.Column('challengers', sa.JSON(), nullable=False),
+    sa.Column('traffic', sa.String(length=8), nullable=False),
+    sa.Column('floor', sa.Double(), nullable=False),
+    sa.Column('min_sends', sa.Integer(), nullable=False),
+    sa.Column('auto_promote', sa.Boolean(), nullable=False),
+    sa.Column('require_evidence', sa.Boolean(), nullable=False),
+    sa.Column('forced', sa.Boolean(), nullable=False),
+    sa.Column('evaluation_id', sa.String(length=40), nullable=True),
     sa.Column('deployed_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['graph_id'], ['graphs.id'], name=op.f('fk_deployments_graph_id_graphs'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_deployments'))
@@ -32,6 +41,23 @@ def upgrade() -> None:
     with op.batch_alter_table('deployments', schema=None) as batch_op:
         batch_op.create_index('ix_deployments_graph', ['graph_id', 'id'], unique=False)
         batch_op.create_index('ix_deployments_run', ['run_id'], unique=False)
+
+    op.create_table('evaluations',
+    sa.Column('id', sa.String(length=40), nullable=False),
+    sa.Column('tenant', sa.String(length=100), nullable=False),
+    sa.Column('graph_id', sa.String(length=200), nullable=False),
+    sa.Column('policies', sa.JSON(), nullable=False),
+    sa.Column('prospects', sa.JSON(), nullable=True),
+    sa.Column('status', sa.String(length=16), nullable=False),
+    sa.Column('result', sa.JSON(), nullable=True),
+    sa.Column('error', sa.JSON(), nullable=True),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
+    sa.ForeignKeyConstraint(['graph_id'], ['graphs.id'], name=op.f('fk_evaluations_graph_id_graphs'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_evaluations'))
+    )
+    with op.batch_alter_table('evaluations', schema=None) as batch_op:
+        batch_op.create_index('ix_evaluations_graph', ['tenant', 'graph_id', 'created_at'], unique=False)
 
     op.create_table('draft_batches',
     sa.Column('id', sa.String(length=40), nullable=False),
@@ -41,6 +67,7 @@ def upgrade() -> None:
     sa.Column('iteration', sa.Integer(), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('count', sa.Integer(), nullable=False),
+    sa.Column('arms', sa.JSON(), nullable=False),
     sa.Column('completed', sa.Integer(), nullable=False),
     sa.Column('seed', sa.Integer(), nullable=False),
     sa.Column('webhook_url', sa.Text(), nullable=True),
@@ -61,6 +88,8 @@ def upgrade() -> None:
     sa.Column('batch_id', sa.String(length=40), nullable=False),
     sa.Column('position', sa.Integer(), autoincrement=False, nullable=False),
     sa.Column('prospect', sa.JSON(), nullable=False),
+    sa.Column('run_id', sa.String(length=40), nullable=False),
+    sa.Column('iteration', sa.Integer(), nullable=False),
     sa.Column('like', sa.String(length=200), nullable=True),
     sa.Column('email', sa.JSON(), nullable=True),
     sa.Column('judge_score', sa.Double(), nullable=True),
@@ -94,6 +123,10 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_draft_batches_run_id'))
 
     op.drop_table('draft_batches')
+    with op.batch_alter_table('evaluations', schema=None) as batch_op:
+        batch_op.drop_index('ix_evaluations_graph')
+
+    op.drop_table('evaluations')
     with op.batch_alter_table('deployments', schema=None) as batch_op:
         batch_op.drop_index('ix_deployments_run')
         batch_op.drop_index('ix_deployments_graph')

@@ -1,0 +1,55 @@
+"""`POST /evaluations`: policies compared on held-out prospects and, off-policy, on the drafts already sent."""
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from app.drafts.schemas import ProspectIn
+from app.pages import Page
+from app.policies.schemas import EvaluationResult
+
+MAX_POLICIES = 4
+MAX_HELD_OUT = 200
+
+
+class EvaluationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    policies: list[Annotated[str, StringConstraints(min_length=1, max_length=120)]] = Field(
+        min_length=1, max_length=MAX_POLICIES, description="`<run_id>@<k>` each, of the graph (the champion among them).")
+    prospects: list[ProspectIn] | None = Field(None, min_length=1, max_length=MAX_HELD_OUT, description=(
+        "Held-out prospects; default: the graph's scenarios that trained none of the policies."))
+
+    @field_validator("policies")
+    @classmethod
+    def distinct(cls, policies: list[str]) -> list[str]:
+        if len(set(policies)) != len(policies):
+            raise ValueError("a policy appears twice")
+        return policies
+
+
+class EvaluationLinks(BaseModel):
+    self: str
+
+
+class EvaluationCreated(BaseModel):
+    evaluation_id: str
+    status: str
+    links: EvaluationLinks
+
+
+class EvaluationOut(BaseModel):
+    evaluation_id: str
+    graph_id: str
+    policies: list[str]
+    status: str = Field(description="queued, running, succeeded or failed")
+    result: EvaluationResult | None
+    error: dict | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class EvaluationList(Page[EvaluationOut]):
+    pass

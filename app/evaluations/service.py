@@ -1,0 +1,53 @@
+"""Evaluations as the API takes them in and gives them back."""
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core import Services
+from app.errors import NotFound, invalid
+from app.evaluations import queue
+from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationLinks, EvaluationOut
+from app.events.service import new_id
+from app.knowledge_graph import repository as graphs
+from app.policies import service as policies
+from app.policies.models import Evaluation
+
+
+async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCreated:
+    async with svc.db.transaction() as session:
+        if not await graphs.visible(session, body.graph_id, tenant):
+            raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
+        resolved = [await policies.deployable(session, text, tenant, body.graph_id, f"policies.{i}")
+                    for i, text in enumerate(body.policies)]
+        evaluation = Evaluation(id=new_id("evl"), tenant=tenant, graph_id=body.graph_id, policies=[p.id for p in resolved],
+                                status="queued",
+                                prospects=[p.model_dump(mode="json") for p in body.prospects] if body.prospects else None)
+        session.add(evaluation)
+    await queue.enqueue(evaluation.id)
+    return EvaluationCreated(evaluation_id=evaluation.id, status="queued",
+                             links=EvaluationLinks(self=f"/evaluations/{evaluation.id}"))
+
+
+async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
+               ) -> tuple[list[EvaluationOut], bool]:
+    """Newest first (ids sort by creation time)."""
+    query = select(Evaluation).where(Evaluation.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(Evaluation.graph_id == graph_id)
+    if after is not None:
+        query = query.where(Evaluation.id < after)
+    rows = (await session.scalars(query.order_by(Evaluation.id.desc()).limit(limit + 1))).all()
+    return [view(row) for row in rows[:limit]], len(rows) > limit
+
+
+async def get(session: AsyncSession, evaluation_id: str, tenant: str) -> EvaluationOut:
+    evaluation = await session.get(Evaluation, evaluation_id)
+    if evaluation is None or evaluation.tenant != tenant:
+        raise NotFound(f"evaluation {evaluation_id!r} not found")
+    return view(evaluation)
+
+
+def view(evaluation: Evaluation) -> EvaluationOut:
+    return EvaluationOut(evaluation_id=evaluation.id, graph_id=evaluation.graph_id, policies=evaluation.policies,
+                         status=evaluation.status, result=evaluation.result, error=evaluation.error,
+                         created_at=evaluation.created_at, finished_at=evaluation.finished_at)

@@ -1,0 +1,138 @@
+"""An evaluation's durable workflow: one step writes each policy's emails to the held-out prospects, judges them and
+predicts their reply rate, then estimates each policy's reply rate off-policy from the drafts already sent. Only
+workers import this module (it imports the loop)."""
+
+import logging
+from datetime import timedelta
+
+from dbos import DBOS
+from sqlalchemy import and_, case, func, select
+
+from app.db import describe, utcnow
+from app.drafts.models import Draft, DraftBatch
+from app.drafts.workflow import writer, write_for
+from app.evaluations import estimators
+from app.evaluations.queue import WORKFLOW_NAME
+from app.loop.features import content_hash, email_features
+from app.loop.outcome_model import OutcomeModel
+from app.loop.reward import rollout_seed
+from app.outcomes import repository as outcomes
+from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.schemas import OutcomeType
+from app.knowledge_graph import repository as graphs
+from app.policies import service as policy_service
+from app.policies.models import Evaluation
+from app.policies.schemas import EvaluationResult, Interval, OffPolicyOut, PolicyEvaluation, PolicyRef
+from app.runs.executor import current
+
+log = logging.getLogger("codreamer")
+
+
+def _interval(estimate: estimators.Estimate | None) -> Interval | None:
+    return None if estimate is None else Interval(value=estimate.value, low=estimate.low, high=estimate.high)
+
+
+async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list[tuple[str, int, str, int, float, int]]:
+    """Every sent draft on the graph whose outcome is known: delivered before the reply window closed (or replied
+    to). (batch, position, its policy's run and iteration, its propensity, replied 0/1)."""
+    delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
+                              else_=0))
+    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
+    rows = await session.execute(
+        select(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, Draft.propensity, replied)
+        .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+        .join(Draft, and_(Draft.batch_id == EmailRef.draft_batch_id, Draft.position == EmailRef.slot))
+        .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
+        .group_by(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, Draft.propensity)
+        .having((delivered + replied) > 0))
+    return [tuple(row) for row in rows]
+
+
+async def supports(session, tenant: str, graph_id: str) -> dict[str, dict[str, float]]:
+    """Per draft batch on the graph, each policy's share of it (a policy outside a batch had no chance there)."""
+    rows = await session.execute(select(DraftBatch.id, DraftBatch.arms).where(
+        DraftBatch.tenant == tenant, DraftBatch.graph_id == graph_id))
+    return {batch: {f"{a['run_id']}@{a['iteration']}": a["share"] for a in arms or []} for batch, arms in rows}
+
+
+@DBOS.step(name="evaluate")
+async def evaluate_step(evaluation_id: str) -> str:
+    executor = current()
+    services, settings = executor.services, executor.settings
+    async with services.db.transaction() as session:
+        evaluation = await session.get(Evaluation, evaluation_id)
+        if evaluation is None:
+            return "gone"
+        evaluation.status = "running"
+    graph = await services.graphs.get(evaluation.graph_id)
+    mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
+    async with services.db.read() as session:
+        sent = await outcomes.sent_emails(session, evaluation.tenant, mature_before=mature_before, graph_id=graph.id)
+        logged = await logged_sends(session, evaluation.tenant, graph.id, mature_before)
+        shares = await supports(session, evaluation.tenant, graph.id)
+    model = OutcomeModel.fit(sent, settings.outcome_prior_sends)
+    writers = []
+    for text in evaluation.policies:
+        ref = PolicyRef.parse(text)
+        writers.append(await writer(executor, graph, ref.run_id, ref.iteration))
+    trained = {s for w in writers for s in w.policy.config.scenario_ids}
+    if evaluation.prospects:
+        goal = graph.scenarios[writers[0].policy.config.scenario_ids[0]].goal
+        held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or goal}
+                    for i, p in enumerate(evaluation.prospects)]
+    else:
+        held_out = [s.prospect.model_dump() | {"id": s.id, "goal": s.goal} for s in graph.scenarios.values()
+                    if s.id not in trained]
+    reason = None if held_out else "every scenario of the graph trained one of the policies: give held-out prospects"
+    reports = []
+    for author in writers:
+        judged, predicted = [], []
+        for position, prospect in enumerate(held_out):
+            _, written = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
+            if written.email is None:
+                continue
+            email = written.email.email
+            if written.score is not None:
+                judged.append(written.score)
+            predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"]),
+                                            content_hash(email)).p_reply)
+        predicted_reply = estimators.mean_interval(predicted)
+        mine = author.policy.id
+        rows = [row for row in logged if shares.get(row[0], {}).get(mine, 0) > 0]
+        off = estimators.off_policy(
+            arms=[int(f"{run_id}@{iteration}" == mine) for _, _, run_id, iteration, _, _ in rows],
+            propensities=[shares[batch][mine] for batch, *_ in rows],
+            rewards=[float(replied) for *_, replied in rows], arm=1,
+            predicted=predicted_reply.value if predicted_reply else None)
+        reports.append(PolicyEvaluation(
+            policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(judged)),
+            predicted_reply=_interval(predicted_reply),
+            off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=_interval(off.ips),
+                                    snips=_interval(off.snips), dr=_interval(off.dr), reason=off.reason)))
+    result = EvaluationResult(policies=reports, held_out_reason=reason)
+    async with services.db.transaction() as session:
+        evaluation = await session.get(Evaluation, evaluation_id)
+        if evaluation is not None:
+            evaluation.result, evaluation.status, evaluation.finished_at = result.model_dump(mode="json"), "succeeded", utcnow()
+            await graphs.lock(session, evaluation.graph_id)  # promotions of one graph take turns
+            if promoted := await policy_service.promote_if_ahead(session, evaluation):
+                log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
+    return "succeeded"
+
+
+@DBOS.step(name="evaluation_failed")
+async def fail_step(evaluation_id: str, message: str) -> None:
+    async with current().services.db.transaction() as session:
+        evaluation = await session.get(Evaluation, evaluation_id)
+        if evaluation is not None:
+            evaluation.status, evaluation.error, evaluation.finished_at = "failed", {"message": message}, utcnow()
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def evaluation(evaluation_id: str) -> str:
+    try:
+        return await evaluate_step(evaluation_id)
+    except Exception as exc:  # noqa: BLE001 - the evaluation fails, saying why; the log has the whole cause
+        log.error("evaluation %s failed", evaluation_id, exc_info=exc)
+        await fail_step(evaluation_id, describe(exc))
+        return "failed"

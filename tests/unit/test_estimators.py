@@ -1,0 +1,91 @@
+"""Off-policy estimators against cases computed by hand, the evidence rule, and the traffic split's draws."""
+
+import math
+
+import numpy as np
+import pytest
+
+from app.drafts.service import choose_arm
+from app.evaluations import estimators
+from app.policies.evidence import verdict
+from app.policies.schemas import EvaluationResult
+
+# Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
+ARMS = [1, 0, 1, 0, 0, 1]
+PROPENSITIES = [0.25, 0.75, 0.25, 0.75, 0.75, 0.5]
+REPLIES = [1, 0, 0, 1, 0, 1]
+
+
+def test_ips_snips_dr_and_ess_match_the_hand_computed_case():
+    # weights: 4, 0, 4, 0, 0, 2 → weighted replies 4 + 2 = 6
+    estimate = estimators.off_policy(ARMS, PROPENSITIES, REPLIES, arm=1, predicted=0.3)
+    assert estimate.n == 6 and estimate.matched == 3
+    assert estimate.ips.value == pytest.approx(6 / 6)                     # (4·1 + 4·0 + 2·1) / 6
+    assert estimate.snips.value == pytest.approx(6 / 10)                  # 6 / (4 + 4 + 2)
+    # DR: 0.3 + w·(r − 0.3) per send → 3.1, 0.3, −0.9, 0.3, 0.3, 1.7; mean 4.8 / 6
+    assert estimate.dr.value == pytest.approx(4.8 / 6)
+    assert estimate.ess == pytest.approx(10**2 / (16 + 16 + 4))           # (Σw)² / Σw²
+
+
+def test_intervals_are_90_percent_normal_ones_clipped_to_rates():
+    w = estimators.weights(np.asarray(ARMS), np.asarray(PROPENSITIES), 1)
+    terms = [4, 0, 0, 0, 0, 2]
+    mean = sum(terms) / 6
+    sd = math.sqrt(sum((t - mean) ** 2 for t in terms) / 5)
+    ips = estimators.ips(w, np.asarray(REPLIES, dtype=float))
+    assert ips.low == pytest.approx(max(0.0, mean - 1.644854 * sd / math.sqrt(6)))
+    assert ips.high == 1.0  # clipped: a rate
+    # SNIPS' delta-method standard error: sqrt(Σ w²(r − v)²) / Σw with v = 0.6
+    se = math.sqrt(16 * 0.4**2 + 16 * 0.6**2 + 4 * 0.4**2) / 10
+    snips = estimators.off_policy(ARMS, PROPENSITIES, REPLIES, arm=1, predicted=None).snips
+    assert (snips.low, snips.high) == pytest.approx((0.6 - 1.644854 * se, min(1.0, 0.6 + 1.644854 * se)))
+
+
+def test_no_sends_or_none_by_the_policy_give_no_estimate_and_say_why():
+    empty = estimators.off_policy([], [], [], arm=1, predicted=0.2)
+    assert (empty.ips, empty.snips, empty.dr) == (None, None, None) and "no logged sends" in empty.reason
+    others = estimators.off_policy([0, 0], [0.5, 0.5], [1, 0], arm=1, predicted=0.2)
+    assert others.ips is None and "none of the logged sends" in others.reason
+
+
+def result(challenger: tuple[float, float, float], champion: tuple[float, float, float], matched=(50, 450)) -> EvaluationResult:
+    def policy(name, interval, n):
+        value, low, high = interval
+        return {"policy": name, "held_out": 0, "judge": None, "predicted_reply": None, "off_policy": {
+            "n": 500, "matched": n, "ess": float(n), "ips": None, "snips": None,
+            "dr": {"value": value, "low": low, "high": high}, "reason": None}}
+    return EvaluationResult.model_validate({"policies": [policy("new@1", challenger, matched[0]),
+                                                         policy("old@1", champion, matched[1])]})
+
+
+def test_a_challenger_is_ahead_only_when_its_interval_clears_the_champions():
+    assert verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1").ahead
+    overlapping = verdict(result((0.14, 0.09, 0.19), (0.10, 0.08, 0.12)), "new@1", "old@1")
+    # widths (0.10 + 0.04) / 2 = 0.07 over a difference of 0.04: (0.07 / 0.04)² = 3.0625 times the sends
+    assert not overlapping.ahead and "about 929 more sends" in overlapping.message  # ⌈450 · 3.0625⌉ − 450
+    behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1")
+    assert not behind.ahead and "not ahead" in behind.message
+    assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1").ahead
+
+
+def test_the_observed_traffic_split_matches_the_shares():
+    shares = [0.7, 0.2, 0.1]
+    counts = [0, 0, 0]
+    for position in range(10_000):
+        counts[choose_arm(shares, 7, f"p{position}", position)] += 1
+    assert [c / 10_000 for c in counts] == pytest.approx(shares, abs=0.015)
+    assert choose_arm(shares, 7, "p1", 1) == choose_arm(shares, 7, "p1", 1)  # reproducible from the seed
+    assert choose_arm([0.0, 1.0], 3, "p1", 0) == 1
+
+
+def test_auto_traffic_stays_even_until_every_policy_has_its_sends_then_favours_the_better_one():
+    from app.policies.traffic import auto_shares
+
+    assert auto_shares([(50, 5), (500, 100)], floor=0.01, min_sends=100, seed=1) == [0.5, 0.5]
+    shares = auto_shares([(400, 20), (400, 60), (400, 40)], floor=0.05, min_sends=100, seed=1)
+    assert sum(shares) == pytest.approx(1.0) and min(shares) >= 0.05
+    assert shares[1] > shares[2] > shares[0]  # 15 % beats 10 % beats 5 %
+    # top-two sampling sends the clear best about half the time, not all of it: its rival keeps learning
+    clear = auto_shares([(2000, 400), (2000, 100)], floor=0.0, min_sends=100, seed=2)
+    assert clear[0] == pytest.approx(0.5, abs=0.03)
+    assert auto_shares([(10, 1)], floor=0.2, min_sends=100, seed=3) == [1.0]
