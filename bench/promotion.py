@@ -326,7 +326,12 @@ def _summary(run: dict, prospects_n: int) -> dict:
     worse = worse_deployed(champions, quality)
     # weeks in which a challenger deployed beside the champion was truly better (the evidence had not shown it yet)
     waiting = [w["week"] for w in run["weeks"] if any(quality[c] > quality[w["champion"]] for c in w["challengers"])]
+    # promotions the gate refused (an estimate above the champion's, the intervals overlapping) of a truly worse policy
+    refused_worse = sum(quality[c] < quality[w["champion"]] for w in run["weeks"] for c in w["refused"])
+    by_challengers = sum(n for w in run["weeks"] for p, n in w["drawn"].items() if p != w["champion"])
     return {"totals": {s: float(sum(w[s] for w in run["weeks"])) for s in ("gated", "always", "never")},
+            "refused_truly_worse": refused_worse,
+            "challenger_drafts_share": by_challengers / sum(sum(w["drawn"].values()) for w in run["weeks"]),
             "quality": {p: round(q, 4) for p, q in quality.items()}, "champions": champions,
             "promotions": [{"week": w["week"], "policy": w["promoted"]} for w in run["weeks"] if w["promoted"]],
             "refused": sum(len(w["refused"]) for w in run["weeks"]), "worse_deployed": worse,

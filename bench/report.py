@@ -609,7 +609,8 @@ def promotion_section(pr: dict) -> list[str]:
     lines = [
         "## 12. Promotion on evidence: off-policy accuracy and regret",
         "",
-        "Issue 41's targets, on the demo's simulated team (section 11's look-alikes and sends). Everything goes through the "
+        "Issue 41's targets, on the demo's simulated team (the drafts benchmark's look-alikes and sends, `bench/drafts.py`). "
+        "Everything goes through the "
         "API in process: `PUT /graphs/demo/deployment` (a champion and challengers with fixed shares, `require_evidence`), "
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
@@ -717,11 +718,53 @@ def promotion_section(pr: dict) -> list[str]:
             f"- Gated ≥ never-promote: {totals['gated']:.1f} vs {totals['never']:.1f}, {_ok(totals['gated'] >= totals['never'])} "
             f"(at least as many in {gated_vs['never']} of {len(seeds)} seeds).",
             f"- A worse policy (below the champion it replaced) deployed for more than one week: longest "
-            f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}. Weeks in which a deployed "
+            f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}"
+            f"{' (vacuously: the gate promoted nothing)' if rg['promotions'] == 0 else ''}. Weeks in which a deployed "
             "challenger was truly better than the champion while the evidence did not show it: " + "; ".join(
                 f"seed {m['seed']}: {len(m['better_challenger_waiting_weeks'])} of {n}" for m in seeds) + ".",
         ]
-        if notes := rg.get("notes"):
-            lines += [f"- {note}" for note in notes]
+        lines += _regret_reasons(rg)
         lines += [""]
+    return lines
+
+
+def _regret_reasons(rg: dict) -> list[str]:
+    """What the evidence could and could not show, from the last week's evaluation of each seed."""
+    seeds, n = rg["per_seed"], rg["weeks"]
+    half = lambda e: (e["high"] - e["low"]) / 2  # noqa: E731
+    sends, challenger_half, champion_half, gaps = [], [], [], []
+    for m in seeds:
+        last = m["weeks"][-1]
+        for policy, evidence in last["evidence"].items():
+            if evidence["estimate"] is None:
+                continue
+            if policy == last["champion"]:
+                champion_half.append(half(evidence["estimate"]))
+            else:
+                sends.append(evidence["matched"])
+                challenger_half.append(half(evidence["estimate"]))
+                gaps.append(m["quality"][policy] - m["quality"][last["champion"]])
+    lines = []
+    if sends and champion_half:
+        c, h = sum(challenger_half) / len(challenger_half), sum(champion_half) / len(champion_half)
+        lines.append(
+            f"- What the evidence could show: in week {n} each challenger had {min(sends)}–{max(sends)} mature sends (a "
+            f"{rg['share']:g} share of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
+            f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
+            f"champion: only a difference above about {c + h:.2f} separates them. The challengers' true differences from "
+            f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
+    refused = sum(m["refused"] for m in seeds)
+    if refused and all("refused_truly_worse" in m for m in seeds):
+        worse = sum(m["refused_truly_worse"] for m in seeds)
+        lines.append(f"- The gate refused {refused} promotions (a challenger's estimate above the champion's, the intervals "
+                     f"overlapping); {worse} of them were of a challenger truly worse than the champion.")
+    if all("challenger_drafts_share" in m for m in seeds):
+        share = sum(m["challenger_drafts_share"] for m in seeds) / len(seeds)
+        first = [m["quality"][m["champions"][0]] for m in seeds]
+        line = [sum(m["quality"][w["new"]] for w in m["weeks"]) / n for m in seeds]
+        lines.append(
+            f"- The gated loop's difference from never-promote is its challengers' traffic: they wrote {share:.0%} of its "
+            f"drafts. The challengers' mean quality against the first policy's, per seed: " + "; ".join(
+                f"{q:.3f} vs {f:.3f}" for q, f in zip(line, first)) + ". The same gap decides always-promote against "
+            "never-promote.")
     return lines
