@@ -16,7 +16,7 @@ import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
 SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
-            "drafts")
+            "drafts", "promotion")
 
 
 def machine() -> dict:
@@ -51,6 +51,10 @@ def run(section: str, workdir: Path, previous=None):
         from bench import drafts
 
         return drafts.measure(workdir / "drafts", previous)
+    if section == "promotion":
+        from bench import promotion
+
+        return promotion.measure(previous)
     if section == "real_model":
         from bench import real_model
 

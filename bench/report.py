@@ -159,6 +159,8 @@ def write(results: dict, path: Path) -> None:
         lines += real_model_section(rm)
     if dr := results.get("drafts"):
         lines += drafts_section(dr)
+    if pr := results.get("promotion"):
+        lines += promotion_section(pr)
     path.write_text("\n".join(lines))
 
 
@@ -650,3 +652,179 @@ DRAFT_PROFILE = [
     "- Cheaper: one shared HTTP client per model with a small keep-alive pool (fewer sockets polled per request), "
     "and the next chunk's drafts started while a chunk is stored (a window over chunks rather than a barrier).",
 ]
+
+OPE_WITHIN_TARGET = 0.8
+ESTIMATOR_NAMES = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.3f}"
+
+
+def _plain(x: float | None, fmt: str = ".3f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def promotion_section(pr: dict) -> list[str]:
+    lines = [
+        "## 12. Promotion on evidence: off-policy accuracy and regret",
+        "",
+        "Issue 41's targets, on the demo's simulated team (the drafts benchmark's look-alikes and sends, `bench/drafts.py`). "
+        "Everything goes through the "
+        "API in process: `PUT /graphs/demo/deployment` (a champion and challengers with fixed shares, `require_evidence`), "
+        "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
+        "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
+        "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
+        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope` or `regret` for one part); the code and what each "
+        "figure means: `bench/promotion.py`.",
+        "",
+    ]
+    if ope := pr.get("ope"):
+        challenger, champion = ope["roles"]["challenger"], ope["roles"]["champion"]
+        matched = float(sum(ope["matched"]) / len(ope["matched"]))
+        lines += [
+            f"### Off-policy accuracy ({_when(ope)}; {ope['seconds']:.0f} s, load average {ope['load_average_after']:.1f} "
+            "as it ended)",
+            "",
+            f"Per seed ({ope['seeds']} seeds): a run of {ope['iterations']} iterations (`feedback_source: oracle`); its untrained "
+            f"policy `@0` is the champion and its last policy the challenger, at {1 - ope['share']:.0%}/{ope['share']:.0%}. "
+            f"One batch of {ope['prospects']} look-alikes is drafted by the deployment and sent; then `POST /evaluations` with "
+            f"both policies and {ope['held_out']} held-out look-alikes (the doubly robust estimate's direct method is the "
+            "outcome model's predicted reply rate of what each policy writes for them). The **true value** of a policy is the "
+            "mean true reply probability of its email to every prospect of the batch: its own drafts where it was drawn, "
+            "and a batch it drafts alone (never sent) for the rest. Error = estimate − true value.",
+            "",
+            "| policy | estimator | within ±0.03 | bias | spread (sd of the error) | RMSE | 90% interval holds the true value | no estimate |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for role, entry, share in (("challenger", challenger, ope["share"]), ("champion", champion, 1 - ope["share"])):
+            for name, acc in entry["estimators"].items():
+                lines.append(f"| {role} ({share:.0%}; true {entry['truth']:.3f}) | {ESTIMATOR_NAMES[name]} | {acc['within']:.0%} | "
+                             f"{_signed(acc['bias'])} | {_plain(acc['spread'])} | {_plain(acc['rmse'])} | "
+                             f"{_plain(acc['coverage'], '.0%')} | {acc['missing']} |")
+        est = challenger["estimators"]
+        met = {n: est[n]["within"] >= OPE_WITHIN_TARGET for n in ("snips", "dr")}
+        lines += [
+            "",
+            "Per seed, the challenger's true value / SNIPS / DR: " + "; ".join(
+                f"{s['truth']['challenger']:.3f} / {_plain((s['estimates']['challenger']['snips'] or {}).get('value'))} / "
+                f"{_plain((s['estimates']['challenger']['dr'] or {}).get('value'))}" for s in ope["per_seed"]) + ".",
+            "",
+            f"- SNIPS within ±{ope['tolerance']:g} of the challenger's true value in ≥ {OPE_WITHIN_TARGET:.0%} of seeds: "
+            f"{est['snips']['within']:.0%}, {_ok(met['snips'])}. DR: {est['dr']['within']:.0%}, {_ok(met['dr'])}.",
+            f"- What bounds it: the challenger wrote {matched:.0f} of the {ope['prospects']} sends on average (ESS {sum(ope['ess']) / len(ope['ess']):.0f}). "
+            "SNIPS on its own sends is their mean reply, so its error cannot be smaller than the binomial noise, "
+            f"√(p(1−p)/{matched:.0f}) = {ope['binomial_spread']:.3f} at p = {challenger['truth']:.3f}; the measured spread is "
+            f"{_plain(est['snips']['spread'])}. DR's direct method is one predicted rate per policy, so its correction term "
+            "carries the same noise. Within ±0.03 in 80% of seeds needs a spread of 0.03 / 1.28 = 0.023, about "
+            f"{ope['sends_needed']:,} logged sends at a 10% share (binomial noise alone), "
+            f"{ope['sends_needed'] / 200:.0f} weeks of 200 prospects.",
+            "",
+            f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed at larger "
+            "volumes, prospects drawn from each seed's batch with both policies' true probabilities, the same 90/10 draw, "
+            "replies drawn from the true probabilities, estimates by the service's own `app.evaluations.estimators`:",
+            "",
+            "| logged sends | IPS within ±0.03 | SNIPS | DR |",
+            "|---|---|---|---|",
+        ]
+        for sends, shares in ope["projection"].items():
+            lines.append(f"| {int(sends):,} | {shares['ips']:.0%} | {shares['snips']:.0%} | {shares['dr']:.0%} |")
+        lines += [""]
+    if rg := pr.get("regret"):
+        totals, seeds = rg["totals"], rg["per_seed"]
+        n = rg["weeks"]
+        gated_vs = {s: sum(m["totals"]["gated"] >= m["totals"][s] for m in seeds) for s in ("always", "never")}
+        lines += [
+            f"### Regret over {n} weeks ({_when(rg)}; {rg['seconds']:.0f} s, {rg['week_seconds']:.0f} s a week, load average "
+            f"{rg['load_average_after']:.1f} as it ended)",
+            "",
+            f"{rg['seeds']} seeds (few, to stay near 10 minutes on this machine). A first run of {rg['first_iterations']} "
+            "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
+            f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
+            "week's challenger and learning from every outcome so far (the team's training line), and "
+            f"{rg['prospects_per_week']} new look-alikes are drafted. The three strategies meet the same challengers and "
+            "prospects. **Gated**: the deployment requires evidence; the week's challenger joins it at a share of "
+            f"{rg['share']:g} (up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
+            "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
+            "the champion's is put to `PUT` (accepted only when its 90% interval lies above the champion's, else 409); the "
+            "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
+            "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
+            "the strategy's drafts over the weeks (expected replies).",
+            "",
+            "| strategy | total true replies, mean over seeds | per seed |",
+            "|---|---|---|",
+        ]
+        for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
+            lines.append(f"| {label} | {totals[s]:.1f} | " + ", ".join(f"{m['totals'][s]:.1f}" for m in seeds) + " |")
+        lines += [
+            "",
+            "| week | " + " | ".join(str(w + 1) for w in range(n)) + " |",
+            "|---|" + "---|" * n,
+        ]
+        for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
+            lines.append(f"| {label} | " + " | ".join(f"{x:.1f}" for x in rg["per_week"][s]) + " |")
+        lines += [
+            "",
+            "Per seed: each week's new challenger's quality (the mean true reply probability of its emails to its week's "
+            "prospects) against the first policy's, and the gated loop's promotions: " + "; ".join(
+                f"seed {m['seed']}: first {m['quality'][m['champions'][0]]:.3f}, challengers "
+                + ", ".join(f"{m['quality'][w['new']]:.3f}" for w in m["weeks"])
+                + f", {len(m['promotions'])} promotion(s)"
+                + (" (" + ", ".join(f"week {p['week']}" for p in m["promotions"]) + ")" if m["promotions"] else "")
+                + f", {m['refused']} refused by the gate" for m in seeds) + ".",
+            "",
+            f"- Gated ≥ always-promote: {totals['gated']:.1f} vs {totals['always']:.1f}, {_ok(totals['gated'] >= totals['always'])} "
+            f"(at least as many in {gated_vs['always']} of {len(seeds)} seeds).",
+            f"- Gated ≥ never-promote: {totals['gated']:.1f} vs {totals['never']:.1f}, {_ok(totals['gated'] >= totals['never'])} "
+            f"(at least as many in {gated_vs['never']} of {len(seeds)} seeds).",
+            f"- A worse policy (below the champion it replaced) deployed for more than one week: longest "
+            f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}"
+            f"{' (vacuously: the gate promoted nothing)' if rg['promotions'] == 0 else ''}. Weeks in which a deployed "
+            "challenger was truly better than the champion while the evidence did not show it: " + "; ".join(
+                f"seed {m['seed']}: {len(m['better_challenger_waiting_weeks'])} of {n}" for m in seeds) + ".",
+        ]
+        lines += _regret_reasons(rg)
+        lines += [""]
+    return lines
+
+
+def _regret_reasons(rg: dict) -> list[str]:
+    """What the evidence could and could not show, from the last week's evaluation of each seed."""
+    seeds, n = rg["per_seed"], rg["weeks"]
+    half = lambda e: (e["high"] - e["low"]) / 2  # noqa: E731
+    sends, challenger_half, champion_half, gaps = [], [], [], []
+    for m in seeds:
+        last = m["weeks"][-1]
+        for policy, evidence in last["evidence"].items():
+            if evidence["estimate"] is None:
+                continue
+            if policy == last["champion"]:
+                champion_half.append(half(evidence["estimate"]))
+            else:
+                sends.append(evidence["matched"])
+                challenger_half.append(half(evidence["estimate"]))
+                gaps.append(m["quality"][policy] - m["quality"][last["champion"]])
+    lines = []
+    if sends and champion_half:
+        c, h = sum(challenger_half) / len(challenger_half), sum(champion_half) / len(champion_half)
+        lines.append(
+            f"- What the evidence could show: in week {n} each challenger had {min(sends)}–{max(sends)} mature sends (a "
+            f"{rg['share']:g} share of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
+            f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
+            f"champion: only a difference above about {c + h:.2f} separates them. The challengers' true differences from "
+            f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
+    refused = sum(m["refused"] for m in seeds)
+    if refused and all("refused_truly_worse" in m for m in seeds):
+        worse = sum(m["refused_truly_worse"] for m in seeds)
+        lines.append(f"- The gate refused {refused} promotions (a challenger's estimate above the champion's, the intervals "
+                     f"overlapping); {worse} of them were of a challenger truly worse than the champion.")
+    if all("challenger_drafts_share" in m for m in seeds):
+        share = sum(m["challenger_drafts_share"] for m in seeds) / len(seeds)
+        first = [m["quality"][m["champions"][0]] for m in seeds]
+        line = [sum(m["quality"][w["new"]] for w in m["weeks"]) / n for m in seeds]
+        lines.append(
+            f"- The gated loop's difference from never-promote is its challengers' traffic: they wrote {share:.0%} of its "
+            f"drafts. The challengers' mean quality against the first policy's, per seed: " + "; ".join(
+                f"{q:.3f} vs {f:.3f}" for q, f in zip(line, first)) + ". The same gap decides always-promote against "
+            "never-promote.")
+    return lines

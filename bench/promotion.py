@@ -1,0 +1,383 @@
+"""Promotion on evidence (issue 41): how accurate the off-policy estimates are, and what gating a promotion costs or
+saves, on the demo's simulated team (`app.outcomes.simulated_team`).
+
+Everything goes through the API in process, with the drafts benchmark's helpers (`bench.drafts`): `POST /learn-loop`,
+`PUT /graphs/demo/deployment` (a champion and challengers with their shares, `require_evidence`), `POST /drafts` (each
+draft logs the policy drawn for it and its propensity), `POST /outcomes` (the simulated sends, dated a reply window
+back so that they count), `POST /evaluations` (whose `off_policy` this reads). The simulator's true reply probability
+of a draft, P(open) · P(reply | open), is read only here.
+
+- OPE accuracy: per seed, a run; its untrained policy (`@0`) is the champion and its last the challenger, at a
+  90/10 split. One batch of look-alikes is drafted by the deployment and sent; an evaluation (with held-out
+  look-alikes for the doubly robust estimate's direct method) estimates each policy's reply rate from those sends.
+  The true value of a policy is the mean true reply probability of its email to every prospect of the batch: its own
+  drafts where it was drawn, and for the others a batch it drafts alone (never sent). Per estimator: the share of
+  seeds within ±0.03 of the true value, the bias (mean error) and the spread (standard deviation of the error).
+  A projection then replays the logging (90/10 draws, replies drawn from the same true probabilities) at larger
+  volumes with the service's own estimators (`app.evaluations.estimators`), to say how many sends the target needs.
+- Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
+  arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
+  team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. Three strategies
+  meet the same challengers and the same prospects:
+  * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (up to three
+    challengers; the oldest leaves), the batch is drafted by the deployment and sent, an evaluation compares every
+    deployed policy, and a challenger is promoted when `PUT` accepts it (the evaluation's interval puts it ahead;
+    otherwise the service answers 409). The champion it replaces stays as a challenger, so a rollback can be earned.
+  * always-promote: the week's challenger writes every email of the week.
+  * never-promote: the first policy writes every email of every week.
+  A strategy's total is the sum over the weeks of the true reply probabilities of its drafts (a prospect with no
+  email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's 200
+  prospects (the first policy's: over every week), and a week counts as "a worse policy deployed" when the gated
+  champion's quality is below that of the champion it replaced.
+"""
+
+import asyncio
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+
+from bench.drafts import GRAPH, _environment, _machine, _ok, draft, learn, send, service, true_replies
+
+ESTIMATORS = ("ips", "snips", "dr")
+TOLERANCE = 0.03  # the target: within ±0.03 of the true value
+TARGET_SHARE = 0.8  # … in at least 80 % of seeds
+
+
+# ---------------------------------------------------------------- pure helpers (tests/unit/test_bench_promotion.py)
+
+
+def accuracy(estimates: list[dict | None], truths: list[float], tolerance: float = TOLERANCE) -> dict:
+    """Of estimates `{"value", "low", "high"}` (None: the evaluation gave none) against the true values: the share of
+    seeds within ±tolerance (a missing estimate is not within), the bias (mean error), the spread (the error's standard
+    deviation), the root mean squared error, and the share of 90 % intervals that hold the true value."""
+    pairs = [(e, t) for e, t in zip(estimates, truths, strict=True) if e is not None]
+    errors = np.array([e["value"] - t for e, t in pairs])
+    if not pairs:
+        return {"within": 0.0, "bias": None, "spread": None, "rmse": None, "coverage": None, "missing": len(truths)}
+    return {"within": float((np.abs(errors) <= tolerance + 1e-12).sum() / len(truths)),
+            "bias": float(errors.mean()), "spread": float(errors.std(ddof=1)) if len(errors) > 1 else 0.0,
+            "rmse": float(math.sqrt((errors**2).mean())),
+            "coverage": float(np.mean([e["low"] <= t <= e["high"] for e, t in pairs])), "missing": len(truths) - len(pairs)}
+
+
+def sends_needed(p: float, share: float, tolerance: float = TOLERANCE, within: float = TARGET_SHARE) -> int:
+    """Logged sends (all arms) after which the mean reply of a policy drawn with probability `share`, true rate `p`,
+    is within ±tolerance with probability `within` (the binomial noise alone: what SNIPS is, on its own sends)."""
+    z = NormalDist().inv_cdf((1 + within) / 2)
+    return math.ceil((z / tolerance) ** 2 * p * (1 - p) / share)
+
+
+def project(champion: np.ndarray, challenger: np.ndarray, predicted: float | None, share: float, sends: int,
+            repeats: int, seed: int, tolerance: float = TOLERANCE) -> dict:
+    """The logging replayed `repeats` times at `sends` sends: prospects drawn from the batch's (each policy's true
+    reply probability for them), the challenger drawn with probability `share`, a reply drawn from the drawn policy's
+    probability; the challenger's estimates by `app.evaluations.estimators` against the batch's true value. Per
+    estimator, the share of repeats within ±tolerance."""
+    from app.evaluations.estimators import off_policy
+
+    rng = np.random.default_rng(seed)
+    truth = float(challenger.mean())
+    within = {name: 0 for name in ESTIMATORS}
+    for _ in range(repeats):
+        who = rng.integers(0, len(challenger), size=sends)
+        arms = (rng.random(sends) < share).astype(int)
+        rewards = (rng.random(sends) < np.where(arms == 1, challenger[who], champion[who])).astype(float)
+        found = off_policy(arms, np.where(arms == 1, share, 1 - share), rewards, 1, predicted)
+        for name in ESTIMATORS:
+            estimate = getattr(found, name)
+            within[name] += estimate is not None and abs(estimate.value - truth) <= tolerance + 1e-12
+    return {name: count / repeats for name, count in within.items()}
+
+
+def written_by(drafts: list[dict], policy: str, extra: list[dict]) -> list[dict]:
+    """Each prospect's draft by `policy`: its own among `drafts` (where it was drawn), and in prospect order for the
+    others the drafts of `extra` (a batch it wrote alone for them)."""
+    out, others = list(drafts), iter(extra)
+    for index, d in enumerate(drafts):
+        if d["policy"] != policy:
+            out[index] = next(others)
+            assert out[index]["prospect"]["id"] == d["prospect"]["id"], (out[index]["prospect"]["id"], d["prospect"]["id"])
+    assert next(others, None) is None, "more drafts than prospects another policy drafted"
+    return out
+
+
+def estimate_of(report: dict) -> dict | None:
+    """The estimate the evidence rule reads (`app.policies.evidence`): doubly robust where there is one, else SNIPS."""
+    off = report["off_policy"]
+    return off["dr"] or off["snips"]
+
+
+def promotion_order(result: dict, champion: str, challengers: list[str]) -> list[str]:
+    """The challengers whose estimate is above the champion's, best first: those worth asking `PUT` to promote."""
+    found = {p["policy"]: estimate_of(p) for p in result["policies"]}
+    if found.get(champion) is None:
+        return []
+    ahead = [c for c in challengers if found.get(c) is not None and found[c]["value"] > found[champion]["value"]]
+    return sorted(ahead, key=lambda c: -found[c]["value"])
+
+
+def worse_deployed(champions: list[str], quality: dict[str, float]) -> list[dict]:
+    """Each stretch of weeks (1-based) in which the champion was a policy whose quality is below that of the champion
+    it replaced: `{"policy", "replaced", "from_week", "weeks"}`."""
+    stretches, previous = [], None
+    for week, (before, now) in enumerate(zip([None, *champions], champions), start=1):
+        if now != before:
+            previous = before
+            if previous is not None and quality[now] < quality[previous]:
+                stretches.append({"policy": now, "replaced": previous, "from_week": week, "weeks": 0})
+        if stretches and stretches[-1]["policy"] == now and stretches[-1]["from_week"] + stretches[-1]["weeks"] == week:
+            stretches[-1]["weeks"] += 1
+    return stretches
+
+
+# ---------------------------------------------------------------- API helpers
+
+
+async def deploy_arms(client, champion: str, challengers: list[str], share: float, **options):
+    """PUT the deployment: the champion and each challenger at `share`; the answer as it came (a 409 is the gate)."""
+    return await client.put(f"/graphs/{GRAPH}/deployment", json={
+        "policy": champion, "challengers": [{"policy": c, "share": share} for c in challengers], **options})
+
+
+async def evaluate(client, policies: list[str], prospects: list[dict], poll_s: float = 0.2) -> dict:
+    """POST /evaluations, then its result once it succeeded."""
+    created = await _ok(await client.post("/evaluations", json={"graph_id": GRAPH, "policies": policies,
+                                                               "prospects": prospects}), 202)
+    while True:
+        evaluation = await _ok(await client.get(created["links"]["self"]))
+        if evaluation["status"] in ("succeeded", "failed"):
+            assert evaluation["status"] == "succeeded", evaluation
+            return evaluation["result"]
+        await asyncio.sleep(poll_s)
+
+
+async def by_policy(client, look_alikes, drafts: list[dict], policy: str, seed: int) -> list[dict]:
+    """Each prospect's email by `policy`: where the batch drew it, that draft; the others drafted by it now, not sent."""
+    missing = [look_alikes[i].prospect for i, d in enumerate(drafts) if d["policy"] != policy]
+    extra = (await draft(client, missing, seed=seed, policy=policy))[1] if missing else []
+    return written_by(drafts, policy, extra)
+
+
+def _interval(estimate: dict | None) -> dict | None:
+    return None if estimate is None else {k: round(estimate[k], 4) for k in ("value", "low", "high")}
+
+
+# ---------------------------------------------------------------- OPE accuracy
+
+OPE_SEEDS = 10
+OPE_PROSPECTS = 400  # logged sends per seed: two weeks of the weekly loop's 200
+OPE_ITERATIONS = 5  # the run whose last policy is the challenger
+OPE_SHARE = 0.1  # the challenger's: champion-heavy traffic, 90/10
+HELD_OUT = 20  # look-alikes for an evaluation's held-out part (2 of each scenario): the DR estimate's direct method
+PROJECTED_SENDS = (400, 1000, 2000, 4000, 8000)
+PROJECTION_REPEATS = 400
+
+
+def _ope_seed(args: tuple[int, int, int, float, int]) -> dict:
+    seed, prospects_n, iterations, share, held_out = args
+    _environment()
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+
+    team = SimulatedTeam(demo_graph())
+
+    async def go() -> dict:
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with service(Path(data_dir)) as api:
+                started = time.monotonic()
+                run = await learn(api.http, {"iterations": iterations, "rollouts_per_group": 4, "seed": seed,
+                                             "feedback_source": "oracle"})
+                champion, challenger = f"{run['run_id']}@0", f"{run['run_id']}@{iterations}"
+                await _ok(await deploy_arms(api.http, champion, [challenger], share))
+                look_alikes = team.look_alikes(prospects_n, seed=30_000 + seed)
+                _, logged = await draft(api.http, [la.prospect for la in look_alikes], seed=seed)  # the deployment
+                assert {(d["policy"], d["propensity"]) for d in logged} <= {(champion, 1 - share), (challenger, share)}
+                sent = await send(api, team, look_alikes, logged, seed=seed)
+                truth, probabilities = {}, {}
+                for role, policy in (("champion", champion), ("challenger", challenger)):
+                    written = await by_policy(api.http, look_alikes, logged, policy, seed=seed)
+                    probabilities[role] = true_replies(team, look_alikes, written)
+                    truth[role] = float(np.mean(probabilities[role]))
+                held = [la.prospect for la in team.look_alikes(held_out, seed=40_000 + seed)]
+                result = await evaluate(api.http, [challenger, champion], held)
+                reports = {p["policy"]: p for p in result["policies"]}
+                estimates = {role: {name: _interval(reports[policy]["off_policy"][name]) for name in ESTIMATORS}
+                             for role, policy in (("champion", champion), ("challenger", challenger))}
+                off = reports[challenger]["off_policy"]
+                return {"seed": seed, "truth": truth, "estimates": estimates, "n": off["n"], "matched": off["matched"],
+                        "ess": round(off["ess"], 1), "predicted_reply": _interval(reports[challenger]["predicted_reply"]),
+                        "observed_reply_rate": sent["replied"] / max(1, sent["delivered"]), "sent": sent,
+                        "probabilities": {role: [round(p, 5) for p in ps] for role, ps in probabilities.items()},
+                        "seconds": round(time.monotonic() - started, 1)}
+
+    return asyncio.run(go())
+
+
+def measure_ope(seeds: int = OPE_SEEDS, prospects: int = OPE_PROSPECTS, iterations: int = OPE_ITERATIONS,
+                share: float = OPE_SHARE, held_out: int = HELD_OUT, workers: int = 2) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
+    started, load = time.monotonic(), os.getloadavg()[0]
+    with ProcessPoolExecutor(workers) as pool:
+        runs = list(pool.map(_ope_seed, [(s, prospects, iterations, share, held_out) for s in range(seeds)]))
+    roles = {}
+    for role in ("challenger", "champion"):
+        truths = [r["truth"][role] for r in runs]
+        roles[role] = {"truth": float(np.mean(truths)),
+                       "estimators": {name: accuracy([r["estimates"][role][name] for r in runs], truths) for name in ESTIMATORS}}
+    p = roles["challenger"]["truth"]
+    projection = {}
+    for n in PROJECTED_SENDS:
+        shares = [project(np.array(r["probabilities"]["champion"]), np.array(r["probabilities"]["challenger"]),
+                          (r["predicted_reply"] or {}).get("value"), share, n, PROJECTION_REPEATS, seed=1000 * r["seed"] + n)
+                  for r in runs]
+        projection[str(n)] = {name: float(np.mean([s[name] for s in shares])) for name in ESTIMATORS}
+    return {
+        "seeds": seeds, "prospects": prospects, "iterations": iterations, "share": share, "held_out": held_out,
+        "tolerance": TOLERANCE, "roles": roles,
+        "matched": [r["matched"] for r in runs], "logged": [r["n"] for r in runs], "ess": [r["ess"] for r in runs],
+        "binomial_spread": float(np.sqrt(p * (1 - p) / np.mean([r["matched"] for r in runs]))),
+        "sends_needed": sends_needed(p, share), "projection": projection, "projection_repeats": PROJECTION_REPEATS,
+        "per_seed": [{k: r[k] for k in ("seed", "truth", "estimates", "matched", "n", "ess", "predicted_reply",
+                                        "observed_reply_rate", "seconds")} for r in runs],
+        "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
+        "load_average_after": round(os.getloadavg()[0], 2), "workers": workers,
+    }
+
+
+# ---------------------------------------------------------------- regret over weeks
+
+WEEKS = 8
+WEEKLY_PROSPECTS = 200
+REGRET_SEEDS = 2
+FIRST_ITERATIONS = 5
+WEEKLY_ITERATIONS = 5
+CHALLENGER_SHARE = 0.1
+MAX_CHALLENGERS = 3
+
+
+def _regret_seed(args: tuple) -> dict:
+    seed, weeks, prospects_n, first_iterations, weekly_iterations, share, max_challengers, held_out = args
+    _environment()
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+
+    team = SimulatedTeam(demo_graph())
+
+    async def go() -> dict:
+        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
+            async with service(Path(data_dir)) as api:
+                started = time.monotonic()
+                first = await learn(api.http, {"iterations": first_iterations, "rollouts_per_group": 4, "seed": seed,
+                                               "feedback_source": "outcomes"})
+                never = f"{first['run_id']}@{first_iterations}"
+                await _ok(await deploy_arms(api.http, never, [], share, require_evidence=True))
+                champion, challengers, line, out = never, [], never, []
+                for week in range(1, weeks + 1):
+                    week_started, week_seed = time.monotonic(), seed * 100 + week
+                    run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
+                                                 "seed": week_seed, "feedback_source": "outcomes", "init_from": line})
+                    line = f"{run['run_id']}@{weekly_iterations}"
+                    challengers = (challengers + [line])[-max_challengers:]
+                    deployed = await _ok(await deploy_arms(api.http, champion, challengers, share))
+                    look_alikes = team.look_alikes(prospects_n, seed=week_seed)
+                    batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
+                    assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
+                    sent = await send(api, team, look_alikes, gated, seed=week_seed)
+                    always = await by_policy(api.http, look_alikes, gated, line, seed=week_seed)
+                    kept = await by_policy(api.http, look_alikes, gated, never, seed=week_seed)
+                    entry = {"week": week, "champion": champion, "challengers": list(challengers), "new": line,
+                             "drawn": {p: sum(d["policy"] == p for d in gated) for p in [champion, *challengers]},
+                             "gated": float(np.sum(true_replies(team, look_alikes, gated))),
+                             "always": float(np.sum(true_replies(team, look_alikes, always))),
+                             "never": float(np.sum(true_replies(team, look_alikes, kept))), **sent}
+                    # the evidence: every deployed policy, from every mature send so far
+                    held = [la.prospect for la in team.look_alikes(held_out, seed=50_000 + week_seed)]
+                    result = await evaluate(api.http, [champion, *challengers], held)
+                    entry["evidence"] = {p["policy"]: {"matched": p["off_policy"]["matched"],
+                                                       "estimate": _interval(estimate_of(p))} for p in result["policies"]}
+                    entry["promoted"], entry["refused"] = None, []
+                    for candidate in promotion_order(result, champion, challengers):
+                        rest = [c for c in challengers if c != candidate] + [champion]  # the old champion can win it back
+                        answer = await deploy_arms(api.http, candidate, rest[-max_challengers:], share)
+                        if answer.status_code == 409:
+                            entry["refused"].append(candidate)
+                            continue
+                        await _ok(answer)
+                        entry["promoted"], champion, challengers = candidate, candidate, rest[-max_challengers:]
+                        break
+                    entry["seconds"] = round(time.monotonic() - week_started, 1)
+                    out.append(entry)
+                return {"seed": seed, "never": never, "weeks": out, "seconds": round(time.monotonic() - started, 1)}
+
+    return asyncio.run(go())
+
+
+def _summary(run: dict, prospects_n: int) -> dict:
+    """Totals per strategy, each policy's quality, and the stretches a worse policy stayed deployed."""
+    quality = {run["never"]: float(np.mean([w["never"] for w in run["weeks"]])) / prospects_n}
+    quality |= {w["new"]: w["always"] / prospects_n for w in run["weeks"]}
+    champions = [w["champion"] for w in run["weeks"]]
+    worse = worse_deployed(champions, quality)
+    # weeks in which a challenger deployed beside the champion was truly better (the evidence had not shown it yet)
+    waiting = [w["week"] for w in run["weeks"] if any(quality[c] > quality[w["champion"]] for c in w["challengers"])]
+    # promotions the gate refused (an estimate above the champion's, the intervals overlapping) of a truly worse policy
+    refused_worse = sum(quality[c] < quality[w["champion"]] for w in run["weeks"] for c in w["refused"])
+    by_challengers = sum(n for w in run["weeks"] for p, n in w["drawn"].items() if p != w["champion"])
+    return {"totals": {s: float(sum(w[s] for w in run["weeks"])) for s in ("gated", "always", "never")},
+            "refused_truly_worse": refused_worse,
+            "challenger_drafts_share": by_challengers / sum(sum(w["drawn"].values()) for w in run["weeks"]),
+            "quality": {p: round(q, 4) for p, q in quality.items()}, "champions": champions,
+            "promotions": [{"week": w["week"], "policy": w["promoted"]} for w in run["weeks"] if w["promoted"]],
+            "refused": sum(len(w["refused"]) for w in run["weeks"]), "worse_deployed": worse,
+            "longest_worse_weeks": max((s["weeks"] for s in worse), default=0), "better_challenger_waiting_weeks": waiting}
+
+
+def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
+                   first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
+                   share: float = CHALLENGER_SHARE, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
+                   workers: int = 2) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
+    started, load = time.monotonic(), os.getloadavg()[0]
+    with ProcessPoolExecutor(workers) as pool:
+        runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, share,
+                                             max_challengers, held_out) for s in range(seeds)]))
+    summaries = [_summary(r, prospects) for r in runs]
+    totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
+    return {
+        "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
+        "weekly_iterations": weekly_iterations, "share": share, "max_challengers": max_challengers, "held_out": held_out,
+        "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
+                                       for s in ("gated", "always", "never")},
+        "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
+        "longest_worse_weeks": max(m["longest_worse_weeks"] for m in summaries),
+        "promotions": sum(len(m["promotions"]) for m in summaries),
+        "week_seconds": float(np.mean([w["seconds"] for r in runs for w in r["weeks"]])),
+        "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
+        "load_average_after": round(os.getloadavg()[0], 2), "workers": workers,
+    }
+
+
+# ---------------------------------------------------------------- the section
+
+PARTS = ("ope", "regret")
+
+
+def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
+    """Each part in turn (`PROMOTION_PARTS=ope` runs one; the other keeps its previous figures), each with the date,
+    the machine and its load average as it began."""
+    parts = parts or tuple(p for p in os.environ.get("PROMOTION_PARTS", ",".join(PARTS)).split(",") if p)
+    if unknown := set(parts) - set(PARTS):
+        raise ValueError(f"unknown parts {sorted(unknown)}; any of {', '.join(PARTS)}")
+    result = dict(previous or {})
+    for part in parts:
+        print(f"   promotion: {part}", flush=True)
+        about = {"machine": _machine()}
+        result[part] = (measure_ope() if part == "ope" else measure_regret()) | about
+    return result

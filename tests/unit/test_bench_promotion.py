@@ -1,0 +1,65 @@
+"""The promotion benchmark's own arithmetic (bench/promotion.py), each against a case worked by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.promotion import accuracy, project, promotion_order, sends_needed, worse_deployed, written_by
+
+
+def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
+    estimates = [{"value": 0.20, "low": 0.15, "high": 0.25}, {"value": 0.25, "low": 0.21, "high": 0.29}, None]
+    found = accuracy(estimates, [0.22, 0.20, 0.30], tolerance=0.03)
+    # errors -0.02 (within) and +0.05 (not); the missing one is not within either
+    assert found["within"] == pytest.approx(1 / 3)
+    assert found["bias"] == pytest.approx(0.015)
+    assert found["spread"] == pytest.approx(math.sqrt(((-0.02 - 0.015) ** 2 + (0.05 - 0.015) ** 2) / 1))
+    assert found["rmse"] == pytest.approx(math.sqrt((0.02**2 + 0.05**2) / 2))
+    assert found["coverage"] == 0.5 and found["missing"] == 1  # 0.22 in [0.15, 0.25]; 0.20 not in [0.21, 0.29]
+    assert accuracy([None, None], [0.1, 0.2])["within"] == 0.0
+
+
+def test_sends_needed_is_the_binomial_noise_of_the_challengers_own_sends():
+    # z(0.8 two-sided) = 1.28155; (1.28155 / 0.03)^2 · 0.3 · 0.7 / 0.1 = 3832.4
+    assert sends_needed(0.3, 0.1) == 3833
+    assert sends_needed(0.3, 0.5) == math.ceil(3832.4 / 5)
+
+
+def test_written_by_takes_the_policys_own_drafts_and_the_others_in_prospect_order():
+    drafts = [{"policy": "a", "prospect": {"id": "p1"}}, {"policy": "b", "prospect": {"id": "p2"}},
+              {"policy": "a", "prospect": {"id": "p3"}}]
+    extra = [{"policy": "b", "prospect": {"id": "p1"}}, {"policy": "b", "prospect": {"id": "p3"}}]
+    assert [(d["policy"], d["prospect"]["id"]) for d in written_by(drafts, "b", extra)] == [("b", "p1"), ("b", "p2"), ("b", "p3")]
+    with pytest.raises(AssertionError):
+        written_by(drafts, "b", list(reversed(extra)))  # out of order
+    with pytest.raises(AssertionError):
+        written_by(drafts, "b", extra + [{"policy": "b", "prospect": {"id": "p4"}}])
+
+
+def _report(policy: str, dr: float | None, snips: float | None) -> dict:
+    interval = lambda v: None if v is None else {"value": v, "low": v - 0.1, "high": v + 0.1}  # noqa: E731
+    return {"policy": policy, "off_policy": {"dr": interval(dr), "snips": interval(snips)}}
+
+
+def test_promotion_order_reads_dr_else_snips_and_keeps_the_challengers_above_the_champion_best_first():
+    result = {"policies": [_report("champ", 0.20, 0.5), _report("x", None, 0.25), _report("y", 0.30, 0.1),
+                           _report("z", 0.15, 0.9), _report("w", None, None)]}
+    assert promotion_order(result, "champ", ["x", "y", "z", "w"]) == ["y", "x"]
+    assert promotion_order({"policies": [_report("champ", None, None), _report("x", 0.5, 0.5)]}, "champ", ["x"]) == []
+
+
+def test_worse_deployed_counts_the_weeks_a_policy_worse_than_the_one_it_replaced_stayed():
+    quality = {"A": 0.2, "B": 0.1, "C": 0.3}
+    assert worse_deployed(["A", "A", "B", "B", "C", "A"], quality) == [
+        {"policy": "B", "replaced": "A", "from_week": 3, "weeks": 2},
+        {"policy": "A", "replaced": "C", "from_week": 6, "weeks": 1}]
+    assert worse_deployed(["A", "C", "C"], quality) == []
+
+
+def test_the_projection_replays_the_logging_with_the_services_estimators():
+    champion, certain = np.zeros(50), np.ones(50)
+    # every challenger send is a reply, no champion send is: SNIPS is exactly 1, and DR with a direct method of 1
+    found = project(champion, certain, 1.0, 0.1, sends=200, repeats=20, seed=0)
+    assert found["snips"] == 1.0 and found["dr"] == 1.0 and 0 <= found["ips"] <= 1
+    assert project(champion, np.zeros(50), None, 0.1, sends=200, repeats=5, seed=0) == {"ips": 1.0, "snips": 1.0, "dr": 0.0}
