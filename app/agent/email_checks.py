@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from app.agent.text import article, sentences, terms, words
 
 IDEAL_WORDS = (70, 170)
+CONCISE_WORDS = 125  # a cold email a busy reader reads to the end: up to this many words, then less the longer it runs
+PLAIN_SENTENCE_WORDS = (20, 40)  # a sentence's mean length that reads easily, and one that no longer does
 _ASK = frozenset(terms("call chat meet meeting talk schedule book send share walk show demo worth open interested priority connect minutes time"))
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
@@ -32,6 +34,7 @@ _FINITE = frozenset(
     "is are was were has have had does do did can cannot can't won't don't doesn't isn't aren't wasn't weren't will "
     "would must should may might take takes took keep keeps kept grow grows grew fail fails slip slips drag drags eat "
     "eats lack lacks spend spends sit sits stay stays go goes went come comes came get gets got make makes made".split())
+_NUMBER = re.compile(r"[$€£]?\d[\d,.]*[%+]?")
 FACT_USE = 0.7  # the share of a fact sentence's content words a sentence of the email must carry to use it
 
 
@@ -134,6 +137,49 @@ def used_facts(parts: Parts, facts: list[str]) -> list[str]:
     """The fact sentences (of the cited nodes) that some sentence of the email carries."""
     found = [terms(s) for s in parts.content]
     return [fact for fact in facts if any(uses_fact(t, fact) for t in found)]
+
+
+def has_figure(text: str) -> bool:
+    """Whether a text states a quantity ("64%", "$410,000", "6 weeks", "10,000+ tables"): a number that is not part of
+    a name ("SOC 2", "Oracle 11g", the word before it capitalised) and not a year."""
+    for m in _NUMBER.finditer(text):
+        before = text[:m.start()].split()
+        if before and before[-1][:1].isupper() and not text[:m.start()].endswith(("$", "€", "£")):
+            continue
+        if re.fullmatch(r"(?:19|20)\d\d", m.group(0).rstrip(".,")):
+            continue
+        return True
+    return False
+
+
+def pain_answers(parts: Parts, pains: list[str], answers: list[str]) -> dict[str, tuple[float, bool]]:
+    """Per pain, how fully the email answers it and whether with a figure: the largest share of the pain's terms
+    (`speaks_to`'s count, capped at all of them) that an answer the email uses carries, and whether one of the used
+    answers that speak to it has a number in it. (0.0, False) for a pain no used answer speaks to."""
+    used = [(terms(a), has_figure(a)) for a in used_facts(parts, answers)]
+    found = {}
+    for pain in pains:
+        size = max(1, len(terms(pain)))
+        spoken = [(min(1.0, speaks_to(t, pain) / size), figure) for t, figure in used if speaks_to(t, pain)]
+        found[pain] = (max(c for c, _ in spoken), any(f for _, f in spoken)) if spoken else (0.0, False)
+    return found
+
+
+def concision(body: str) -> float:
+    """1 up to CONCISE_WORDS words (and from IDEAL_WORDS' low end), falling to 0 at twice as many; less below."""
+    n = words(body)
+    if n < IDEAL_WORDS[0]:
+        return n / IDEAL_WORDS[0]
+    return max(0.0, min(1.0, 2 - n / CONCISE_WORDS))
+
+
+def readability(parts: Parts) -> float:
+    """1 when the sentences average at most PLAIN_SENTENCE_WORDS[0] words, 0 at PLAIN_SENTENCE_WORDS[1] or more."""
+    if not parts.content:
+        return 0.0
+    mean = sum(words(s) for s in parts.content) / len(parts.content)
+    low, high = PLAIN_SENTENCE_WORDS
+    return max(0.0, min(1.0, (high - mean) / (high - low)))
 
 
 def answered_pains(parts: Parts, pains: list[str], facts: list[str]) -> list[str]:

@@ -214,16 +214,18 @@ def _take(item: _Item, sentence: _Sentence) -> None:
 
 
 def _choose(items: list[_Item], pains: list[str]) -> None:
-    """Each item's best sentence; then, for every pain a cited sentence speaks to and none chosen does yet, the
-    sentence that answers most of the pains still open."""
+    """Each item's best sentence; then, for every pain a cited answer (an offering's or a story's sentence: a problem's
+    describes the pain, it does not answer it) speaks to and none chosen does yet, the sentence that answers most of
+    the pains still open."""
     for item in items:
         _take(item, item.sentences[0])
-    covered = {p for item in items for s in item.chosen for p in s.pains}
+    answers = [item for item in items if item.kind != "problem"]
+    covered = {p for item in answers for s in item.chosen for p in s.pains}
     for pain in pains:
         if pain in covered:
             continue
         options = [(len(s.pains - covered), s.rank, -item.position, item, s)
-                   for item in items for s in item.sentences if pain in s.pains and s not in item.chosen]
+                   for item in answers for s in item.sentences if pain in s.pains and s not in item.chosen]
         if options:
             *_, item, best = max(options, key=lambda o: o[:3])
             _take(item, best)

@@ -11,30 +11,30 @@ import json
 import re
 
 from app.agent.email_checks import (
-    answered_pains, ask_kind, ask_problems, echoed_pains, filler, grammar_problems, names_seller,
-    personalization_score, read_parts, speaks_to, structure_score, used_facts,
+    ask_kind, ask_problems, concision, echoed_pains, filler, grammar_problems, names_seller, pain_answers,
+    personalization_score, read_parts, readability, speaks_to, used_facts,
 )
 from app.agent.text import sentences, terms
 from app.agent.transcript import SeenNode, Transcript, parse_transcript
 
 RUBRIC_WEIGHTS = {
-    "pains_answered": 0.25,  # each stated pain answered by a cited fact that speaks to it
+    "pains_answered": 0.20,  # how fully a cited answer (a product, a feature, a story…) speaks to each stated pain
     "ask": 0.15,  # one clear, grammatical question near the end, asking for what the goal wants
-    "proof": 0.10,  # a figure from a cited fact that speaks to a pain
+    "proof": 0.10,  # a figure behind each pain answered
     "citations_used": 0.10,  # every cited fact is used in the text and bears on the prospect
+    "length": 0.10,  # subject, greeting and sign-off; concise (70–125 words); sentences of 20 words or fewer on average
     "grounding": 0.05,  # every citation names a node the agent read
+    "efficiency": 0.05,  # few wasted turns: errors, drafts, reads that were not cited
     "seller": 0.05,  # the seller is named with what it does
     "no_echo": 0.05,  # no pain set as a heading or written out twice
     "grammar": 0.05,  # possessives, articles, doubled words, no product named bare at a sentence's start
     "no_filler": 0.05,  # no sentence that carries neither a fact nor a pain
     "personalization": 0.05,  # the name in the greeting, the company, the role or industry
-    "length": 0.05,  # 70–170 words, a subject, a greeting and a sign-off
-    "efficiency": 0.05,  # few wasted turns: errors, drafts, reads that were not cited
 }
 ASK_OFF_GOAL = 0.5  # what an ask is worth that asks for something other than the goal names (a call for a report)
 _CONTEXT_TYPE_WORDS = ("company", "persona", "industry", "segment", "overview")
-_OFFERING_EXCLUDED = ("company", "persona", "industry", "segment", "overview", "pain", "problem", "challenge", "case",
-                      "story", "customer", "testimonial", "reference")
+_PROBLEM_TYPE_WORDS = ("pain", "problem", "challenge")  # describe a pain: they show it is understood, not answered
+_OFFERING_EXCLUDED = (*_CONTEXT_TYPE_WORDS, *_PROBLEM_TYPE_WORDS, "case", "story", "customer", "testimonial", "reference")
 
 _CONTEXT = re.compile(r"<context>\n(.*?)\n</context>", re.S)
 _TRAJECTORY = re.compile(r'<trajectory id="([^"]+)">\n(.*?)\n</trajectory>', re.S)
@@ -51,6 +51,13 @@ def _product_names(node: SeenNode, seller: str) -> list[str]:
     return sorted((n for n in names if n), key=len, reverse=True)
 
 
+def _form(subject: str, body: str) -> float:
+    """A subject of 2–12 words, a greeting line, and a body of at least three lines (greeting, content, sign-off)."""
+    lines = [line.strip() for line in body.strip().splitlines() if line.strip()]
+    checks = [2 <= len(subject.split()) <= 12, bool(lines) and lines[0].endswith((",", "—", ":")), len(lines) >= 3]
+    return sum(checks) / len(checks)
+
+
 def grade(t: Transcript) -> tuple[float, dict[str, float]]:
     email = t.final_email
     if email is None:
@@ -60,6 +67,8 @@ def grade(t: Transcript) -> tuple[float, dict[str, float]]:
     seller, about = t.seller.get("name", ""), t.seller.get("about", "")
     cited = [t.nodes[c] for c in email.citations if c in t.nodes and t.nodes[c].read]
     facts = [s for n in cited for s in sentences(n.facts or "")]
+    answers = [s for n in cited if not any(w in n.type.lower() for w in (*_CONTEXT_TYPE_WORDS, *_PROBLEM_TYPE_WORDS))
+               for s in sentences(n.facts or "")]
     parts = read_parts(email.body)
     used = used_facts(parts, facts)
     body = email.body.lower()
@@ -74,7 +83,8 @@ def grade(t: Transcript) -> tuple[float, dict[str, float]]:
             return node.title.lower() in body  # context shapes the wording: the company, the role, the industry
         return any(fact in used for fact in sentences(node.facts or ""))
 
-    figures = [fact for fact in used if re.search(r"\d", fact)]
+    answered = pain_answers(parts, pains, answers)
+    answered_with = [figure for coverage, figure in answered.values() if coverage]
     ask = parts.ask
     goal_kind = ask_kind(t.goal)
     off_goal = ask is not None and goal_kind is not None and ask_kind(ask) != goal_kind
@@ -83,9 +93,9 @@ def grade(t: Transcript) -> tuple[float, dict[str, float]]:
     wasted = t.tool_errors + t.proposals + len([n for n in t.read_nodes if n.id not in email.citations])
     content = [s for s in parts.content if s not in parts.closing]
     parts_scores = {
-        "pains_answered": len(answered_pains(parts, pains, facts)) / len(pains) if pains else 1.0,
+        "pains_answered": sum(coverage for coverage, _ in answered.values()) / len(pains) if pains else 1.0,
         "ask": 0.0 if ask is None else 0.5 ** min(2, len(ask_problems(parts))) * (ASK_OFF_GOAL if off_goal else 1.0),
-        "proof": 1.0 if any(any(speaks_to(terms(f), p) for p in pains) for f in figures) else 0.5 if figures else 0.0,
+        "proof": sum(answered_with) / len(answered_with) if answered_with else 0.0,
         "citations_used": (sum(node_used(n) * (1.0 if bears(n) else 0.5) for n in cited) / len(email.citations)
                            if email.citations else 0.0),
         "grounding": len(cited) / len(email.citations) if email.citations else 0.0,
@@ -94,7 +104,7 @@ def grade(t: Transcript) -> tuple[float, dict[str, float]]:
         "grammar": max(0.0, 1.0 - len(grammar) / 4),
         "no_filler": 1.0 - len(filler(parts, pains, facts, seller)) / len(content) if content else 0.0,
         "personalization": personalization_score(email.subject, email.body, prospect),
-        "length": structure_score(email.subject, email.body),
+        "length": (_form(email.subject, email.body) + concision(email.body) + readability(parts)) / 3,
         "efficiency": max(0.0, 1.0 - wasted / max(1, t.turns)),
     }
     return sum(RUBRIC_WEIGHTS[k] * v for k, v in parts_scores.items()), parts_scores
