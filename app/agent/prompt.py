@@ -34,9 +34,11 @@ def seller_summary(graph: KnowledgeGraph) -> dict | None:
 
 def initial_messages(
     graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int,
-    context: ScenarioContext | None = None,
+    context: ScenarioContext | None = None, shown: Mapping[str, float] | None = None,
 ) -> list[dict]:
-    """The system and user messages; `context` is what in-context learning distilled for this scenario."""
+    """The system and user messages; `context` is what in-context learning distilled for this scenario; `shown` the
+    scores the prompt lists when exploration changes them (which nodes worked before still follows `scores`)."""
+    shown = scores if shown is None else shown
     seller = seller_summary(graph)
     system = (
         f"You write one personalised B2B sales email{' for ' + seller['name'] if seller else ''}, grounded in facts "
@@ -45,14 +47,14 @@ def initial_messages(
         "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
         f"Turn budget: {max_turns} tool calls."
     )
-    start_nodes = [node_summary(graph, scores, node_id) for node_id in scenario.seed_nodes]
+    start_nodes = [node_summary(graph, shown, node_id) for node_id in scenario.seed_nodes]
     user = (
         f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
         f"Goal: {scenario.goal}\n"
         + (f"<seller>{json.dumps(seller)}</seller>\n" if seller else "")
         +         f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
     )
-    proven = [node_summary(graph, scores, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
+    proven = [node_summary(graph, shown, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
     if proven:
         user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
     exemplar = context.exemplar if context else None

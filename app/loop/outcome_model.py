@@ -87,6 +87,14 @@ class TraitRegression:
         posterior, prior = self._logit_variances(features)
         return max(0.0, 1 - posterior / prior)
 
+    def trait_posterior(self, trait: str) -> tuple[float, float]:
+        """(mean, standard deviation) of one trait's weight: the Laplace posterior's, or the prior's for a trait
+        never sent."""
+        if trait not in self.weights:
+            return 0.0, math.sqrt(self.prior_variance)
+        i = list(self.weights).index(trait) + 1
+        return self.weights[trait], math.sqrt(float(self.covariance[i, i]))
+
     def draw(self, features: list[str], rng: np.random.Generator) -> float:
         """A probability as plausible as the posterior says: its log-odds drawn from the Laplace posterior."""
         mean = self.intercept + sum(self.weights.get(trait, 0.0) for trait in features)
@@ -166,6 +174,16 @@ class OutcomeModel:
         k = self.prior_strength
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
                                  delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
+
+    def trait_draws(self, traits: list[str], rng: np.random.Generator) -> np.ndarray:
+        """Each trait's weight on the reply log-odds, drawn from its posterior (Thompson sampling): near its mean for a
+        trait the sends pinned down, as wide as the prior for one never sent. With no sends at all the prior is
+        centred on a rate of one half (Beta(1, 1)), as `TraitRegression.fit` centres it."""
+        if self.replies is None:
+            sd = 1 / math.sqrt(self.prior_strength * 0.25)
+            return rng.normal(0.0, sd, len(traits))
+        posterior = np.array([self.replies.trait_posterior(trait) for trait in traits]).reshape(-1, 2)
+        return rng.normal(posterior[:, 0], posterior[:, 1])
 
     def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:
         """Rates drawn from the model's posterior (Thompson sampling), at full confidence: an email sent before draws
