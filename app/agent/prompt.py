@@ -34,10 +34,11 @@ def seller_summary(graph: KnowledgeGraph) -> dict | None:
 
 def initial_messages(
     graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int,
-    context: ScenarioContext | None = None, shown: Mapping[str, float] | None = None,
+    context: ScenarioContext | None = None, shown: Mapping[str, float] | None = None, focus: str | None = None,
 ) -> list[dict]:
-    """The system and user messages; `context` is what in-context learning distilled for this scenario; `shown` the
-    scores the prompt lists when exploration changes them (which nodes worked before still follows `scores`)."""
+    """The system and user messages; `context` is what in-context learning distilled for this scenario. Exploring,
+    `shown` are the scores the prompt lists and `focus` a node listed among the start nodes (which nodes worked
+    before still follows `scores`)."""
     shown = scores if shown is None else shown
     seller = seller_summary(graph)
     system = (
@@ -47,7 +48,8 @@ def initial_messages(
         "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
         f"Turn budget: {max_turns} tool calls."
     )
-    start_nodes = [node_summary(graph, shown, node_id) for node_id in scenario.seed_nodes]
+    starts = [*scenario.seed_nodes, *([focus] if focus and focus not in scenario.seed_nodes else [])]
+    start_nodes = [node_summary(graph, shown, node_id) for node_id in starts]
     user = (
         f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
         f"Goal: {scenario.goal}\n"

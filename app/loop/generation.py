@@ -110,16 +110,18 @@ async def generate(
 
     async def one(scenario: Scenario, index: int) -> EmailTrajectory:
         seed = rollout_seed(config.seed, iteration, scenario.id, index)
-        shown = None if exploration is None else exploration.shown_scores(scores[scenario.id], (seed, EXPLORATION_STREAM))
+        shown, focus = (None, None) if exploration is None else exploration.shown_scores(
+            scenario, scores[scenario.id], (seed, EXPLORATION_STREAM))
         async with limit:
             trajectory = await rollout(
                 policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
                 seed=seed, logprobs=policy.logprobs, rollout_index=index,
                 context=(contexts or {}).get(scenario.id), max_tokens=config.max_tokens_per_turn, shown_scores=shown,
+                focus=focus,
             )
         if exploration is not None and trajectory.email is not None:
             explored = exploration.unsent(trajectory.email.citations)
-            trajectory.metadata["explored_citations"] = ",".join(explored)
+            trajectory.metadata |= {"explore_focus": focus, "explored_citations": ",".join(explored)}
             trajectory.metrics["explored_citations"] = float(len(explored))
         return trajectory
 

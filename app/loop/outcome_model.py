@@ -56,7 +56,9 @@ NEWTON_STEPS = 50
 
 
 def _sigmoid(x: float) -> float:
-    return 1 / (1 + math.exp(-x))
+    """Without overflow for any log-odds: a posterior draw for a trait of a population that never replied can be far
+    out (its prior is wide where the rate is near 0)."""
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ class OutcomeModel:
                                      FeedbackSource.PREDICTED)
         delivered, opens, replies = sent
         k = self.prior_strength
-        p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
+        # a prediction that rounds to 0 or 1 (a population that never replied) would leave Beta a parameter of 0
+        p_open, p_reply = (min(1 - 1e-9, max(1e-9, r.probability(features))) for r in (self.opens, self.replies))
         return Estimate.of_rates(float(rng.beta(opens + k * p_open, delivered - opens + k * (1 - p_open))),
                                  float(rng.beta(replies + k * p_reply, delivered - replies + k * (1 - p_reply))), 1.0,
                                  FeedbackSource.OBSERVED)

@@ -62,11 +62,15 @@ async def rollout(
     context: ScenarioContext | None = None,
     max_tokens: int = 1024,
     shown_scores: Mapping[str, float] | None = None,
+    focus: str | None = None,
 ) -> EmailTrajectory:
-    """`shown_scores`: the KG scores the agent is shown, when exploration changes them (`app.loop.exploration`)."""
+    """Exploring (`app.loop.exploration`): `shown_scores` are the KG scores the agent is shown, and `focus` a node
+    its prompt lists among the start nodes."""
     tools = AgentTools(graph, scenario, scores if shown_scores is None else shown_scores)
+    if focus:
+        tools.seen[focus] = None
     trajectory = EmailTrajectory(
-        messages_and_choices=initial_messages(graph, scenario, scores, max_turns, context, shown_scores),
+        messages_and_choices=initial_messages(graph, scenario, scores, max_turns, context, shown_scores, focus),
         tools=TOOLS,
         scenario_id=scenario.id,
         rollout=rollout_index,

@@ -214,7 +214,7 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
             policy = policy.at(sampled_step)
     feedback = await _feedback(run, config, graph)
     scorer = Scorer(executor.judge_named(config.judge), feedback, config, iteration)
-    exploration = (Exploration(feedback.model, tuple(graph.nodes), config.exploration)
+    exploration = (Exploration(feedback.model, graph, config.exploration)
                    if isinstance(feedback, OutcomeFeedback) and config.exploration > 0 else None)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],

@@ -130,7 +130,7 @@ def node_features(node: SeenNode, view: ProspectView) -> np.ndarray:
     pains, role, industry = view.relevance(node)
     x = np.zeros(NODE_DIM)
     x[:NODE_BASE] = (1.0, math.log(max(node.score, 1e-3)), pains, role, industry, node.read, node.seed, node.browsed,
-                     node.exemplar, math.log(node.score) if node.proven else 0.0)
+                     node.exemplar, math.log(max(node.score, 1e-3)) if node.proven else 0.0)
     x[NODE_BASE + _bucket(node.type, TYPE_BUCKETS)] = 1.0
     x[NODE_BASE + TYPE_BUCKETS + _bucket(node.id, ID_BUCKETS)] = 1.0
     return x
