@@ -15,7 +15,8 @@ os.environ["WEAVE_DISABLED"] = "true"
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model")
+SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
+            "emails")
 
 
 def machine() -> dict:
@@ -46,6 +47,10 @@ def run(section: str, workdir: Path):
         result = outcomes.measure(workdir / "outcomes")
         outcomes.plot(result["learning"], HERE / "outcomes.png")
         return result
+    if section == "emails":
+        from bench import emails
+
+        return emails.measure()
     if section == "real_model":
         from bench import real_model
 
@@ -87,6 +92,7 @@ def main() -> None:
             (workdir / sub).mkdir()
         for section in sections:
             print(f"== {section}", flush=True)
+            results.setdefault("machines", {})[section] = machine()  # when and where this section was measured
             results[section] = run(section, workdir)
             path.write_text(json.dumps(results, indent=2))
     from bench.report import write

@@ -214,8 +214,9 @@ def off_pain_fact(scenario_id: str = TARGET) -> str:
 
 OFF_PAIN_VARIANTS = {
     "judge_only": {"feedback_source": "none"},
-    "outcomes": {"feedback_source": "simulated"},
-    "outcomes_without_exploration": {"feedback_source": "simulated", "exploration": 0.0},
+    "outcomes_published": {"feedback_source": "simulated"},
+    "outcomes_ab": {"feedback_source": "simulated", "simulated_ab": True},
+    "outcomes_ab_without_exploration": {"feedback_source": "simulated", "simulated_ab": True, "exploration": 0.0},
 }
 OFF_PAIN_REPLY = 0.5  # P(reply | open) of an email that cites the fact; every other email gets none
 

@@ -1,7 +1,7 @@
 """Exploration that lets outcomes teach: a fact that neither the judge nor the graph favours, but that real replies
 would reward, must get tried, or the replies never come.
 
-Where a run learns from what is sent (`outcomes`, `simulated`), each rollout draws, for every node within its reach
+Where a run learns from what is sent (`outcomes`, `simulated`), once something was sent, each rollout draws, for every node within its reach
 (its start nodes, their neighbours and the nodes listed as having worked before), what citing that node adds to the
 reply log-odds from the outcome model's posterior (`OutcomeModel.trait_draws`), and acts on the node whose draw is
 highest, as Thompson sampling acts on the arm its sample rates best: that node, the focus, is listed among the
@@ -60,5 +60,4 @@ class Exploration:
 
     def unsent(self, citations: list[str]) -> list[str]:
         """The cited nodes that no sent email had cited: what this email, once sent, will teach the outcome model."""
-        known = set(self.model.replies.weights) if self.model.replies is not None else set()
-        return [node for node in citations if f"{CITES}{node}" not in known]
+        return [node for node in citations if f"{CITES}{node}" not in self.model.replies.weights]

@@ -179,11 +179,7 @@ class OutcomeModel:
 
     def trait_draws(self, traits: list[str], rng: np.random.Generator) -> np.ndarray:
         """Each trait's weight on the reply log-odds, drawn from its posterior (Thompson sampling): near its mean for a
-        trait the sends pinned down, as wide as the prior for one never sent. With no sends at all the prior is
-        centred on a rate of one half (Beta(1, 1)), as `TraitRegression.fit` centres it."""
-        if self.replies is None:
-            sd = 1 / math.sqrt(self.prior_strength * 0.25)
-            return rng.normal(0.0, sd, len(traits))
+        trait the sends pinned down, as wide as the prior for one never sent. Only for a model fitted on sends."""
         posterior = np.array([self.replies.trait_posterior(trait) for trait in traits]).reshape(-1, 2)
         return rng.normal(posterior[:, 0], posterior[:, 1])
 

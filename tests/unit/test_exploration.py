@@ -22,12 +22,6 @@ def sent(features, delivered, replies, content) -> SentEmail:
     return SentEmail(features=features, content_hash=content, delivered=delivered, opens=delivered // 2, replies=replies)
 
 
-def test_with_no_sends_every_node_draws_from_the_prior_at_a_rate_of_one_half():
-    draws = OutcomeModel.fit([], K).trait_draws(["cites:a"] * 20000, np.random.default_rng(0))
-    assert draws.mean() == pytest.approx(0.0, abs=0.02)
-    assert draws.std() == pytest.approx(1 / math.sqrt(K * 0.25), rel=0.02)  # prior precision K · p(1 − p), p = 1/2
-
-
 def test_a_node_the_sends_pinned_down_draws_near_what_they_showed_and_an_unsent_one_as_wide_as_the_prior():
     model = OutcomeModel.fit([sent(["cites:good", "tone:formal"], 400, 120, "a"), sent(["cites:poor", "tone:formal"], 400, 4, "b")], K)
     rng = np.random.default_rng(1)
