@@ -113,6 +113,8 @@ def test_rule_the_seller_is_named_with_what_it_does(emails):
     assert Seller("Acme", "Acme builds payroll software for schools, in 12 countries.").clause() == \
         "Acme, which builds payroll software for schools"
     assert Seller("Acme", "Founded in 2015, Acme builds payroll software.").clause() == "Acme"
+    assert Seller("Acme", "Acme builds payroll software for shops, schools and clinics.").clause() == \
+        "Acme, which builds payroll software for shops, schools and clinics"
     about = "Ledgerly is a payables automation company founded in 2019."
     assert names_seller(read_parts(BREAKS), "Ledgerly", about) == 0.0
     assert names_seller(read_parts("Hi Sam,\n\nI work at Ledgerly.\n\nBest,\nAlex"), "Ledgerly", about) == 0.5

@@ -57,6 +57,9 @@ _GOAL_ASKER = re.compile(
 _GOAL_VERB = re.compile(
     r"^(?:book|schedule|arrange|set\s+up|secure|organi[sz]e|land|propose|offer|hold|run|plan)\s+(?P<rest>.+)$", re.I
 )
+# A comma that ends the seller's clause: one not followed by the rest of a list (words, then "and" or "or", to the end)
+# unless what follows opens a phrase of its own ("…, with offices in Paris and Oslo").
+_CLAUSE_END = re.compile(r",(?!\s+(?!(?:with|in|for|from|by|at|on|which|who|where|including|across)\b)[^,]*\b(?:and|or)\b[^,]*$)")
 _NOUN_PHRASE = re.compile(r"^(?:a|an|the|one|two|three|\d)\b", re.I)
 _TOPIC = re.compile(r"\s(?P<prep>about|on|of|regarding|around|covering|for)\s+(?P<topic>.+)$", re.I)
 _PURPOSE = re.compile(r"\sto\s+(?P<vp>.+)$", re.I)
@@ -110,7 +113,9 @@ class Seller:
         name alone when its description does not open with it."""
         text = self.about.strip().rstrip(".")
         rest = next((text[len(b):].strip() for b in self.brands if text.startswith(b + " ")), "")
-        rest = re.split(r",|;|\s(?:founded|headquartered|based|established|incorporated|since)\b", rest, maxsplit=1)[0].strip()
+        rest = re.split(r";|\s(?:founded|headquartered|based|established|incorporated|since)\b", rest, maxsplit=1)[0]
+        # a comma ends the clause, unless it lists ("for trucking, delivery and construction fleets")
+        rest = re.split(_CLAUSE_END, rest, maxsplit=1)[0].strip()
         if m := re.match(r"(?:is|was)\s+((?:a|an|the)\s.+)$", rest):
             return f"{self.name}, {m.group(1)}"
         if rest and rest.split()[0].endswith("s") and not rest.split()[0].endswith("ss") and len(rest.split()) > 1:
