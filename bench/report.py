@@ -251,8 +251,10 @@ def outcomes_section(oc: dict) -> list[str]:
         "## 5. Outcomes",
         "",
         f"Learning from outcomes on the demo's target scenario, {len(lr['seeds'])} seeds × {lr['iterations']} iterations "
-        f"({lr['seconds']:.0f} s). True reply probability of the published emails (the simulator's, read only here), "
-        "mean of iterations 16–20:",
+        f"({lr['seconds']:.0f} s{', load average ' + str(oc['load_average_before']) + ' before' if 'load_average_before' in oc else ''}), "
+        + ("with exploration (the run field `exploration`, 1.0) and the salesperson's judge and composer (issue 40). "
+           if "off_pain" in oc else "")
+        + "True reply probability of the published emails (the simulator's, read only here), mean of iterations 16–20:",
         "",
         "| variant | true reply probability | per seed | judge score |",
         "|---|---|---|---|",
@@ -288,7 +290,7 @@ def off_pain_lines(op: dict | None) -> list[str]:
     if not op:
         return []
     late, published = op["late_share"], op["published_citing"]
-    rises = late["outcomes_ab"] >= late["judge_only"] + 0.2 and late["outcomes_published"] > late["judge_only"]
+    base = late["judge_only"]
     return [
         f"**An off-pain fact that only replies reward.** Only emails citing `{op['fact']}` get replies (P(reply | open) "
         f"0.5, every other email none); it is one hop from the target's start nodes and speaks to none of the "
@@ -301,8 +303,15 @@ def off_pain_lines(op: dict | None) -> list[str]:
         *[f"| {v.replace('_', ' ')} | {late[v]:.0%} | {', '.join(f'{x:.2f}' for x in op['late_share_per_seed'][v])} | "
           f"{published[v]:.0%} |" for v in late],
         "",
-        f"- The fact's share of late rollouts rises well above the same run without outcomes (A/B ≥ judge only + 20 "
-        f"points, published only above judge only): {_ok(rises)}.",
+        "- The fact's share of late rollouts rises well above the same run without outcomes (taken as 20 points or more "
+        f"above judge only): with A/B sends {late['outcomes_ab']:.0%} against {base:.0%}, "
+        f"{_ok(late['outcomes_ab'] >= base + 0.2)}; with the published email only {late['outcomes_published']:.0%}, "
+        f"{_ok(late['outcomes_published'] >= base + 0.2)}; with A/B sends but no exploration "
+        f"{late['outcomes_ab_without_exploration']:.0%}.",
+        "- Why published only falls short: only one email an iteration is sent, so a rollout must both try the fact and "
+        f"be the candidate the outcome model's draw sends; that happened in {published['outcomes_published']:.0%} of the "
+        "published emails, too rarely for replies to teach it within 20 iterations. Exploration is what makes A/B sends "
+        "teach it: without it no rollout tries the fact once the judge has steered the policy away.",
         "",
     ]
 
