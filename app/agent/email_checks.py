@@ -182,12 +182,6 @@ def readability(parts: Parts) -> float:
     return max(0.0, min(1.0, (high - mean) / (high - low)))
 
 
-def answered_pains(parts: Parts, pains: list[str], facts: list[str]) -> list[str]:
-    """The pains that a fact the email uses speaks to: answered by a fact, not by repeating the pain."""
-    used = [terms(fact) for fact in used_facts(parts, facts)]
-    return [pain for pain in pains if any(speaks_to(t, pain) for t in used)]
-
-
 def echoed_pains(parts: Parts, pains: list[str], facts: list[str] = ()) -> list[str]:
     """Pains echoed rather than referred to: set as a heading (a sentence that opens, after at most three words, with
     the pain and a colon or dash: "Regarding slow audits: …") or written out word for word more than once outside

@@ -45,6 +45,8 @@ def first_sentence(text: str) -> str:
 def article(phrase: str) -> str:
     """ "a" or "an" for a phrase, by how its first word sounds ("an SVP", "a VP", "an hour", "a user")."""
     first = phrase.split()[0] if phrase.split() else ""
+    if first[:1].isdigit():  # "an 8-week", "an 11-minute", "an 18-month", but "a 30-minute"
+        return "an" if re.match(r"8|1[18](?!\d)", first) else "a"
     letters = re.sub(r"[^A-Za-z]", "", first)
     if not letters:
         return "a"

@@ -10,14 +10,14 @@ import pytest
 
 from app.agent import email_checks
 from app.agent.email_checks import (
-    answered_pains, ask_problems, echoed_pains, filler, grammar_problems, is_clause, names_seller, read_parts,
+    ask_problems, echoed_pains, filler, grammar_problems, is_clause, names_seller, pain_answers, read_parts,
     speaks_to, used_facts,
 )
 from app.agent.prompt import initial_messages, seller_summary
-from app.agent.text import possessive, sentences, terms, words
+from app.agent.text import article, possessive, sentences, terms, words
 from app.agent.transcript import SeenNode, parse_transcript
 from app.backends.embedded import composer, judge, policy
-from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, article, compose, is_context
+from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, compose, is_context
 from app.knowledge_graph.service import demo_graph
 from app.loop.feedback import perceived_cta, perceived_length, perceived_tone
 
@@ -73,6 +73,11 @@ def emails():
 
 def _facts(cited: list[SeenNode]) -> list[str]:
     return [s for n in cited for s in sentences(n.facts or "")]
+
+
+def answered_pains(parts, pains: list[str], facts: list[str]) -> list[str]:
+    """The pains that a fact the email uses speaks to (the judge's `pains_answered`, above nothing)."""
+    return [pain for pain, (coverage, _) in pain_answers(parts, pains, facts).items() if coverage]
 
 
 def _offering_names(cited: list[SeenNode]) -> list[str]:
@@ -159,6 +164,7 @@ def test_rule_possessives_and_articles(emails):
     assert grammar_problems(["We sent a audit report and an call summary."]) == ["'a audit'", "'an call'"]
     assert grammar_problems(read_parts(KEEPS).content) == []
     assert (possessive("Hydraulics"), possessive("Acme"), article("SVP"), article("hour")) == ("Hydraulics'", "Acme's", "an", "an")
+    assert [article(n) for n in ("8-week", "11-minute", "18-month", "30-minute", "1-hour")] == ["an", "an", "an", "a", "a"]
     for *_, subject, body in emails:
         assert grammar_problems(read_parts(body).content) == [], body
     prospect = {"name": "Sam Lee", "role": "CFO", "company": "Brant Hydraulics", "industry": "manufacturing",
@@ -354,6 +360,7 @@ def test_goal_forms():
     assert ask("meeting", "Book a 30-minute discovery call about alert noise.") == \
         "Would you be open to a 30-minute discovery call about alert noise?"
     assert ask("meeting", "Book a 45-minute briefing on reporting.") == "Would you be open to a 45-minute call on reporting?"
+    assert ask("meeting", "Book an 80-minute briefing on reporting.") == "Would you be open to an 80-minute call on reporting?"
     assert ask("meeting", "Book a 25-minute walkthrough of automated accruals.") == \
         "Would you be open to a 25-minute call about automated accruals?"
     assert ask("meeting", "Arrange a conversation about a pilot.") == "Would you be open to a short call about a pilot?"

@@ -422,7 +422,8 @@ def _ask(cta: str, g: _Goal, company: str) -> str:
         elif _cues(g.phrase, _CALL_CUES):
             ask = f"Would you be open to {g.phrase}?"
         elif g.topic:
-            ask = f"Would you be open to a {g.duration or 'short'} call {prep} {g.topic}?"
+            length = g.duration or "short"
+            ask = f"Would you be open to {article(length)} {length} call {prep} {g.topic}?"
         else:
             ask = f"Would you be open to a short call to set up {g.phrase}?"
         return ask if _cues(ask, _CALL_CUES) else f"The next step I would suggest: {g.phrase}. Would you be open to a short call?"
