@@ -16,7 +16,7 @@ import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
 SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
-            "drafts", "promotion")
+            "drafts", "promotion", "emails")
 
 
 def machine() -> dict:
@@ -55,6 +55,10 @@ def run(section: str, workdir: Path, previous=None):
         from bench import promotion
 
         return promotion.measure(previous)
+    if section == "emails":
+        from bench import emails
+
+        return emails.measure()
     if section == "real_model":
         from bench import real_model
 
@@ -96,6 +100,7 @@ def main() -> None:
             (workdir / sub).mkdir()
         for section in sections:
             print(f"== {section}", flush=True)
+            results.setdefault("machines", {})[section] = machine()  # when and where this section was measured
             results[section] = run(section, workdir, results.get(section))
             path.write_text(json.dumps(results, indent=2))
     from bench.report import write

@@ -196,5 +196,79 @@ def measure_ingestion(workdir: Path, batches: int = 20, per_batch: int = 1000, r
         database.drop()
 
 
+def off_pain_fact(scenario_id: str = TARGET) -> str:
+    """The fact the off-pain case rewards: the first node (by id) one hop from the target's start nodes that is not
+    context and none of whose sentences speaks to any of the prospect's pains; neither the judge nor the graph
+    favours it."""
+    from app.agent.email_checks import speaks_to
+    from app.agent.text import sentences, terms
+    from app.backends.embedded.composer import is_context
+    from app.knowledge_graph.service import demo_graph
+
+    graph = demo_graph()
+    scenario = graph.scenarios[scenario_id]
+    near = sorted({n.id for seed in scenario.seed_nodes for n in graph.neighbors(seed)} - set(scenario.seed_nodes))
+    return next(node for node in near if not is_context(graph.nodes[node].type) and not any(
+        speaks_to(terms(s), pain) for s in sentences(graph.nodes[node].text) for pain in scenario.prospect.pains))
+
+
+OFF_PAIN_VARIANTS = {
+    "judge_only": {"feedback_source": "none"},
+    "outcomes_published": {"feedback_source": "simulated"},
+    "outcomes_ab": {"feedback_source": "simulated", "simulated_ab": True},
+    "outcomes_ab_without_exploration": {"feedback_source": "simulated", "simulated_ab": True, "exploration": 0.0},
+}
+OFF_PAIN_REPLY = 0.5  # P(reply | open) of an email that cites the fact; every other email gets none
+
+
+def _off_pain_curve(args: tuple[str, int, int, str]) -> dict:
+    """One run in which only emails citing `fact` get replies (the simulated provider's reply probability is replaced
+    in this worker process); the share of the target's rollouts that cite it, per iteration."""
+    variant, seed, iterations, fact = args
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ["WEAVE_DISABLED"] = "true"
+    import app  # noqa: F401
+    from app.outcomes import simulated
+    from app.runs.schemas import LearnLoopRequest
+
+    hidden = simulated.reply_probabilities
+
+    def only_the_fact_gets_replies(email, prospect, preferences):
+        p_open, _ = hidden(email, prospect, preferences)
+        return p_open, OFF_PAIN_REPLY if fact in email.citations else 0.0
+
+    simulated.reply_probabilities = only_the_fact_gets_replies
+    request = LearnLoopRequest(iterations=iterations, rollouts_per_group=4, seed=seed, scenario_ids=[TARGET],
+                               **OFF_PAIN_VARIANTS[variant])
+    finished, records = asyncio.run(run_in_process(request, details=True))
+    assert finished["status"] == "succeeded", finished
+    share = [float(np.mean([bool(t["email"]) and fact in t["email"]["citations"] for t in r["trajectories"]]))
+             for r in records[1:]]
+    return {"variant": variant, "seed": seed, "share": share,
+            "published": [bool(r["email"]) and fact in r["email"]["citations"] for r in records]}
+
+
+def measure_off_pain(seeds=tuple(range(10)), iterations: int = 20) -> dict:
+    """Only emails citing one off-pain fact get replies: that fact's share of late rollouts with outcomes (exploring,
+    and not) against the same runs without outcomes."""
+    fact = off_pain_fact()
+    jobs = [(variant, seed, iterations, fact) for variant in OFF_PAIN_VARIANTS for seed in seeds]
+    started = time.monotonic()
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        runs = list(pool.map(_off_pain_curve, jobs))
+    late = {v: float(np.mean([np.mean(r["share"][LATE]) for r in runs if r["variant"] == v])) for v in OFF_PAIN_VARIANTS}
+    return {
+        "fact": fact, "seeds": list(seeds), "iterations": iterations, "seconds": round(time.monotonic() - started, 1),
+        "late_share": late,
+        "late_share_per_seed": {v: [round(float(np.mean(r["share"][LATE])), 3) for r in runs if r["variant"] == v]
+                                for v in OFF_PAIN_VARIANTS},
+        "published_citing": {v: float(np.mean([np.mean(r["published"][1:]) for r in runs if r["variant"] == v]))
+                             for v in OFF_PAIN_VARIANTS},
+        "curves": {v: np.mean([r["share"] for r in runs if r["variant"] == v], axis=0).round(3).tolist() for v in OFF_PAIN_VARIANTS},
+    }
+
+
 def measure(workdir: Path) -> dict:
-    return {"ingestion": measure_ingestion(workdir), "learning": measure_learning()}
+    load = os.getloadavg()[0]
+    return {"ingestion": measure_ingestion(workdir), "learning": measure_learning(), "off_pain": measure_off_pain(),
+            "load_average_before": round(load, 2)}

@@ -145,7 +145,7 @@ def write(results: dict, path: Path) -> None:
             "",
         ]
     if oc := results.get("outcomes"):
-        lines += outcomes_section(oc)
+        lines += outcomes_section(oc, results.get("machines", {}).get("outcomes"))
     if rd := results.get("reads"):
         before = path.parent / "reads_before.json"
         lines += reads_section(rd, json.loads(before.read_text()) if before.exists() else None)
@@ -161,6 +161,8 @@ def write(results: dict, path: Path) -> None:
         lines += drafts_section(dr)
     if pr := results.get("promotion"):
         lines += promotion_section(pr)
+    if em := results.get("emails"):
+        lines += emails_section(em, results.get("machines", {}).get("emails"))
     path.write_text("\n".join(lines))
 
 
@@ -239,7 +241,7 @@ def learning_section(lr: dict) -> list[str]:
     return lines
 
 
-def outcomes_section(oc: dict) -> list[str]:
+def outcomes_section(oc: dict, machine: dict | None = None) -> list[str]:
     lr, ing = oc["learning"], oc["ingestion"]
     late, judge = lr["late_true_reply"], lr["late_judge"]
     per_seed = lr.get("late_true_reply_per_seed", {})
@@ -252,9 +254,12 @@ def outcomes_section(oc: dict) -> list[str]:
     return [
         "## 5. Outcomes",
         "",
-        f"Learning from outcomes on the demo's target scenario, {len(lr['seeds'])} seeds × {lr['iterations']} iterations "
-        f"({lr['seconds']:.0f} s). True reply probability of the published emails (the simulator's, read only here), "
-        "mean of iterations 16–20:",
+        (f"Measured {machine['date']} on {machine['cores']} cores, {machine['memory_gib']} GiB. " if machine else "")
+        + f"Learning from outcomes on the demo's target scenario, {len(lr['seeds'])} seeds × {lr['iterations']} iterations "
+        f"({lr['seconds']:.0f} s{', load average ' + str(oc['load_average_before']) + ' before' if 'load_average_before' in oc else ''}), "
+        + ("with exploration (the run field `exploration`, 1.0) and the salesperson's judge and composer (issue 40). "
+           if "off_pain" in oc else "")
+        + "True reply probability of the published emails (the simulator's, read only here), mean of iterations 16–20:",
         "",
         "| variant | true reply probability | per seed | judge score |",
         "|---|---|---|---|",
@@ -275,11 +280,43 @@ def outcomes_section(oc: dict) -> list[str]:
         "- No variant more than 0.02 below judge only on the judge's own score: "
         + "; ".join(f"{v.replace('_', ' ')} {-d:+.3f}" for v, d in drop.items()) + f", {_ok(max(drop.values()) <= 0.02)}.",
         "",
+        *off_pain_lines(oc.get("off_pain")),
         f"Ingestion: {ing['events']:,} SendGrid events in signed batches of {ing['batch']:,}, all at once, into PostgreSQL "
         f"through a live server: {ing['seconds']} s, **{ing['events_per_s']:,} events/s** "
         f"({_ok(ing['events_per_s'] >= 2000)} ≥ 2,000), {ing['accepted']:,} accepted. The same batches replayed "
         f"{ing['replayed'] // ing['events']}× concurrently: {ing['replay_accepted']} accepted, {ing['replay_duplicates']:,} "
         f"duplicates ({_ok(ing['replay_accepted'] == 0 and ing['replay_duplicates'] == ing['replayed'])}).",
+        "",
+    ]
+
+
+def off_pain_lines(op: dict | None) -> list[str]:
+    """The off-pain case: only emails citing one fact that speaks to none of the prospect's pains get replies."""
+    if not op:
+        return []
+    late, published = op["late_share"], op["published_citing"]
+    base = late["judge_only"]
+    return [
+        f"**An off-pain fact that only replies reward.** Only emails citing `{op['fact']}` get replies (P(reply | open) "
+        f"0.5, every other email none); it is one hop from the target's start nodes and speaks to none of the "
+        f"prospect's pains, so neither the judge nor the graph favours it. {len(op['seeds'])} seeds × {op['iterations']} "
+        f"iterations ({op['seconds']:.0f} s). Share of the target's rollouts that cite it, mean of iterations 16–20, and "
+        "the share of published emails that cite it:",
+        "",
+        "| variant | late rollouts citing it | per seed | published emails citing it |",
+        "|---|---|---|---|",
+        *[f"| {v.replace('_', ' ')} | {late[v]:.0%} | {', '.join(f'{x:.2f}' for x in op['late_share_per_seed'][v])} | "
+          f"{published[v]:.0%} |" for v in late],
+        "",
+        "- The fact's share of late rollouts rises well above the same run without outcomes (taken as 20 points or more "
+        f"above judge only): with A/B sends {late['outcomes_ab']:.0%} against {base:.0%}, "
+        f"{_ok(late['outcomes_ab'] >= base + 0.2)}; with the published email only {late['outcomes_published']:.0%}, "
+        f"{_ok(late['outcomes_published'] >= base + 0.2)}; with A/B sends but no exploration "
+        f"{late['outcomes_ab_without_exploration']:.0%}.",
+        "- Why published only falls short: only one email an iteration is sent, so a rollout must both try the fact and "
+        f"be the candidate the outcome model's draw sends; that happened in {published['outcomes_published']:.0%} of the "
+        "published emails, too rarely for replies to teach it within 20 iterations. Exploration is what makes A/B sends "
+        "teach it: without it no rollout tries the fact once the judge has steered the policy away.",
         "",
     ]
 
@@ -828,3 +865,43 @@ def _regret_reasons(rg: dict) -> list[str]:
                 f"{q:.3f} vs {f:.3f}" for q, f in zip(line, first)) + ". The same gap decides always-promote against "
             "never-promote.")
     return lines
+
+
+def emails_section(em: dict, machine: dict | None) -> list[str]:
+    demo, sp, unseen = em["demo"], em["spearman"], em["unseen"]
+    you = [n for run in unseen["runs"] for n in run["you_counts"]]
+    lines = [
+        "## 13. Emails and the judge that grades them",
+        "",
+        (f"Measured {machine['date']} on {machine['cores']} cores, {machine['memory_gib']} GiB; " if machine else "")
+        + f"load average {em['load_average'][0]} before, {em['load_average'][1]} after; {em['seconds']:.0f} s. "
+        "Each run goes through the service's own workflow (`app.local`), K=4, "
+        f"{em['iterations']} iterations; the demo as `codreamer run` runs it (every scenario, simulated outcomes, "
+        "exploration on). Judge: the embedded judge's rubric (docs/architecture/embedded-backend.md).",
+        "",
+        "| demo seed | mean reward, iteration 1 | mean of 8–10 | ratio (target ≥ 1.2) | baseline email's score | "
+        "published 8–10, mean | published ≥ 0.95 (target ≤ half) |",
+        "|---|---|---|---|---|---|---|",
+        *[f"| {d['seed']} | {d['first']:.3f} | {d['late']:.3f} | {d['ratio']:.2f}, {_ok(d['ratio'] >= 1.2)} | "
+          f"{d['baseline']:.3f} | {d['late_published']:.3f}, {_ok(d['baseline'] < d['late_published'])} | "
+          f"{round(d['share_at_095'] * 11)} of 11, {_ok(d['share_at_095'] <= 0.5)} |" for d in demo],
+        "",
+        "Published scores per iteration (0–10): " + "; ".join(
+            f"seed {d['seed']}: " + ", ".join(f"{s:.2f}" for s in d["published_scores"]) for d in demo) + ".",
+        "",
+        f"- Spearman between the judge's score and the simulator's true reply probability over the first "
+        f"{sp['candidates']} candidate emails of the demo run (seed 0, iterations 1–5, every scenario): "
+        f"{sp['rho']:.2f} (target ≥ 0.3): {_ok(sp['rho'] is not None and sp['rho'] >= 0.3)}.",
+        f"- Unseen graph (`bench/{unseen['graph']}`, written for this benchmark): {sum(n >= 2 for n in you)} of "
+        f"{len(you)} published emails (3 prospects × iterations 0–10) are written to the reader (at least two "
+        f"\"you\"; fewest {min(you)}): {_ok(all(n >= 2 for n in you))}. Published scores: "
+        + "; ".join(f"{r['target']} " + ", ".join(f"{s:.2f}" for s in r["published_scores"]) for r in unseen["runs"]) + ".",
+        f"- The 20 published emails below: {em['share_table_at_095']:.0%} score ≥ 0.95.",
+        "",
+        "| # | graph | prospect | iteration | judge | email |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, e in enumerate(em["table"], 1):
+        text = f"**{e['subject']}**<br><br>" + e["body"].replace("|", "\\|").replace("\n", "<br>")
+        lines.append(f"| {n} | {e['graph']} | {e['target']} | {e['iteration']} | {e['score']:.3f} | {text} |")
+    return lines + [""]

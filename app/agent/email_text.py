@@ -15,7 +15,7 @@ MIN_BODY_WORDS = 20  # shorter is a sentence about an email, not one
 MAX_SUBJECT_WORDS = 15
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.S)
 _SUBJECT = re.compile(r"^[\s*_#>]*subject[\s*_]*:[\s*_]*(.+?)[\s*_]*$", re.I | re.M)
-_PROMPT_TAGS = re.compile(r"</?(prospect|start_nodes|proven_nodes|exemplar|playbook)>")
+_PROMPT_TAGS = re.compile(r"</?(prospect|seller|start_nodes|proven_nodes|exemplar|playbook)>")
 
 
 def tool_call_from_text(text: str, tool_names: set[str]) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from app.agent.schemas import ScenarioContext
+from app.agent.text import first_sentence
 from app.agent.tools import node_summary
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
@@ -22,24 +23,40 @@ def proven_nodes(scores: Mapping[str, float], limit: int, exclude: Iterable[str]
     return [n for _, n in ranked[:limit]]
 
 
+def seller_summary(graph: KnowledgeGraph) -> dict | None:
+    """Who the email is from, for the prompt: the graph's seller node (`KnowledgeGraph.seller`), its name and the
+    first sentence of its facts (what it does), so that every email can say who writes and why."""
+    node = graph.seller
+    if node is None:
+        return None
+    return {"id": node.id, "name": node.title, "about": first_sentence(node.text)}
+
+
 def initial_messages(
     graph: KnowledgeGraph, scenario: Scenario, scores: Mapping[str, float], max_turns: int,
-    context: ScenarioContext | None = None,
+    context: ScenarioContext | None = None, shown: Mapping[str, float] | None = None, focus: str | None = None,
 ) -> list[dict]:
-    """The system and user messages; `context` is what in-context learning distilled for this scenario."""
+    """The system and user messages; `context` is what in-context learning distilled for this scenario. Exploring,
+    `shown` are the scores the prompt lists and `focus` a node listed among the start nodes (which nodes worked
+    before still follows `scores`)."""
+    shown = scores if shown is None else shown
+    seller = seller_summary(graph)
     system = (
-        "You write one personalised B2B sales email grounded in facts from your company's knowledge graph. "
+        f"You write one personalised B2B sales email{' for ' + seller['name'] if seller else ''}, grounded in facts "
+        "from your company's knowledge graph. "
         "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
         "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
         f"Turn budget: {max_turns} tool calls."
     )
-    start_nodes = [node_summary(graph, scores, node_id) for node_id in scenario.seed_nodes]
+    starts = [*scenario.seed_nodes, *([focus] if focus and focus not in scenario.seed_nodes else [])]
+    start_nodes = [node_summary(graph, shown, node_id) for node_id in starts]
     user = (
         f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
         f"Goal: {scenario.goal}\n"
-        f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
+        + (f"<seller>{json.dumps(seller)}</seller>\n" if seller else "")
+        +         f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
     )
-    proven = [node_summary(graph, scores, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
+    proven = [node_summary(graph, shown, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
     if proven:
         user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
     exemplar = context.exemplar if context else None

@@ -26,3 +26,41 @@ def terms(text: str) -> frozenset[str]:
 
 def words(text: str) -> int:
     return len(text.split())
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9$£€])")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text: split after . ! or ? where the next sentence starts with a capital, a digit or a
+    quote (so "e.g. the" and "3.5 hours" stay whole), and at line breaks."""
+    return [s.strip() for line in (text or "").splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
+
+
+def first_sentence(text: str) -> str:
+    found = sentences(text)
+    return found[0] if found else ""
+
+
+def article(phrase: str) -> str:
+    """ "a" or "an" for a phrase, by how its first word sounds ("an SVP", "a VP", "an hour", "a user")."""
+    first = phrase.split()[0] if phrase.split() else ""
+    if first[:1].isdigit():  # "an 8-week", "an 11-minute", "an 18-month", but "a 30-minute"
+        return "an" if re.match(r"8|1[18](?!\d)", first) else "a"
+    letters = re.sub(r"[^A-Za-z]", "", first)
+    if not letters:
+        return "a"
+    if letters.isupper() and (len(letters) > 1 or len(first) == 1):  # an acronym, spelled out
+        return "an" if letters[0] in "AEFHILMNORSX" else "a"
+    low = letters.lower()
+    if low.startswith(("hour", "honest", "honour", "honor", "heir")):
+        return "an"
+    if low.startswith(("uni", "use", "usu", "uti", "eu", "one", "once", "ur")):
+        return "a"
+    return "an" if low[0] in "aeiou" else "a"
+
+
+def possessive(name: str) -> str:
+    """ "Acme's", but "Hydraulics'": a name that ends in s takes the apostrophe alone."""
+    name = name.strip()
+    return f"{name}'" if name.endswith(("s", "S")) else f"{name}'s"

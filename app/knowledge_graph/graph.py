@@ -61,6 +61,14 @@ class KnowledgeGraph:
         return self._neighbors[node_id]
 
     @cached_property
+    def seller(self) -> Node | None:
+        """The company the emails are written for: of the nodes whose type names a company, the one with the most
+        edges (the first in the document on a tie), as the vendor's own node is the hub of a vendor's graph.
+        None when no node's type names a company."""
+        companies = [node for node in self.document.nodes if "company" in node.type.lower()]
+        return max(companies, key=lambda node: len(self._neighbors[node.id]), default=None)
+
+    @cached_property
     def initial_scores(self) -> dict[str, float]:
         """Every node at 1.0, materialised: for the API's full score maps."""
         return {node_id: 1.0 for node_id in self.nodes}

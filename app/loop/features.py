@@ -10,6 +10,7 @@ from app.agent.schemas import Email
 from app.agent.text import words
 
 _QUESTION = re.compile(r"[^.!?\n]*\?")
+CITES = "cites:"  # the trait of an email that cites a node: `cites:<node id>`
 
 
 def perceived_tone(body: str) -> str:
@@ -45,7 +46,7 @@ def personal_subject(email: Email, name: str, company: str) -> bool:
 
 def email_features(email: Email, name: str, company: str) -> list[str]:
     """The email's traits as tokens (`cites:<node>`, `tone:formal`, …), sorted."""
-    return sorted({f"cites:{node}" for node in email.citations} | {
+    return sorted({f"{CITES}{node}" for node in email.citations} | {
         f"tone:{perceived_tone(email.body)}", f"length:{perceived_length(email.body)}",
         f"ask:{perceived_cta(email.body)}", f"personal_subject:{str(personal_subject(email, name, company)).lower()}",
     })

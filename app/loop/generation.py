@@ -16,11 +16,15 @@ from app.agent.schemas import ScenarioContext
 from app.agent.tools import TOOLS
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import Scenario
+from app.loop.exploration import Exploration
 from app.loop.reward import Scorer, has_signal, rollout_seed
 from app.loop.rollout import rollout
 from app.loop.schemas import EndReason, RunConfig
 from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
+
+
+EXPLORATION_STREAM = 1  # the exploration draw's random stream, apart from the policy's (seeded with the rollout's seed)
 
 
 @dataclass
@@ -95,21 +99,31 @@ async def generate(
     concurrency: int,
     score: Scorer,
     max_exception_fraction: float = 0.25,
+    exploration: Exploration | None = None,
 ) -> Generation:
-    """K rollouts per scenario, each with its scenario's node scores (and context, when learning in context);
-    each group is scored as soon as it is complete."""
+    """K rollouts per scenario, each with its scenario's node scores (and context, when learning in context), seen
+    through a draw of `exploration` when the run explores; each group is scored as soon as it is complete."""
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     counts = {"exceptions": 0, "dropped_groups": 0}
     rollouts_per_group = config.rollouts_per_group
 
     async def one(scenario: Scenario, index: int) -> EmailTrajectory:
+        seed = rollout_seed(config.seed, iteration, scenario.id, index)
+        shown, focus = (None, None) if exploration is None else exploration.shown_scores(
+            scenario, scores[scenario.id], (seed, EXPLORATION_STREAM))
         async with limit:
-            return await rollout(
+            trajectory = await rollout(
                 policy.client, policy.model_name, graph, scenario, scores[scenario.id], max_turns=config.max_turns,
-                seed=rollout_seed(config.seed, iteration, scenario.id, index), logprobs=policy.logprobs, rollout_index=index,
-                context=(contexts or {}).get(scenario.id), max_tokens=config.max_tokens_per_turn,
+                seed=seed, logprobs=policy.logprobs, rollout_index=index,
+                context=(contexts or {}).get(scenario.id), max_tokens=config.max_tokens_per_turn, shown_scores=shown,
+                focus=focus,
             )
+        if exploration is not None and trajectory.email is not None:
+            explored = exploration.unsent(trajectory.email.citations)
+            trajectory.metadata |= {"explore_focus": focus, "explored_citations": ",".join(explored)}
+            trajectory.metrics["explored_citations"] = float(len(explored))
+        return trajectory
 
     async def after_each(group: art.TrajectoryGroup) -> art.TrajectoryGroup | None:
         counts["exceptions"] += len(group.exceptions)
@@ -136,6 +150,8 @@ async def generate(
         "json_turns": float(sum(t.json_turns for t in trajectories)),
         "mean_turns": float(np.mean([t.turns for t in trajectories])) if trajectories else 0.0,
         "zero_variance_fraction": float(np.mean([not has_signal(g) for g in groups])) if groups else 0.0,
+        **({"explored_fraction": float(np.mean([t.metrics.get("explored_citations", 0.0) > 0 for t in trajectories]))
+            if trajectories else 0.0} if exploration is not None else {}),
         "judge/latency_s": float(np.mean([t.metrics.get("judge_latency_s", 0.0) for t in trajectories])) if trajectories else 0.0,
         "judge/cost_usd": float(sum(t.metrics.get("judge_cost_usd", 0.0) for t in trajectories)),
         "duration/generate_and_score_s": time.monotonic() - started,

@@ -56,7 +56,9 @@ NEWTON_STEPS = 50
 
 
 def _sigmoid(x: float) -> float:
-    return 1 / (1 + math.exp(-x))
+    """Without overflow for any log-odds: a posterior draw for a trait of a population that never replied can be far
+    out (its prior is wide where the rate is near 0)."""
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,14 @@ class TraitRegression:
         traits this email lacks; near 1 for a combination the sends pinned down."""
         posterior, prior = self._logit_variances(features)
         return max(0.0, 1 - posterior / prior)
+
+    def trait_posterior(self, trait: str) -> tuple[float, float]:
+        """(mean, standard deviation) of one trait's weight: the Laplace posterior's, or the prior's for a trait
+        never sent."""
+        if trait not in self.weights:
+            return 0.0, math.sqrt(self.prior_variance)
+        i = list(self.weights).index(trait) + 1
+        return self.weights[trait], math.sqrt(float(self.covariance[i, i]))
 
     def draw(self, features: list[str], rng: np.random.Generator) -> float:
         """A probability as plausible as the posterior says: its log-odds drawn from the Laplace posterior."""
@@ -167,6 +177,12 @@ class OutcomeModel:
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
                                  delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
 
+    def trait_draws(self, traits: list[str], rng: np.random.Generator) -> np.ndarray:
+        """Each trait's weight on the reply log-odds, drawn from its posterior (Thompson sampling): near its mean for a
+        trait the sends pinned down, as wide as the prior for one never sent. Only for a model fitted on sends."""
+        posterior = np.array([self.replies.trait_posterior(trait) for trait in traits]).reshape(-1, 2)
+        return rng.normal(posterior[:, 0], posterior[:, 1])
+
     def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:
         """Rates drawn from the model's posterior (Thompson sampling), at full confidence: an email sent before draws
         from Beta(its own counts + prior_strength pseudo-sends at the prediction), any other from the regressions'
@@ -179,7 +195,8 @@ class OutcomeModel:
                                      FeedbackSource.PREDICTED)
         delivered, opens, replies = sent
         k = self.prior_strength
-        p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
+        # a prediction that rounds to 0 or 1 (a population that never replied) would leave Beta a parameter of 0
+        p_open, p_reply = (min(1 - 1e-9, max(1e-9, r.probability(features))) for r in (self.opens, self.replies))
         return Estimate.of_rates(float(rng.beta(opens + k * p_open, delivered - opens + k * (1 - p_open))),
                                  float(rng.beta(replies + k * p_reply, delivered - replies + k * (1 - p_reply))), 1.0,
                                  FeedbackSource.OBSERVED)

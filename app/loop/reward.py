@@ -22,11 +22,16 @@ from app.loop.trajectory import EmailTrajectory
 from app.observability import traced
 
 SALES_EMAIL_RUBRIC = """
-- Grounding: every citation names a knowledge-graph node the agent actually read in this trajectory; uncited claims and unread citations are penalised.
-- Relevance: the cited facts address the prospect's stated pains, role and industry.
-- Personalisation: the email addresses the prospect by name and speaks to their company, role or industry.
-- Structure and length: a specific subject, a greeting, short paragraphs, a sign-off, roughly 70-170 words.
-- Call to action: one clear, low-friction ask near the end.
+Grade as a sales manager grades a rep's cold email before it goes out:
+- Pains answered: each of the prospect's stated pains is answered by a cited fact (a product, feature, integration or customer result) that actually speaks to it; describing the pain is not answering it.
+- Proof: the answers carry figures (a percentage, a time saved, an amount), not just claims.
+- Seller: the email says who writes and, in one clause, what the company does.
+- Each product or feature is introduced by what it is before what it does; no product name opens a sentence bare.
+- Pains are referred to inside sentences, never echoed as headings ("Regarding X:") or repeated.
+- One clear, grammatical ask near the end that asks for what the goal names.
+- Grounding: every citation names a knowledge-graph node the agent read in this trajectory, and every cited fact is used in the text.
+- No filler: every sentence carries a fact, a pain or the ask; correct grammar, possessives and articles.
+- Concise: a specific subject, a greeting, a sign-off, about 70-125 words, short sentences; written to the reader by name.
 - Efficiency: few wasted turns (tool errors, drafts, nodes read but never used).
 """
 

@@ -10,6 +10,8 @@ so the agent still reads nodes and cites them. The last turn asks for `finalize_
 more as JSON.
 """
 
+from collections.abc import Mapping
+
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
@@ -59,10 +61,16 @@ async def rollout(
     rollout_index: int = 0,
     context: ScenarioContext | None = None,
     max_tokens: int = 1024,
+    shown_scores: Mapping[str, float] | None = None,
+    focus: str | None = None,
 ) -> EmailTrajectory:
-    tools = AgentTools(graph, scenario, scores)
+    """Exploring (`app.loop.exploration`): `shown_scores` are the KG scores the agent is shown, and `focus` a node
+    its prompt lists among the start nodes."""
+    tools = AgentTools(graph, scenario, scores if shown_scores is None else shown_scores)
+    if focus:
+        tools.seen[focus] = None
     trajectory = EmailTrajectory(
-        messages_and_choices=initial_messages(graph, scenario, scores, max_turns, context),
+        messages_and_choices=initial_messages(graph, scenario, scores, max_turns, context, shown_scores, focus),
         tools=TOOLS,
         scenario_id=scenario.id,
         rollout=rollout_index,

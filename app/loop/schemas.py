@@ -69,6 +69,11 @@ class RunConfig(BaseModel):
         "The most tokens the policy may write in one turn (`max_tokens`); a turn cut there ends `cut_by_length` if it "
         "was the last."))
     top_fraction: float = Field(0.5, gt=0, le=1, description="Share of each group's citing emails that earn node credit.")
+    exploration: float = Field(1.0, ge=0, le=10, description=(
+        "Where the run learns from what is sent (`outcomes`, `simulated`): each rollout lists one node within its reach "
+        "among its start nodes, the one whose drawn effect on replies under the outcome model is the highest (Thompson "
+        "sampling), its KG score times exp(exploration · that draw), at most ×25, so facts no sent email cited yet get "
+        "tried; 0 turns it off."))
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     backend: BackendName | None = Field(None, description="Model backend; default: the MODEL_BACKEND setting.")
     train_options: dict[str, Any] | None = Field(

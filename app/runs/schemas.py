@@ -59,6 +59,7 @@ class EffectiveConfig(RunConfig):
     judge: str = "default"  # runs from before judges per run had the JUDGE_MODEL judge
     feedback_source: FeedbackMode = FeedbackMode.ORACLE  # runs from before outcomes had the simulator rate every candidate
     max_steps_off_policy: int = 0  # runs from before pipelining ran in strict order
+    exploration: float = 0.0  # runs from before exploration had none
     webhook_url: str | None = None
     init_from: str | None = None
 

@@ -26,6 +26,7 @@ from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, choose_by_outcomes, write_email
+from app.loop.exploration import Exploration
 from app.agent.schemas import Email, PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
@@ -222,11 +223,18 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
         sampled_step = policy_step if policy_step is not None else await _last_trained_step(run_id, policy)
         if config.max_steps_off_policy:
             policy = policy.at(sampled_step)
-    scorer = Scorer(executor.judge_named(config.judge), await _feedback(run, config, graph), config, iteration)
+    feedback = await _feedback(run, config, graph)
+    scorer = Scorer(executor.judge_named(config.judge), feedback, config, iteration)
+    # Before the first send nothing a rollout tries can be sent (the published email is the greedy one until outcomes
+    # exist): exploration starts with the outcome model.
+    exploration = (Exploration(feedback.model, graph, config.exploration)
+                   if isinstance(feedback, OutcomeFeedback) and feedback.model.replies is not None and config.exploration > 0
+                   else None)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
         {s: scores.of(s) for s in config.scenario_ids}, config,
         iteration=iteration, concurrency=executor.settings.rollout_concurrency, score=scorer, contexts=contexts,
+        exploration=exploration,
     )
     if not generation.groups:
         judge_failed = f"; {scorer.stats.failure()}" if scorer.stats.dropped else ""

@@ -52,4 +52,5 @@ async def test_learning_works_on_an_uploaded_graph_without_feedback(learn):
     learned = await learn(LearnLoopRequest(graph_id=document.id, iterations=8, rollouts_per_group=4, seed=1), document)
     rewards = [learned.rewards(i) for i in range(1, 9)]
     assert all(t["feedback_score"] is None for t in learned.iterations[1]["trajectories"])
+    assert "explored_fraction" not in learned.iterations[1]["metrics"]  # nothing was sent: nothing to explore for
     assert np.mean(rewards[-3:]) >= 1.15 * rewards[0]

@@ -2,11 +2,11 @@
 
 import pytest
 
-from app.agent.prompt import initial_messages
+from app.agent.prompt import initial_messages, seller_summary
 from app.agent.schemas import Email, ScenarioContext
 from app.agent.tools import AgentTools
 from app.agent.transcript import SeenNode, Transcript, parse_transcript
-from app.backends.embedded.composer import angle_of, compose, is_context
+from app.backends.embedded.composer import Seller, angle_of, compose, is_context
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler
 from app.backends.embedded.server import policy_turn
 from app.knowledge_graph.graph import NodeScores
@@ -40,8 +40,11 @@ def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
     cited = [n for n in graph.nodes.values() if n.id not in scenario.seed_nodes and n.id not in without.citations
              and not is_context(n.type)][:2]
     seen = [SeenNode(n.id, n.type, n.title, 1.0, n.text, tuple(n.tags)) for n in cited]
-    angle = {"tone": "direct", "length": "long", "cta": "question"}
-    subject, body = compose(prospect, seen, **angle, goal=scenario.goal)
+    subject, body = compose(prospect, seen, "direct", "long", "question", goal=scenario.goal,
+                            seller=Seller.of(seller_summary(graph)))
+    # what the policy reads back: the tone and the ask, and the length band the exemplar's facts filled (no padding)
+    angle = angle_of(body, prospect, scenario.goal)
+    assert angle["tone"] == "direct" and angle["cta"] == "question"
     assert angle_of(without.body, prospect, scenario.goal) != angle  # not what it writes anyway
     context = ScenarioContext.model_validate({"exemplar": {"subject": subject, "body": body, "citations": [n.id for n in cited],
                                                            "reward": 0.9, "iteration": 1}, "playbook": []})

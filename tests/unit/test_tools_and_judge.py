@@ -97,3 +97,61 @@ def test_judge_answers_rulers_request_format(graph, scenario):
     assert [s["trajectory_id"] for s in answer["scores"]] == ["1", "2"]
     assert answer["scores"][0]["score"] > answer["scores"][1]["score"]
     assert "grounding" in answer["scores"][0]["explanation"]
+
+
+def test_the_rubric_weights_are_pinned():
+    """docs/architecture/embedded-backend.md documents these weights: a change to one is a change to the docs."""
+    from app.backends.embedded.judge import ASK_OFF_GOAL, RUBRIC_WEIGHTS
+
+    assert RUBRIC_WEIGHTS == {
+        "pains_answered": 0.20, "ask": 0.15, "proof": 0.10, "citations_used": 0.10, "length": 0.10, "grounding": 0.05,
+        "efficiency": 0.05, "seller": 0.05, "no_echo": 0.05, "grammar": 0.05, "no_filler": 0.05, "personalization": 0.05,
+    }
+    assert sum(RUBRIC_WEIGHTS.values()) == pytest.approx(1.0) and ASK_OFF_GOAL == 0.5
+
+
+def test_the_score_is_the_weighted_sum_of_the_criteria(graph, scenario):
+    from app.backends.embedded.judge import RUBRIC_WEIGHTS
+
+    relevant = ["case-study-meridian-health", "compliance-hipaa"]
+    score, parts = grade(parse_transcript(conversation(graph, scenario, relevant, relevant)))
+    assert set(parts) == set(RUBRIC_WEIGHTS) and all(0.0 <= v <= 1.0 for v in parts.values())
+    assert score == pytest.approx(sum(RUBRIC_WEIGHTS[k] * v for k, v in parts.items()))
+
+
+SALES = """Hi Priya,
+
+I'm Alex from Lumora Systems, a data reliability and workflow automation company. As Saint Aldric Health's CTO, you \
+are likely dealing with PHI leaking into analytics tools.
+
+One customer's results speak to exactly that, as well as to broken clinical dashboards: {meridian}
+
+Our HIPAA and BAAs compliance addresses HIPAA audit pressure: {hipaa}
+
+Would you be open to a 30-minute discovery call about monitoring clinical data pipelines without exposing PHI?
+
+Cheers,
+Alex"""
+
+
+def test_each_criterion_marks_down_the_email_that_breaks_it(graph, scenario):
+    """A salesperson's email, then the same email with one thing a salesperson would fix: each costs its criterion."""
+    cited = ["case-study-meridian-health", "compliance-hipaa"]
+    meridian, hipaa = graph.nodes[cited[0]].text, graph.nodes[cited[1]].text.split(". ")[-1]
+    good = SALES.format(meridian=meridian, hipaa=hipaa)
+    breaks = {
+        "seller": good.replace("I'm Alex from Lumora Systems, a data reliability and workflow automation company. ", ""),
+        "no_echo": good.replace("Our HIPAA and BAAs compliance addresses HIPAA audit pressure:", "Regarding HIPAA audit pressure:"),
+        "ask": good.replace("Would you be open to a 30-minute discovery call about", "Shall I send you a summary about"),
+        "no_filler": good.replace("Would you be open", "I have kept this to the specifics, rather than a generic pitch.\n\nWould you be open"),
+        "grammar": good.replace("Saint Aldric Health's", "Saint Aldric Health's's").replace("a data", "an data"),
+        "pains_answered": SALES.format(meridian=meridian, hipaa="We care about compliance."),
+        "proof": good.replace(meridian, meridian.split(". ")[0] + "."),
+        "length": good.replace("Would you be open", " ".join([meridian] * 3) + "\n\nWould you be open"),
+    }
+    score, parts = grade(parse_transcript(conversation(graph, scenario, cited, cited, body=good)))
+    assert score > 0.9 and parts["seller"] == parts["no_echo"] == parts["ask"] == parts["grammar"] == 1.0
+    for criterion, body in breaks.items():
+        worse, worse_parts = grade(parse_transcript(conversation(graph, scenario, cited, cited, body=body)))
+        assert worse_parts[criterion] < parts[criterion], criterion
+        assert worse < score, criterion

@@ -1,56 +1,65 @@
-"""Turns the policy's decisions (cited nodes, tone, length, call to action) into an email.
+"""Turns the policy's decisions (cited nodes, tone, length, call to action) into the email a salesperson would send.
 
-The embedded policy is not a language model: every sentence here is either a template about the
-prospect (their role, company, pains and the scenario's goal) or a fact sentence taken verbatim
-from a cited node. The email is written to the prospect, benefit first:
+The embedded policy is not a language model: every sentence here is a template about the prospect, the seller or
+the ask, or a sentence of a cited node's facts. The rules it writes to are the checks of `app.agent.email_checks`,
+which the embedded judge grades by (tests/unit/test_composer.py holds the composer to each):
 
-- the subject names the pain the email answers (never just the vendor's name);
-- the first line is about the prospect's situation, phrased so that it reads correctly for any
-  role or industry string (no pluralised job titles, a correct "a"/"an");
-- each proof point is the one sentence of a cited node that overlaps most with the prospect's
-  pains (then role and industry), introduced by the pain it answers;
-- context nodes (see `is_context`) shape the wording but are never quoted;
-- the ask takes its words from the scenario's goal, in the form the call-to-action decision
-  chose, and the length is fitted to the rubric's word band.
+- it says who writes: the seller (the prompt's `<seller>`, the graph's company node) and, in one clause, what it
+  does ("Acme, a payments automation company");
+- it refers to the prospect's lead pain inside a sentence ("you are likely dealing with …"), never as a heading,
+  and writes each pain out once;
+- every cited product, feature, story or problem gets a paragraph that says what it is ("our Ledger product",
+  "one customer's results") before what it does, tied to the pains its facts answer; context nodes (company,
+  persona, industry, segment, overview) shape the wording but are never quoted;
+- every pain that a cited fact speaks to is answered by that fact;
+- no filler: the length band is reached with more of the cited facts, never with sentences about nothing (an
+  email short of material stays short);
+- the ask turns the goal into a question of the form the call-to-action decision chose;
+- possessives ("Hydraulics'") and articles ("an SVP", "a VP") follow the words they attach to.
+
+It is deterministic given the decisions, as GRPO needs: the same decisions always write the same email.
 """
 
-import itertools
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from app.agent.text import terms, words
+from app.agent.email_checks import MEETING_CUES, RESOURCE_CUES, is_clause, speaks_to
+from app.agent.text import article, possessive, sentences, terms, words
 from app.agent.transcript import SeenNode
 
 TONES = ("formal", "friendly", "direct")
 LENGTHS = ("short", "medium", "long")
 CTAS = ("meeting", "resource", "question", "none")
+SENDER = "Alex"
 
 # Word bands per length. Medium stays inside both the rubric's 70–170 words and what a reader
 # calls medium (90–149 words); short and long sit at the rubric's edges.
 _BANDS = {"short": (70, 89), "medium": (95, 145), "long": (150, 170)}
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+")
-_DANGLING = re.compile(r"(?:it|its|they|their|this|these|those|such)\b", re.I)
+_DANGLING = re.compile(r"(?:they|their|this|these|those|such)\b", re.I)
+_PRONOUN_START = re.compile(r"(?:it|its)\b", re.I)
 
 # Type words of nodes that describe the vendor, a persona or an industry rather than a product,
 # capability or proof. Matched as substrings of the lower-cased node type.
 _CONTEXT_TYPE_WORDS = ("company", "persona", "industry", "segment", "overview")
 # Type words of nodes that describe a problem rather than an answer to it.
 _PROBLEM_TYPE_WORDS = ("pain", "problem", "challenge")
-
-# What a reader takes an ask to be about (mirrors the words the feedback simulator notices).
-_MEETING_CUES = ("call", "meeting", "minutes", "meet", "demo")
-_RESOURCE_CUES = ("send", "share", "summary", "guide", "report", "case study")
+# Type words of nodes that tell a customer's results.
+_STORY_TYPE_WORDS = ("case", "story", "customer", "testimonial", "reference")
+# A name that already ends in a word like these says what it is ("our Slack integration", "our Starter plan").
+_HEAD_NOUNS = frozenset("plan plans integration integrations pricing report package program programme certification "
+                        "add-on addon api service platform app tool module feature features product products".split())
 _RESOURCE_NOUNS = frozenset(terms("guide report package summary paper whitepaper brief document checklist playbook "
                                   "template study deck sheet overview estimate assessment"))
-
 _GOAL_ASKER = re.compile(
     r"^(?:get|have|help|convince|persuade|ask|invite|encourage)\s+.+?\s+to\s+(?P<rest>.+)$", re.I
 )
 _GOAL_VERB = re.compile(
     r"^(?:book|schedule|arrange|set\s+up|secure|organi[sz]e|land|propose|offer|hold|run|plan)\s+(?P<rest>.+)$", re.I
 )
+# A comma that ends the seller's clause: one not followed by the rest of a list (words, then "and" or "or", to the end)
+# unless what follows opens a phrase of its own ("…, with offices in Paris and Oslo").
+_CLAUSE_END = re.compile(r",(?!\s+(?!(?:with|in|for|from|by|at|on|which|who|where|including|across)\b)[^,]*\b(?:and|or)\b[^,]*$)")
 _NOUN_PHRASE = re.compile(r"^(?:a|an|the|one|two|three|\d)\b", re.I)
 _TOPIC = re.compile(r"\s(?P<prep>about|on|of|regarding|around|covering|for)\s+(?P<topic>.+)$", re.I)
 _PURPOSE = re.compile(r"\sto\s+(?P<vp>.+)$", re.I)
@@ -75,20 +84,52 @@ def is_problem(node_type: str) -> bool:
     return any(word in kind for word in _PROBLEM_TYPE_WORDS)
 
 
-def article(phrase: str) -> str:
-    """ "a" or "an" for a phrase, by how its first word sounds ("an SVP", "a VP", "an hour", "a user")."""
-    first = phrase.split()[0] if phrase.split() else ""
-    letters = re.sub(r"[^A-Za-z]", "", first)
-    if not letters:
-        return "a"
-    if letters.isupper() and (len(letters) > 1 or len(first) == 1):  # an acronym, spelled out
-        return "an" if letters[0] in "AEFHILMNORSX" else "a"
-    low = letters.lower()
-    if low.startswith(("hour", "honest", "honour", "honor", "heir")):
-        return "an"
-    if low.startswith(("uni", "use", "usu", "uti", "eu", "one", "once", "ur")):
-        return "a"
-    return "an" if low[0] in "aeiou" else "a"
+def is_story(node_type: str) -> bool:
+    """Whether a node of this type tells a customer's results ("case", "story", "customer", … in its type)."""
+    kind = node_type.lower()
+    return any(word in kind for word in _STORY_TYPE_WORDS)
+
+
+@dataclass(frozen=True)
+class Seller:
+    """Who the email is from: the name of the graph's company node and the first sentence of its facts."""
+
+    name: str
+    about: str = ""
+
+    @classmethod
+    def of(cls, summary: dict | None) -> "Seller | None":
+        return cls(summary["name"], summary.get("about", "")) if summary and summary.get("name") else None
+
+    @property
+    def brands(self) -> list[str]:
+        """How facts name the seller: its full name and, for a name of several words, the first ("Acme")."""
+        first = self.name.split()[0]
+        return [self.name] + ([first] if first != self.name and len(first) > 2 else [])
+
+    def clause(self) -> str:
+        """The seller's name and, in one clause, what it does: "Acme, a payments company" from "Acme is a payments
+        company founded in 2015, …", "Acme, which builds payroll software" from "Acme builds payroll software."; the
+        name alone when its description does not open with it."""
+        text = self.about.strip().rstrip(".")
+        rest = next((text[len(b):].strip() for b in self.brands if text.startswith(b + " ")), "")
+        rest = re.split(r";|\s(?:founded|headquartered|based|established|incorporated|since)\b", rest, maxsplit=1)[0]
+        # a comma ends the clause, unless it lists ("for trucking, delivery and construction fleets")
+        rest = re.split(_CLAUSE_END, rest, maxsplit=1)[0].strip()
+        if m := re.match(r"(?:is|was)\s+((?:a|an|the)\s.+)$", rest):
+            return f"{self.name}, {m.group(1)}"
+        if rest and rest.split()[0].endswith("s") and not rest.split()[0].endswith("ss") and len(rest.split()) > 1:
+            return f"{self.name}, which {rest}"
+        return self.name
+
+
+def _np(pain: str) -> str:
+    """A pain as a noun phrase: a clause ("reviews take months") becomes "the fact that reviews take months"."""
+    return f"the fact that {pain}" if is_clause(pain) else pain
+
+
+def _join(phrases: list[str]) -> str:
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
 
 
 def _capital(text: str) -> str:
@@ -100,113 +141,207 @@ def _clip_words(text: str, n: int) -> str:
     return " ".join(parts[:n]) + ("…" if len(parts) > n else "")
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCES.split((text or "").strip()) if s.strip()]
+def _named(word: str, text: str) -> bool:
+    """Whether `text` shows a capitalised word to be a name: an acronym, a word with a digit or inner capitals, or
+    one it capitalises mid-sentence."""
+    bare = word.strip("\"'(),:;")
+    if bare.isupper() or any(c.isdigit() for c in bare) or any(c.isupper() for c in bare[1:]):
+        return True
+    return bool(re.search(rf"[^.!?\s]\s+{re.escape(bare)}\b", text))
 
 
 @dataclass
-class _Proof:
-    score: tuple
-    title: str
-    problem: bool
-    sentences: list[str]  # best first
-    order: list[str]  # as in the node
-    overlaps: dict[str, int]  # pain -> terms the best sentence (or else the node) shares with it
-    pain: str | None = None
-    used: int = 1
+class _Sentence:
+    text: str
+    index: int  # in the node's facts
+    pains: frozenset[str]  # the pains it speaks to
+    rank: tuple
 
 
-def _proofs(cited: list[SeenNode], pains: list[tuple[str, frozenset[str]]], persona: frozenset[str],
-            context: frozenset[str]) -> list[_Proof]:
-    """One proof per cited non-context node: its sentences ranked by overlap with the prospect.
+@dataclass
+class _Item:
+    """A cited node that the email quotes, and the sentences of it chosen so far."""
 
-    A sentence's rank: how much of the pains it covers (the share of each pain's terms it has,
-    summed over the pains; one less when it opens with a pronoun, as it then leans on the sentence
-    before), then the pain terms it shares, then the terms it shares with the role, industry and
-    context nodes' tags, then with the context nodes' text, then whether it has a figure, then
-    its position.
+    node: SeenNode
+    kind: str  # "problem", "offering" or "story"
+    position: int
+    sentences: list[_Sentence]  # best first
+    chosen: list[_Sentence] = field(default_factory=list)
+
+    @property
+    def pains(self) -> list[str]:
+        return sorted({p for s in self.chosen for p in s.pains}, key=lambda p: self._order[p])
+
+    _order: dict = field(default_factory=dict)
+
+
+def _items(cited: list[SeenNode], pains: list[str], persona: frozenset[str]) -> list[_Item]:
+    """One item per cited node with quotable facts: its sentences ranked by what they answer.
+
+    A sentence's rank: the pains it speaks to, then how much of the pains it covers (the share of each pain's terms
+    it has, summed), then the terms it shares with the role, industry and context nodes, then whether it has a
+    figure, then whether it leans on a sentence before it ("They …", "These …"), then its position.
     """
-    all_pains = frozenset().union(*(t for _, t in pains)) if pains else frozenset()
-    proofs = []
+    order = {p: i for i, p in enumerate(pains)}
+    pain_terms = [terms(p) for p in pains]
+    items = []
     for position, node in enumerate(cited):
         if is_context(node.type) or not (node.facts or "").strip():
             continue
+        kind = "problem" if is_problem(node.type) else "story" if is_story(node.type) else "offering"
         ranked = []
-        for index, sentence in enumerate(_sentences(node.facts or "")):
-            if "?" in sentence:  # a quoted question would read as the email's ask
+        for index, text in enumerate(sentences(node.facts or "")):
+            if "?" in text:  # a quoted question would read as the email's ask
                 continue
-            found = terms(sentence)
-            dangling = bool(_DANGLING.match(sentence))
-            coverage = sum(len(found & t) / len(t) for _, t in pains if t)
-            ranked.append(((round(coverage - dangling, 6), len(found & all_pains), len(found & persona),
-                            len(found & context), bool(re.search(r"\d", sentence)), -index), sentence))
-        if not ranked:
+            found = terms(text)
+            spoken = frozenset(p for p in pains if speaks_to(found, p))
+            coverage = sum(len(found & t) / len(t) for t in pain_terms if t)
+            dangling = bool(_DANGLING.match(text)) or (kind != "offering" and bool(_PRONOUN_START.match(text)))
+            rank = (len(spoken), round(coverage, 6), len(found & persona), bool(re.search(r"\d", text)), -dangling, -index)
+            ranked.append(_Sentence(text, index, spoken, rank))
+        if ranked:
+            ranked.sort(key=lambda s: s.rank, reverse=True)
+            items.append(_Item(node, kind, position, ranked, _order=order))
+    return items
+
+
+def _take(item: _Item, sentence: _Sentence) -> None:
+    """Chooses a sentence, with the one before it in the node when it leans on that one ("They …", "These …"), and
+    a story's first sentence, which says whose story it is."""
+    needs = [sentence.index - 1] if _DANGLING.match(sentence.text) else []
+    needs += [0] if item.kind == "story" else []
+    for index in needs:
+        before = next((s for s in item.sentences if s.index == index), None)
+        if before is not None and before not in item.chosen:
+            item.chosen.append(before)
+    if sentence not in item.chosen:
+        item.chosen.append(sentence)
+
+
+def _choose(items: list[_Item], pains: list[str]) -> None:
+    """Each item's best sentence; then, for every pain a cited answer (an offering's or a story's sentence: a problem's
+    describes the pain, it does not answer it) speaks to and none chosen does yet, the sentence that answers most of
+    the pains still open."""
+    for item in items:
+        _take(item, item.sentences[0])
+    answers = [item for item in items if item.kind != "problem"]
+    covered = {p for item in answers for s in item.chosen for p in s.pains}
+    for pain in pains:
+        if pain in covered:
             continue
-        ranked.sort(key=lambda pair: pair[0], reverse=True)
-        best_score, best = ranked[0]
-        overlaps = _speaks_to(terms(best), pains)
-        if not overlaps:  # tie it to the pains the node as a whole speaks to
-            overlaps = _speaks_to(terms(f"{node.title} {node.facts} {' '.join(node.tags)}"), pains)
-        proofs.append(_Proof((*best_score[:4], -position), node.title.strip(),
-                             is_problem(node.type), [s for _, s in ranked], _sentences(node.facts or ""), overlaps))
-    proofs.sort(key=lambda p: p.score, reverse=True)
-    _assign_pains(proofs, [pain for pain, _ in pains])
-    return proofs
+        options = [(len(s.pains - covered), s.rank, -item.position, item, s)
+                   for item in answers for s in item.sentences if pain in s.pains and s not in item.chosen]
+        if options:
+            *_, item, best = max(options, key=lambda o: o[:3])
+            _take(item, best)
+            covered |= best.pains
 
 
-def _speaks_to(found: frozenset[str], pains: list[tuple[str, frozenset[str]]]) -> dict[str, int]:
-    """The pains a text speaks to: it shares two of their terms, or a third of them.
-
-    A term the pain writes with a capital (an acronym or a name: "PHI", "Airflow") is specific,
-    and counts twice.
-    """
-    shared = {}
-    for pain, t in pains:
-        specific = terms(" ".join(w for w in pain.split() if any(c.isupper() for c in w)))
-        n = len(found & t) + len(found & t & specific)
-        if n and (n >= 2 or 3 * n >= len(t)):
-            shared[pain] = n
-    return shared
-
-
-def _assign_pains(proofs: list[_Proof], pains: list[str]) -> None:
-    """Ties each proof to a pain it speaks to, covering as many different pains as possible."""
-    options = [list(p.overlaps) or [None] for p in proofs]
-    if math.prod(len(o) for o in options) <= 4096:
-        def value(choice):
-            named = [c for c in choice if c is not None]
-            return (len(set(named)), sum(p.overlaps.get(c, 0) for p, c in zip(proofs, choice)),
-                    -sum(pains.index(c) for c in named))
-        best = max(itertools.product(*options), key=value, default=())
-    else:  # greedy: the strongest proof first, preferring pains not yet answered
-        best, taken = [], set()
-        for p, choice in zip(proofs, options):
-            pick = max(choice, key=lambda c: (c not in taken, p.overlaps.get(c, 0), -pains.index(c) if c else 0))
-            best.append(pick)
-            taken.add(pick)
-    for proof, pain in zip(proofs, best):
-        proof.pain = pain
+def _display_name(node: SeenNode, seller: Seller | None) -> str:
+    """The node's title as the email names it: without a parenthesis or the seller's brand before it, and in lower
+    case when its first word is an ordinary one ("schema drift alerts", but "Audit Vault", "SOC 2")."""
+    name = re.sub(r"\s*\([^)]*\)", "", node.title).strip()
+    for brand in seller.brands if seller else []:
+        if name.startswith(brand + " "):
+            name = name[len(brand) + 1:]
+            break
+    rest = name.split()[1:]
+    proper_rest = any(w[:1].isupper() and not w.isupper() for w in rest)
+    head = name.split()[0] if name else ""
+    if name and not proper_rest and not _named(head, node.facts or ""):
+        name = name[:1].lower() + name[1:]
+    return name
 
 
-def _proof_text(proof: _Proof, seen_pains: set[str], tone: str) -> str:
-    body = " ".join(sorted(proof.sentences[: proof.used], key=proof.order.index))
-    if proof.order[0] not in proof.sentences[: proof.used] and proof.title:
-        # The node's opening sentence names what the fact is about; without it, say so.
-        body = f"{body[:-1] if body.endswith('.') else body} ({proof.title})."
-    if proof.pain is None:
-        return f"Also worth knowing: {body}"
-    pain = proof.pain
-    if pain.lower() in body.lower():  # the fact names the pain itself
-        seen_pains.add(pain)
-        return body
-    if proof.problem:
-        lead = f"If {pain} sounds familiar, you are not alone:"
-    elif pain in seen_pains:
-        lead = f"Also on {pain}:"
-    else:
-        lead = {"formal": f"Regarding {pain}:", "friendly": f"On {pain}:", "direct": f"On {pain}:"}[tone]
-    seen_pains.add(pain)
-    return f"{lead} {body}"
+def _names(node: SeenNode, seller: Seller | None) -> list[str]:
+    """The ways a fact may name its node at the start of a sentence, longest first."""
+    plain = re.sub(r"\s*\([^)]*\)", "", node.title).strip()
+    shown = _display_name(node, seller)
+    return sorted({node.title, plain, shown, _capital(shown)}, key=len, reverse=True)
+
+
+def _introduce(node: SeenNode, seller: Seller | None) -> str:
+    """What the offering is, before what it does: "our Audit Vault product", "our Slack integration"."""
+    name = _display_name(node, seller)
+    kind = node.type.lower().replace("_", " ").replace("-", " ").strip()
+    last = name.split()[-1].lower() if name.split() else ""
+    if not kind or last in _HEAD_NOUNS or last.rstrip("s") == kind.split()[-1].rstrip("s"):
+        return f"our {name}"
+    return f"our {name} {kind}"
+
+
+def _lead_sentence(item: _Item, sentence: str, seller: Seller | None) -> str:
+    """The first quoted sentence of an item, after its introduction and a colon (a whole sentence, so it keeps its
+    capital): an offering's own name at its start becomes "It" or "They" (by the verb after it)."""
+    if item.kind == "offering":
+        for name in _names(item.node, seller):
+            if sentence.lower().startswith(name.lower() + " "):
+                rest = sentence[len(name) + 1:]
+                verb = rest.split()[0].lower() if rest.split() else ""
+                singular = (verb in ("is", "was", "has", "does") or (verb.endswith("s") and not verb.endswith("ss"))
+                            if verb not in ("can", "will", "may", "must", "should", "would", "could")
+                            else not name.split()[-1].endswith("s"))
+                return f"{'It' if singular else 'They'} {rest}"
+    return _our(sentence, seller)
+
+
+def _frame(item: _Item, new: list[str], lead_first: bool, counts: dict[str, int], seller: Seller | None) -> str:
+    """The words before the colon: what the item is and which pains it answers. `new`: pains not written out yet;
+    `lead_first`: it is the first paragraph to answer the lead pain, which the opener already wrote out; `counts`:
+    the stories and the repeat answers so far, so that a second one reads as a second one."""
+    refs = _join([_np(p) for p in new]) if new else ""
+    again = counts["again"] if item.pains and not new and not lead_first else -1
+    counts["again"] += again >= 0
+    aside = counts["aside"] if not item.pains else -1
+    counts["aside"] += aside >= 0
+    if item.kind == "problem":
+        if lead_first:
+            return "You are not alone in this" + (f", and the same goes for {refs}" if refs else "")
+        if refs:
+            return f"You are not alone with {refs}"
+        return "You may recognise this pattern"
+    if item.kind == "story":
+        who = "One customer's" if counts["story"] == 0 else "Another customer's"
+        counts["story"] += 1
+        if lead_first:
+            return f"{who} results speak to exactly that" + (f", as well as to {refs}" if refs else "")
+        if refs:
+            return f"{who} results speak to {refs}"
+        return f"{who} results point the same way" if again >= 0 else f"{who} results may interest you" + (
+            " as well" if aside else "")
+    intro = _capital(_introduce(item.node, seller))
+    if lead_first:
+        return f"{intro} addresses exactly that" + (f", as well as {refs}" if refs else "")
+    if refs:
+        return f"{intro} addresses {refs}"
+    if again >= 0:
+        return f"{intro} helps here too" if again == 0 else f"{intro} also helps with this"
+    return [f"You may also find {_introduce(item.node, seller)} useful", f"{intro} may be of interest too",
+            f"{intro} is worth a look as well"][min(aside, 2)]
+
+
+def _paragraphs(items: list[_Item], lead: str, seller: Seller | None) -> list[str]:
+    named, paragraphs, counts = {lead}, [], {"story": 0, "again": 0, "aside": 0}
+    lead_answered = False
+    for item in items:
+        pains = item.pains
+        new = [p for p in pains if p not in named]
+        lead_first = lead in pains and not lead_answered
+        frame = _frame(item, new, lead_first, counts, seller)
+        named |= set(new)
+        lead_answered |= lead_first
+        quoted = sorted(item.chosen, key=lambda s: s.index)
+        body = " ".join([_lead_sentence(item, quoted[0].text, seller)] + [_our(s.text, seller) for s in quoted[1:]])
+        paragraphs.append(f"{frame}: {body}")
+    return paragraphs
+
+
+def _our(sentence: str, seller: Seller | None) -> str:
+    """A quoted sentence that opens with the seller's possessive ("Acme's models …") as the writer says it ("Our …")."""
+    for brand in seller.brands if seller else []:
+        if sentence.startswith(f"{brand}'s "):
+            return "Our " + sentence[len(brand) + 3:]
+    return sentence
 
 
 @dataclass
@@ -266,38 +401,43 @@ def _cues(text: str, cues: tuple[str, ...]) -> bool:
     return any(cue in low for cue in cues)
 
 
-def _ask(cta: str, g: _Goal, pain: str, company: str) -> str:
+_CALL_CUES = MEETING_CUES[:5]  # the words by which any reader (the demo's simulated prospects too) knows a meeting ask
+
+
+def _ask(cta: str, g: _Goal, company: str) -> str:
     """The closing ask: its form from the call-to-action decision, its words from the goal."""
-    if not g.phrase:  # no goal: a generic ask about the lead pain
+    if not g.phrase:  # no goal: a generic ask
         return {
             "meeting": f"Would you be open to a 30-minute call next week to see how this applies to {company}?",
             "resource": "Shall I send you a two-page summary with the details?",
-            "question": f"I would like to understand where {pain} sits on your list. "
-                        "Is it a priority for your team this quarter?",
-            "none": "Thank you for your time.",
+            "question": "Is this a priority for your team this quarter?",
+            "none": "If you would like the details, just reply to this email. Thank you for your time.",
         }[cta]
+    # a call is "about" its topic whatever preposition the goal's own noun took ("a walkthrough of X")
+    prep = "about" if g.prep in ("of", "for") else g.prep
     if cta == "meeting":
         if g.verb:
             ask = (f"Would you be open to a short call next week to walk through {g.resource}?" if g.resource
                    else f"Would you be open to a short call next week, so you can {g.phrase}?")
-        elif _cues(g.phrase, _MEETING_CUES):
+        elif _cues(g.phrase, _CALL_CUES):
             ask = f"Would you be open to {g.phrase}?"
         elif g.topic:
-            ask = f"Would you be open to a {g.duration or 'short'} call {g.prep} {g.topic}?"
+            length = g.duration or "short"
+            ask = f"Would you be open to {article(length)} {length} call {prep} {g.topic}?"
         else:
             ask = f"Would you be open to a short call to set up {g.phrase}?"
-        return ask if _cues(ask, _MEETING_CUES) else f"The next step I would suggest: {g.phrase}. Would you be open to a short call?"
+        return ask if _cues(ask, _CALL_CUES) else f"The next step I would suggest: {g.phrase}. Would you be open to a short call?"
     if cta == "resource":
         if g.verb:
             ask = (f"Shall I send you {g.resource}?" if g.resource
                    else f"Shall I send you a short guide to help you {g.phrase}?")
         elif g.topic:
-            ask = f"Shall I send you a short summary {g.prep} {g.topic}?"
+            ask = f"Shall I send you a short summary {prep} {g.topic}?"
         elif g.purpose:
             ask = f"Shall I send you a short summary to help you {g.purpose}?"
         else:
             ask = f"Shall I send you a short summary ahead of {g.phrase}?"
-        if _cues(ask, _MEETING_CUES) or not _cues(ask, _RESOURCE_CUES):
+        if _cues(ask, _CALL_CUES) or not _cues(ask, RESOURCE_CUES):
             ask = f"The next step I would suggest: {g.phrase}. Shall I send you a short summary first?"
         return ask
     if cta == "question":
@@ -308,36 +448,28 @@ def _ask(cta: str, g: _Goal, pain: str, company: str) -> str:
         return f"One option would be {g.phrase}. Would that be worth your team's time this quarter?"
     # none: no question at all
     if g.verb or g.purpose:
-        return f"If it would help to {g.purpose or g.phrase}, just reply to this email. Thank you for your time."
+        return f"If you would like to {g.purpose or g.phrase}, just reply to this email. Thank you for your time."
     if g.topic:
-        return f"If {g.topic} moves up your list, I would be glad to help. Thank you for your time."
-    return f"If {g.phrase} would be useful, just reply to this email. Thank you for your time."
-
-
-def _fillers(tone: str, company: str, industry: str, pains: list[str], lead: str) -> list[str]:
-    """Sentences about the prospect and this email, free of claims, to reach the length band.
-
-    Pains are placed after a colon, so that a clause ("reviews take months") reads as well as a
-    noun phrase ("slow audit preparation").
-    """
-    others = [p for p in pains if p != lead]
-    lines = []
-    if others:
-        listed = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
-        lines.append(f"I gather {'this is' if len(others) == 1 else 'these are'} on your list as well: {listed}.")
-    lines.append(f"I have kept this to the specifics that map to {company}, rather than a generic pitch.")
-    lines.append({
-        "formal": "I would rather ask than assume, so please correct me if your priorities lie elsewhere.",
-        "friendly": "Happy to be told I have this wrong if your priorities are elsewhere right now.",
-        "direct": "If this is not a priority right now, tell me and I will not follow up.",
-    }[tone])
-    lines.append(f"Whatever you decide, I can tailor the details to how your {industry} team works today.")
-    return lines
+        return f"If {g.topic} moves up your list, I would be glad to help you. Thank you for your time."
+    return f"If {g.phrase} would be useful to you, just reply to this email. Thank you for your time."
 
 
 def _greeting(tone: str, name: str) -> str:
     first = name.split(" ")[0]
-    return {"formal": f"Dear {name},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
+    return {"formal": f"Dear {first},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
+
+
+def _opener(tone: str, seller: Seller | None, company: str, role: str, lead: str) -> str:
+    """Who writes and what the seller does, then the lead pain in a sentence of its own (never a heading)."""
+    who = ""
+    if seller:
+        who = {"formal": f"I am writing from {seller.clause()}.", "friendly": f"I'm {SENDER} from {seller.clause()}.",
+               "direct": f"I work at {seller.clause()}."}[tone] + " "
+    as_role = f"as {possessive(company)} {role}"
+    pain = {"formal": f"{_capital(as_role)}, you are likely dealing with {_np(lead)}.",
+            "friendly": f"I imagine that, {as_role}, you are dealing with {_np(lead)}.",
+            "direct": f"{_capital(as_role)}, you are dealing with {_np(lead)}."}[tone]
+    return who + pain
 
 
 def _pains(prospect: dict) -> list[str]:
@@ -366,30 +498,30 @@ def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
     angle |= {"length": length for length, (low, high) in _BANDS.items() if low <= n <= high}
     if len(paragraphs) >= 2:
         goal_parsed = _parse_goal(goal, prospect)
-        ctas = {cta for cta in CTAS for pain in _pains(prospect) if paragraphs[-2] == _ask(cta, goal_parsed, pain, company)}
+        ctas = {cta for cta in CTAS if paragraphs[-2] == _ask(cta, goal_parsed, company)}
         if len(ctas) == 1:
             angle["cta"] = ctas.pop()
     return angle
 
 
-def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "") -> tuple[str, str]:
-    """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask."""
+def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "",
+            seller: Seller | None = None) -> tuple[str, str]:
+    """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask; `seller` who
+    the email is from."""
     name, company = _name_and_company(prospect)
     first = name.split(" ")[0]
     role = str(prospect.get("role") or "leader").strip()
-    industry = str(prospect.get("industry") or "your industry").strip()
     pains = _pains(prospect)
-    pain_terms = [(p, terms(p)) for p in pains]
-
     context_nodes = [n for n in cited if is_context(n.type)]
-    context = frozenset().union(*(terms(f"{n.title} {' '.join(n.tags)} {n.facts or ''}") for n in context_nodes))
-    persona = terms(f"{role} {industry}") | frozenset().union(*(terms(" ".join(n.tags)) for n in context_nodes))
-    proofs = _proofs(cited, pain_terms, persona, context)
+    persona = terms(f"{role} {prospect.get('industry') or ''}") | frozenset().union(
+        *(terms(" ".join(n.tags)) for n in context_nodes))
 
-    # The lead pain: the one the strongest proof point answers; without proof points, the one the
-    # context nodes speak to most, then the prospect's own order.
-    answered = [p.pain for p in proofs if p.pain and not p.problem] + [p.pain for p in proofs if p.pain]
-    lead = answered[0] if answered else max(pains, key=lambda p: (len(terms(p) & context), -pains.index(p)))
+    items = _items(cited, pains, persona)
+    _choose(items, pains)
+    answered = {p for item in items for p in item.pains}
+    lead = next((p for p in pains if p in answered), pains[0])
+    kind_order = {"problem": 0, "offering": 1, "story": 2}
+    items.sort(key=lambda i: (min((pains.index(p) for p in i.pains), default=len(pains)), kind_order[i.kind], i.position))
 
     subjects = [
         {"formal": f"{company}: {lead}", "friendly": f"{first}, on {lead}", "direct": f"{_capital(lead)} at {company}"}[tone],
@@ -397,48 +529,25 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
     ]
     subject = next((s for s in subjects if len(s.split()) <= 10), subjects[-1])
     greeting = _greeting(tone, name)
-    a_role = f"{article(role)} {role}"
-    opener = {
-        "formal": f"As {company}'s {role}, you likely have this on your desk: {lead}.",
-        "friendly": f"Hope your week is going well. I imagine that, as {a_role} at {company}, "
-                    f"you hear about this more than you would like: {lead}.",
-        "direct": f"{_capital(lead)}: a hard problem for {industry} teams like yours at {company}.",
-    }[tone]
-    ask = _ask(cta, _parse_goal(goal, prospect), lead, company)
-    sign_off = {"formal": "Kind regards,\nAlex", "friendly": "Cheers,\nAlex", "direct": "Best,\nAlex"}[tone]
-    fillers = _fillers(tone, company, industry, pains, lead)
-
-    low, high = _BANDS[length]
-    active = list(proofs)
-    chosen_fillers: list[str] = []
+    opener = _opener(tone, seller, company, role, lead)
+    ask = _ask(cta, _parse_goal(goal, prospect), company)
+    sign_off = {"formal": f"Kind regards,\n{SENDER}", "friendly": f"Cheers,\n{SENDER}", "direct": f"Best,\n{SENDER}"}[tone]
 
     def render() -> str:
-        seen: set[str] = set()
-        ordered = [p for p in active if p.problem] + [p for p in active if not p.problem]
-        intro = " ".join([opener, *chosen_fillers[:1]])
-        middle = [_proof_text(p, seen, tone) for p in ordered]
-        closing = [" ".join(chosen_fillers[1:])] if chosen_fillers[1:] else []
-        return "\n\n".join([greeting, intro, *middle, *closing, ask, sign_off])
+        return "\n\n".join([greeting, opener, *_paragraphs(items, lead, seller), ask, sign_off])
 
-    while words(render()) > high and len(active) > 1:
-        active.pop()  # the weakest proof point goes first
-    extra = [p for p in active if len(p.sentences) > 1]
-    steps = [("filler", f) for f in fillers]
-    deepest = max((len(p.sentences) for p in extra), default=0)
-    more = [("sentence", p) for k in range(1, deepest) for p in extra if len(p.sentences) > k]  # round robin
-    steps = more + steps if length == "long" else steps + more
-    for kind, item in steps:
+    # More of the cited facts until the band is reached, the most telling first: only sentences that bear on the
+    # prospect (a pain, the role, the industry or the context nodes' tags) or carry a figure, never padding.
+    low, high = _BANDS[length]
+    spare = [(s.rank, -item.position, item, s) for item in items for s in item.sentences if s.rank[0] or s.rank[2] or s.rank[3]]
+    spare.sort(key=lambda o: o[:2], reverse=True)
+    for *_, item, sentence in spare:
         if words(render()) >= low:
             break
-        if kind == "filler":
-            chosen_fillers.append(item)
-        elif item.used < len(item.sentences):
-            item.used += 1
-        else:
+        if sentence in item.chosen:
             continue
+        before = list(item.chosen)
+        _take(item, sentence)
         if words(render()) > high:  # does not fit: undo
-            if kind == "filler":
-                chosen_fillers.pop()
-            else:
-                item.used -= 1
+            item.chosen = before
     return _clip_words(subject, 12), render()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backends.embedded.composer import CTAS, LENGTHS, TONES, angle_of, compose
+from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, angle_of, compose
 from app.agent.text import terms
 from app.agent.transcript import SeenNode, Transcript
 
@@ -130,7 +130,7 @@ def node_features(node: SeenNode, view: ProspectView) -> np.ndarray:
     pains, role, industry = view.relevance(node)
     x = np.zeros(NODE_DIM)
     x[:NODE_BASE] = (1.0, math.log(max(node.score, 1e-3)), pains, role, industry, node.read, node.seed, node.browsed,
-                     node.exemplar, math.log(node.score) if node.proven else 0.0)
+                     node.exemplar, math.log(max(node.score, 1e-3)) if node.proven else 0.0)
     x[NODE_BASE + _bucket(node.type, TYPE_BUCKETS)] = 1.0
     x[NODE_BASE + TYPE_BUCKETS + _bucket(node.id, ID_BUCKETS)] = 1.0
     return x
@@ -200,7 +200,8 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         node = candidates[pick(block, features, [f"node={n.id}" for n in candidates])]
         return {"name": name, "arguments": {"node_id": node.id}}, decisions
     if name == "propose_email":  # a draft from everything read so far, in a neutral angle
-        subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal)
+        subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal,
+                                seller=Seller.of(t.seller))
         return {"name": name, "arguments": {"subject": subject, "body": body}}, decisions
     cited = []
     for node in t.read_nodes:
@@ -216,7 +217,8 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         features = np.column_stack([_options(view.features, len(options), list(range(len(options)))),
                                     [float(o == kept.get(block)) for o in options]])
         angle[block] = options[pick(block, features, [f"{block}={o}" for o in options])]
-    subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal)
+    subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal,
+                            seller=Seller.of(t.seller))
     return {"name": name, "arguments": {"subject": subject, "body": body, "citations": [n.id for n in cited]}}, decisions
 
 
