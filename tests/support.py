@@ -46,7 +46,9 @@ class Server:
         self.process: subprocess.Popen | None = None
         self.log = workdir / f"serve-{self.port}.log"
 
-    def start(self, timeout: float = 90) -> "Server":
+    def start(self, timeout: float = 90, *, wait: bool = True) -> "Server":
+        """Starts the process and, with `wait`, waits until it is ready (a server meant to crash during its start-up,
+        in a fault drill, may never be)."""
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", self.command, *(["--port", str(self.port)] if self.command == "serve" else [])],
             cwd=self.workdir, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
@@ -54,6 +56,8 @@ class Server:
             # niced run worker competes with the test runner's other busy processes as a whole, not one by one.
             start_new_session=True,
         )
+        if not wait:
+            return self
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -33,7 +33,8 @@ def test_kill_9_inside_every_step_resumes_exactly_once(tmp_path):
     env = {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite", "EXECUTOR_ID": "fault-worker"}
     run_id = None
     for point in ("generate", "score", "reweight", "train", "email", "publish"):  # the order iteration 2 reaches them
-        server = Server(tmp_path, env | {"CRASH_AT": f"{point}:2"}).start()
+        # a restart recovers the run at once and may reach its crash point before its worker reports ready
+        server = Server(tmp_path, env | {"CRASH_AT": f"{point}:2"}).start(wait=run_id is None)
         try:
             if run_id is None:
                 with server.client() as client:
