@@ -4,8 +4,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from app.events.ssrf import WebhookURL
 from app.pages import Page
 
 MAX_PROSPECTS = 1000
@@ -36,15 +37,8 @@ class DraftRequest(BaseModel):
         None, description="`<run_id>@<k>`; default: the graph's deployment.")
     goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
     prospects: list[ProspectIn] = Field(min_length=1, max_length=MAX_PROSPECTS)
-    webhook_url: AnyHttpUrl | None = Field(None, description="Receives draft_batch.succeeded / draft_batch.failed, signed.")
+    webhook_url: WebhookURL | None = Field(None, description="Receives draft_batch.succeeded / draft_batch.failed, signed.")
     seed: int = Field(0, ge=0, le=2**31 - 1)
-
-    @field_validator("webhook_url", mode="before")
-    @classmethod
-    def no_control_characters(cls, url: object) -> object:
-        if isinstance(url, str) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
-            raise ValueError("webhook_url must not contain control characters (CR, LF, tab, ...)")
-        return url
 
     @field_validator("prospects")
     @classmethod

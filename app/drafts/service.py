@@ -1,9 +1,7 @@
 """Draft batches as the API takes them in (JSON or a CSV file) and gives them back (JSON pages, CSV, outcomes)."""
 
 import csv
-import hashlib
 import io
-import json
 import random
 from datetime import timedelta
 
@@ -33,17 +31,13 @@ from app.policies import service as policy_service
 from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef, policy_id
 from app.policies.traffic import auto_shares
+from app.runs.service import request_hash
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 
 
 def links(batch_id: str) -> BatchLinks:
     return BatchLinks(self=f"/draft-batches/{batch_id}", drafts=f"/draft-batches/{batch_id}/drafts")
-
-
-def request_hash(body: DraftRequest) -> str:
-    fields = body.model_dump(mode="json", exclude_unset=True)
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------- CSV in

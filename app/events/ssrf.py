@@ -3,7 +3,10 @@
 import asyncio
 import ipaddress
 import socket
+from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AfterValidator, AnyHttpUrl, BeforeValidator
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -20,6 +23,25 @@ _DENY = [
 
 class UnsafeWebhookURL(ValueError):
     pass
+
+
+def _no_control_characters(url: object) -> object:
+    """A URL parser drops CR, LF and tabs silently (WHATWG): a URL that carried them is not the one that is kept."""
+    if isinstance(url, str) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        raise ValueError("webhook_url must not contain control characters (CR, LF, tab, ...)")
+    return url
+
+
+def _no_credentials(url: AnyHttpUrl) -> AnyHttpUrl:
+    """They would be kept and never sent: a receiver verifies the signature instead."""
+    if url.username or url.password:
+        raise ValueError("webhook_url must not carry credentials (user:pass@); the receiver verifies the "
+                         "webhook-signature header with the webhook_secret instead")
+    return url
+
+
+# A receiver's URL as a request gives it (a run's, a draft batch's); where it may resolve to is checked apart (`resolve`)
+WebhookURL = Annotated[AnyHttpUrl, BeforeValidator(_no_control_characters), AfterValidator(_no_credentials)]
 
 
 def blocked(ip: IPAddress) -> bool:

@@ -3,13 +3,14 @@
 from datetime import datetime
 from typing import Any
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.agent.schemas import FinalEmail, PublishedEmail, ScenarioContext, TracedEmail
 from app.runs.events import Waiting
 from app.runs.status import RunError, RunStatus
 from app.loop.outcome_model import FeedbackSource
 from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
+from app.events.ssrf import WebhookURL
 from app.pages import Page
 from app.settings import BackendName
 
@@ -26,26 +27,9 @@ class LearnLoopRequest(RunConfig):
     init_from: str | None = Field(
         None, min_length=1, max_length=120, description="A policy (`<run_id>@<k>`) of the same graph to continue: the run "
         "starts from its checkpoint, node scores and lessons.")
-    webhook_url: AnyHttpUrl | None = Field(
+    webhook_url: WebhookURL | None = Field(
         None, description="Receives this run's events, signed (Standard Webhooks). No credentials (`user:pass@`): "
         "the receiver authenticates the service by the signature.")
-
-    @field_validator("webhook_url", mode="before")
-    @classmethod
-    def no_control_characters(cls, url: object) -> object:
-        """A URL parser drops CR, LF and tabs silently (WHATWG): a URL that carried them is not the one that is kept."""
-        if isinstance(url, str) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
-            raise ValueError("webhook_url must not contain control characters (CR, LF, tab, ...)")
-        return url
-
-    @field_validator("webhook_url")
-    @classmethod
-    def no_credentials(cls, url: AnyHttpUrl | None) -> AnyHttpUrl | None:
-        """They would be kept with the run and never sent: a receiver verifies the signature instead."""
-        if url is not None and (url.username or url.password):
-            raise ValueError("webhook_url must not carry credentials (user:pass@); the receiver verifies the "
-                             "webhook-signature header with the run's webhook_secret instead")
-        return url
 
 
 class EffectiveConfig(RunConfig):

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
@@ -33,7 +33,8 @@ def links(run_id: str) -> dict:
     return {"self": base, "iterations": f"{base}/iterations", "events": f"{base}/events", "node_scores": f"{base}/node-scores"}
 
 
-def request_hash(body: LearnLoopRequest) -> str:
+def request_hash(body: BaseModel) -> str:
+    """What an Idempotency-Key is checked against: the fields the request set, canonically (runs and draft batches)."""
     fields = body.model_dump(mode="json", exclude_unset=True)
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
