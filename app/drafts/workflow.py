@@ -21,7 +21,7 @@ from app.events.relay import send_signed
 from app.events.service import new_id
 from app.knowledge_graph.schemas import Prospect, Scenario
 from app.loop.email import Written, write_email
-from app.loop.features import content_hash, email_features
+from app.loop.features import content_hash, email_features, segment
 from app.loop.reward import Judge, rollout_seed
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
@@ -128,7 +128,8 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 session.add(EmailRef(
                     ref=ref, tenant=batch.tenant, run_id=row.run_id, iteration=row.iteration, slot=row.position,
                     graph_id=batch.graph_id, scenario_id=like, judge_score=written.score,
-                    features=email_features(email, row.prospect["name"], row.prospect["company"]),
+                    features=email_features(email, row.prospect["name"], row.prospect["company"],
+                                            segment(row.prospect["role"], row.prospect["industry"])),
                     content_hash=content_hash(email), draft_batch_id=batch_id, prospect_id=row.prospect["id"]))
             done = await session.execute(update(Draft).where(
                 Draft.batch_id == batch_id, Draft.position == row.position, Draft.drafted_at.is_(None)).values(

@@ -13,7 +13,7 @@ from app.drafts.models import Draft, DraftBatch
 from app.drafts.workflow import writer, write_for
 from app.evaluations import estimators
 from app.evaluations.queue import WORKFLOW_NAME
-from app.loop.features import content_hash, email_features
+from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
@@ -94,7 +94,8 @@ async def evaluate_step(evaluation_id: str) -> str:
             email = written.email.email
             if written.score is not None:
                 judged.append(written.score)
-            predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"]),
+            predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
+                                                           segment(prospect["role"], prospect["industry"])),
                                             content_hash(email)).p_reply)
         predicted_reply = estimators.mean_interval(predicted)
         mine = author.policy.id

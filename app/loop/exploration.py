@@ -3,7 +3,8 @@ would reward, must get tried, or the replies never come.
 
 Where a run learns from what is sent (`outcomes`, `simulated`), once something was sent, each rollout draws, for every node within its reach
 (its start nodes, their neighbours and the nodes listed as having worked before), what citing that node adds to the
-reply log-odds from the outcome model's posterior (`OutcomeModel.trait_draws`), and acts on the node whose draw is
+reply log-odds for this scenario's segment (the node's weight over every send plus the segment's departure from
+it) from the outcome model's posterior (`OutcomeModel.trait_draws`), and acts on the node whose draw is
 highest, as Thompson sampling acts on the arm its sample rates best: that node, the focus, is listed among the
 rollout's start nodes with its KG score times exp(exploration · its draw), the draw read as nats of preference (the
 unit of the policy's log-score feature), at most LIFT. A node no sent email cited draws from the prior, as wide as
@@ -24,7 +25,7 @@ import numpy as np
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import Scenario
 from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE
-from app.loop.features import CITES
+from app.loop.features import CITES, in_segment, segment
 from app.loop.outcome_model import OutcomeModel
 
 # The most a focus is lifted: from the lowest score KG credit gives a node to the highest (×25), so a fact the
@@ -47,7 +48,9 @@ class Exploration:
     def focus(self, scenario: Scenario, scores: Mapping[str, float], seed) -> tuple[str, float]:
         """The node within reach whose drawn reply weight is the highest, and that weight."""
         reach = self.reach(scenario, scores)
-        draws = self.model.trait_draws([f"{CITES}{node}" for node in reach], np.random.default_rng(seed))
+        reader = segment(scenario.prospect.role, scenario.prospect.industry)
+        draws = self.model.trait_draws([[f"{CITES}{node}", in_segment(reader, f"{CITES}{node}")] for node in reach],
+                                       np.random.default_rng(seed))
         best = int(np.argmax(draws))
         return reach[best], float(draws[best])
 

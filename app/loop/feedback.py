@@ -78,17 +78,15 @@ class OutcomeFeedback:
     """The outcome model's estimate of each candidate, from the traits it shares with emails that were sent."""
 
     model: OutcomeModel
-    prospects: dict[str, tuple[str, str]]  # scenario id: (prospect's name, company)
+    prospects: dict[str, tuple[str, str, str]]  # scenario id: (prospect's name, company, segment)
 
     def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate:
         if email is None:
             return NO_ESTIMATE
-        name, company = self.prospects[scenario_id]
-        return self.model.estimate(email_features(email, name, company), content_hash(email))
+        return self.model.estimate(email_features(email, *self.prospects[scenario_id]), content_hash(email))
 
     def draw(self, scenario_id: str, email: Email, rng: np.random.Generator) -> Estimate:
-        name, company = self.prospects[scenario_id]
-        return self.model.draw(email_features(email, name, company), content_hash(email), rng)
+        return self.model.draw(email_features(email, *self.prospects[scenario_id]), content_hash(email), rng)
 
 
 def create_feedback(graph: KnowledgeGraph) -> FeedbackSimulator | None:

@@ -89,13 +89,15 @@ class TraitRegression:
         posterior, prior = self._logit_variances(features)
         return max(0.0, 1 - posterior / prior)
 
-    def trait_posterior(self, trait: str) -> tuple[float, float]:
-        """(mean, standard deviation) of one trait's weight: the Laplace posterior's, or the prior's for a trait
-        never sent."""
-        if trait not in self.weights:
-            return 0.0, math.sqrt(self.prior_variance)
-        i = list(self.weights).index(trait) + 1
-        return self.weights[trait], math.sqrt(float(self.covariance[i, i]))
+    def traits_posterior(self, traits: list[str]) -> tuple[float, float]:
+        """(mean, standard deviation) of the sum of some traits' weights: the Laplace posterior's, with the prior's
+        for each trait never sent."""
+        index = {trait: i + 1 for i, trait in enumerate(self.weights)}
+        known = [index[trait] for trait in traits if trait in index]
+        unknown = len(traits) - len(known)
+        mean = sum(self.weights[trait] for trait in traits if trait in index)
+        variance = float(self.covariance[np.ix_(known, known)].sum()) + unknown * self.prior_variance
+        return mean, math.sqrt(variance)
 
     def draw(self, features: list[str], rng: np.random.Generator) -> float:
         """A probability as plausible as the posterior says: its log-odds drawn from the Laplace posterior."""
@@ -177,10 +179,11 @@ class OutcomeModel:
         return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
                                  delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
 
-    def trait_draws(self, traits: list[str], rng: np.random.Generator) -> np.ndarray:
-        """Each trait's weight on the reply log-odds, drawn from its posterior (Thompson sampling): near its mean for a
-        trait the sends pinned down, as wide as the prior for one never sent. Only for a model fitted on sends."""
-        posterior = np.array([self.replies.trait_posterior(trait) for trait in traits]).reshape(-1, 2)
+    def trait_draws(self, trait_sets: list[list[str]], rng: np.random.Generator) -> np.ndarray:
+        """What each set of traits adds to the reply log-odds, drawn from its posterior (Thompson sampling): near its
+        mean for traits the sends pinned down, as wide as the prior for ones never sent. Only for a model fitted on
+        sends."""
+        posterior = np.array([self.replies.traits_posterior(traits) for traits in trait_sets]).reshape(-1, 2)
         return rng.normal(posterior[:, 0], posterior[:, 1])
 
     def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:

@@ -14,7 +14,7 @@ from app.events.signing import SecretBox
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.agent.schemas import Email, TracedEmail
-from app.loop.features import content_hash, email_features
+from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import FeedbackSource
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
@@ -67,7 +67,8 @@ def email_ref(run: Run, graph: KnowledgeGraph, iteration: int, slot: int, scenar
     prospect = graph.scenarios[scenario_id].prospect
     return EmailRef(ref=refs.email_ref(run.id, iteration, slot), tenant=run.tenant, run_id=run.id, graph_id=run.graph_id,
                     iteration=iteration, slot=slot, scenario_id=scenario_id, judge_score=judge_score,
-                    features=email_features(email, prospect.name, prospect.company), content_hash=content_hash(email))
+                    features=email_features(email, prospect.name, prospect.company, segment(prospect.role, prospect.industry)),
+                    content_hash=content_hash(email))
 
 
 async def trajectory_emails(session: AsyncSession, run_id: str, iteration: int, scenario_id: str) -> list[tuple[int, TracedEmail]]:

@@ -27,6 +27,7 @@ from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, choose_by_outcomes, write_email
 from app.loop.exploration import Exploration
+from app.loop.features import segment
 from app.agent.schemas import Email, PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
@@ -389,7 +390,8 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     async with current().services.db.read() as session:
         sent = await outcome_repository.sent_emails(
             session, run.tenant, mature_before=utcnow() - timedelta(seconds=settings.reply_window_s), **scope)
-    prospects = {s.id: (s.prospect.name, s.prospect.company) for s in graph.scenarios.values()}
+    prospects = {s.id: (s.prospect.name, s.prospect.company, segment(s.prospect.role, s.prospect.industry))
+                 for s in graph.scenarios.values()}
     return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
 
 

@@ -13,6 +13,7 @@ from app.agent.transcript import parse_transcript
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop.exploration import LIFT, Exploration
+from app.loop.features import in_segment, segment
 from app.loop.outcome_model import OutcomeModel, SentEmail
 
 K = 20.0
@@ -25,9 +26,9 @@ def sent(features, delivered, replies, content) -> SentEmail:
 def test_a_node_the_sends_pinned_down_draws_near_what_they_showed_and_an_unsent_one_as_wide_as_the_prior():
     model = OutcomeModel.fit([sent(["cites:good", "tone:formal"], 400, 120, "a"), sent(["cites:poor", "tone:formal"], 400, 4, "b")], K)
     rng = np.random.default_rng(1)
-    draws = np.array([model.trait_draws(["cites:good", "cites:poor", "cites:new"], rng) for _ in range(4000)])
+    draws = np.array([model.trait_draws([["cites:good"], ["cites:poor"], ["cites:new"]], rng) for _ in range(4000)])
     for column, trait in enumerate(["cites:good", "cites:poor"]):
-        mean, sd = model.replies.trait_posterior(trait)
+        mean, sd = model.replies.traits_posterior([trait])
         assert (mean, sd) == (model.replies.weights[trait], pytest.approx(math.sqrt(model.replies.covariance[column + 1, column + 1])))
         assert draws[:, column].mean() == pytest.approx(mean, abs=0.03) and draws[:, column].std() == pytest.approx(sd, rel=0.05)
     assert draws[:, 0].mean() > 0 > draws[:, 1].mean()
@@ -48,7 +49,8 @@ def test_a_rollout_promotes_the_node_within_reach_whose_draw_is_highest():
     reach = explore.reach(scenario, scores)
     assert reach == sorted(near)
     shown, focus = explore.shown_scores(scenario, scores, (7, 1))
-    draws = model.trait_draws([f"cites:{n}" for n in reach], np.random.default_rng((7, 1)))
+    reader = segment(scenario.prospect.role, scenario.prospect.industry)
+    draws = model.trait_draws([[f"cites:{n}", in_segment(reader, f"cites:{n}")] for n in reach], np.random.default_rng((7, 1)))
     weight = float(draws.max())
     assert focus == reach[int(np.argmax(draws))] and weight > 0
     assert shown[focus] == pytest.approx(scores[focus] * math.exp(weight))  # the drawn reply log-odds, as a factor

@@ -154,13 +154,13 @@ def test_the_email_to_send_is_drawn_by_reward_under_the_outcome_models_posterior
     direct = email("Priya -", "Is this a priority?")
 
     def sends(e: Email, delivered: int, replies: int) -> SentEmail:
-        return SentEmail(email_features(e, "Priya", "Acme"), content_hash(e), delivered, delivered // 2, replies)
+        return SentEmail(email_features(e, "Priya", "Acme", "cto @ healthcare"), content_hash(e), delivered, delivered // 2, replies)
 
     def chosen(feedback, candidates, weight=0.3, draws=400) -> list[int]:
         rng = np.random.default_rng(1)
         return [choose_by_outcomes(candidates, feedback, "scn", weight, rng) for _ in range(draws)]
 
-    prospects = {"scn": ("Priya", "Acme")}
+    prospects = {"scn": ("Priya", "Acme", "cto @ healthcare")}
     nothing = OutcomeFeedback(OutcomeModel.fit([], K), prospects)
     assert set(chosen(nothing, [(friendly, 0.5), (formal, 0.9)])) == {0}  # no outcomes: the greedy email, as before
     learnt = OutcomeFeedback(OutcomeModel.fit([sends(friendly, 500, 200), sends(formal, 500, 10)], K), prospects)
@@ -173,3 +173,31 @@ def test_the_email_to_send_is_drawn_by_reward_under_the_outcome_models_posterior
     # A kind of email never sent wins sometimes, on the chance that it gets more replies, and not always.
     explored = chosen(learnt, [(friendly, 0.8), (direct, 0.8)])
     assert 0.02 < np.mean(explored) < 0.6
+
+
+def test_each_segment_learns_how_it_departs_from_every_send_and_an_unsent_segment_gets_the_pooled_rate():
+    from app.agent.schemas import Email
+    from app.loop.features import content_hash, email_features, segment
+
+    formal = Email(subject="A note", body="Dear Priya,\n\nWe help.\n\nCould we meet?\n\nSam", citations=["case"])
+    friendly = Email(subject="A note", body="Hi Priya,\n\nWe help.\n\nCould we meet?\n\nSam", citations=["case"])
+    cfo, cto, ciso = segment("CFO", "SaaS"), segment(" cto ", "Health  care"), segment("CISO", "insurance")
+    assert (cfo, cto) == ("cfo @ saas", "cto @ health care")
+    features = email_features(formal, "Priya", "Acme", cfo)
+    assert {"tone:formal", "cites:case", "in:cfo @ saas|tone:formal", "in:cfo @ saas|cites:case", "segment:cfo @ saas"} <= set(features)
+    assert features == sorted(features) and len([f for f in features if f.startswith("in:")]) == 5
+
+    def sends(email: Email, reader: str, replies: int) -> SentEmail:
+        return SentEmail(email_features(email, "Priya", "Acme", reader), f"{content_hash(email)}{reader}", 300, 150, replies)
+
+    # CFOs answer friendly emails, CTOs formal ones, each 30% against 5%.
+    model = OutcomeModel.fit([sends(friendly, cfo, 90), sends(formal, cfo, 15), sends(formal, cto, 90), sends(friendly, cto, 15)], K)
+
+    def p_reply(email: Email, reader: str) -> float:
+        return model.estimate(email_features(email, "Priya", "Acme", reader), "unsent").p_reply
+
+    assert p_reply(friendly, cfo) > 0.2 > 0.1 > p_reply(formal, cfo)
+    assert p_reply(formal, cto) > 0.2 > 0.1 > p_reply(friendly, cto)
+    # A segment never sent to: neither tone is known to be better, so each gets about the pooled rate.
+    assert p_reply(formal, ciso) == pytest.approx(p_reply(friendly, ciso), abs=0.01)
+    assert p_reply(formal, ciso) == pytest.approx(105 / 600, abs=0.03)
