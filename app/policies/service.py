@@ -136,7 +136,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
-                require_evidence=current.require_evidence, evaluation_id=evaluation.id, trigger="auto_promote")
+                require_evidence=current.require_evidence, forced=False, evaluation_id=evaluation.id, trigger="auto_promote")
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
     return None
