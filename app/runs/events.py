@@ -93,9 +93,11 @@ class PromotionEvidence(BaseModel):
     ahead: bool = Field(description="The promoted policy's interval lies wholly above the replaced one's.")
 
 
+# The deployment (app.policies, above this package) tells these onto the promoted policy's run, so the run's events,
+# its live stream and its webhook carry them (docs/architecture/decisions.md).
 class PolicyPromotedData(EventData):
-    """A policy of this run became its graph's champion. Emitted by the deployment (`app.policies`) onto the
-    promoted policy's run, so the run's events, its live stream and its webhook carry it; the run is finished."""
+    """A policy of this finished run became its graph's champion, by a `PUT` of the deployment or by auto-promotion,
+    with the evaluation that justified it."""
 
     type = EventType.POLICY_PROMOTED
     graph_id: str
@@ -112,7 +114,7 @@ class PolicyPromotedData(EventData):
 
 
 class PolicyRolledBackData(PolicyPromotedData):
-    """A promotion of a policy that had been the graph's champion before: a rollback."""
+    """A policy of this finished run became its graph's champion again: a rollback, with what justified it."""
 
     type = EventType.POLICY_ROLLED_BACK
 
