@@ -81,7 +81,8 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
 async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
     deployable once its run finished. Where the deployment requires evidence, a new champion needs the latest
-    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded."""
+    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded. A new champion
+    is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
     champion = await deployable(session, body.policy, tenant, graph_id, "policy")
@@ -121,7 +122,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
 
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers); returns it, or None."""
+    champion takes its place among the challengers), announced on its run; returns it, or None."""
     current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -136,7 +137,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
-                require_evidence=current.require_evidence, forced=False, evaluation_id=evaluation.id, trigger="auto_promote")
+                require_evidence=current.require_evidence, forced=False, evaluation_id=evaluation.id,
+                trigger="auto_promote")
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
     return None
