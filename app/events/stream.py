@@ -104,9 +104,11 @@ class EventFeed:
         self.db, self.poll_interval = db, poll_interval
         self._pollers: dict[str, _RunPoller] = {}
 
-    async def follow(self, catalogue: Catalogue, run_id: str, *, after: int = 0,
+    async def follow(self, catalogue: Catalogue, run_id: str, *, after: int = 0, until: int | None = None,
                      keepalive: float = KEEPALIVE_S) -> AsyncIterator[ServerSentEvent]:
-        """The run's events with a larger seq than `after`, as they commit; ends after a terminal event.
+        """The run's events with a larger seq than `after`, as they commit; ends after a terminal event and those
+        already committed behind it (a finished run's policy promoted since), or once it has given `until` (a run
+        finished before the stream started: its later events are news for the next connection, or the webhook).
 
         While nothing happens, a comment every `keepalive` seconds keeps proxies from closing the connection.
         """
@@ -114,15 +116,17 @@ class EventFeed:
         poller = self._join(run_id, cursor)
         try:
             quiet_since = time.monotonic()
+            ended = False
             while True:
                 changed = poller.changed
                 for event in poller.since(cursor.after) or ():
                     cursor.after = event.seq
                     yield ServerSentEvent(id=str(event.seq), event=event.type,
                                           raw_data=catalogue.data_json(event.type, event.data))
-                    if event.type in catalogue.terminal:
-                        return
+                    ended = ended or event.type in catalogue.terminal
                     quiet_since = time.monotonic()
+                if ended or (until is not None and cursor.after >= until):
+                    return
                 if changed is not poller.changed:
                     continue  # news arrived while this stream was sending
                 try:

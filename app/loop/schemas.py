@@ -101,6 +101,14 @@ class RewardStats(BaseModel):
     count: int = 0
 
 
+class Interval(BaseModel):
+    """An estimate with its 90 % interval (an evaluation's, and the promotion events that quote it)."""
+
+    value: float
+    low: float = Field(description="The 90 % interval's lower end.")
+    high: float
+
+
 class TrainingOutcome(BaseModel):
     step: int
     skipped: bool

@@ -13,6 +13,9 @@ from app.policies.schemas import EvaluationResult, Interval, PolicyEvaluation
 class Verdict:
     ahead: bool
     message: str
+    estimator: str | None = None  # the estimates compared, when both had one (a promotion's event quotes them)
+    challenger: Interval | None = None
+    champion: Interval | None = None
 
 
 def _estimate(evaluation: PolicyEvaluation) -> tuple[str, Interval] | None:
@@ -40,13 +43,14 @@ def verdict(result: EvaluationResult, challenger: str, champion: str) -> Verdict
                                   f"{found[policy].off_policy.reason}; send its drafts and evaluate again")
     (name, mine), (_, theirs) = estimates[challenger], estimates[champion]
     shown = f"{challenger!r} {_said(name, mine)} against the champion {champion!r} {_said(name, theirs)}"
+    estimates = {"estimator": name, "challenger": mine, "champion": theirs}
     if mine.low > theirs.high:
-        return Verdict(True, f"{shown}: ahead")
+        return Verdict(True, f"{shown}: ahead", **estimates)
     difference = mine.value - theirs.value
     if difference <= 0:
-        return Verdict(False, f"{shown}: not ahead")
+        return Verdict(False, f"{shown}: not ahead", **estimates)
     widths = (mine.high - mine.low + theirs.high - theirs.low) / 2
     sends = [found[p].off_policy.matched for p in (challenger, champion)]
     more = max(math.ceil(n * (widths / difference) ** 2) - n for n in sends)
     return Verdict(False, f"{shown}: the intervals overlap; about {max(more, 1)} more sends of each would separate "
-                          "them at this difference")
+                          "them at this difference", **estimates)

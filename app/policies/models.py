@@ -29,6 +29,10 @@ class Deployment(Base):
     require_evidence: Mapped[bool] = mapped_column(default=False)  # a new champion needs an evaluation putting it ahead
     forced: Mapped[bool] = mapped_column(default=False)  # promoted against (or without) the evidence, by request
     evaluation_id: Mapped[str | None] = mapped_column(String(40))  # the evaluation that justified the promotion
+    trigger: Mapped[str] = mapped_column(String(16), default="request")  # or "auto_promote": an evaluation promoted it
+    rollback: Mapped[bool] = mapped_column(default=False)  # its champion had been the graph's champion before
+    # the policy.promoted / policy.rolled_back event on the champion's run; None when the champion stayed the same
+    event_id: Mapped[str | None] = mapped_column(String(40))
     deployed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

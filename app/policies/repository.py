@@ -93,6 +93,13 @@ async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployme
                                 .order_by(Deployment.id.desc()).limit(1))
 
 
+async def was_champion(session: AsyncSession, graph_id: str, tenant: str, run_id: str, iteration: int) -> bool:
+    """The policy was the graph's champion in a deployment recorded before (promoting it again is a rollback)."""
+    return await session.scalar(select(Deployment.id).where(
+        Deployment.graph_id == graph_id, Deployment.tenant == tenant, Deployment.run_id == run_id,
+        Deployment.iteration == iteration).limit(1)) is not None
+
+
 async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
     """Per policy (`<run_id>@<k>`), its drafts on the graph with a known outcome (delivered before the reply window
     closed, or replied to) and how many of them got a reply."""

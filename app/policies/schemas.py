@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.loop.schemas import RewardStats
+from app.loop.schemas import Interval, RewardStats
 from app.pages import Page
 
 _POLICY_ID = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
@@ -111,6 +111,12 @@ class DeploymentRecord(BaseModel):
     deployed_at: datetime
     forced: bool = False
     evaluation: str | None = Field(None, description="The evaluation that justified the promotion, when one was needed.")
+    trigger: Literal["request", "auto_promote"] = Field("request", description=(
+        "`request`: a PUT of the deployment; `auto_promote`: an evaluation put this champion ahead."))
+    rollback: bool = Field(False, description="Its champion had been the graph's champion before.")
+    event: str | None = Field(None, description=(
+        "The `policy.promoted` or `policy.rolled_back` event announcing it on the champion's run (`GET /runs/{run_id}/"
+        "events`); null when the champion stayed the same (only its challengers or traffic changed)."))
 
 
 class DeploymentOut(BaseModel):
@@ -125,12 +131,6 @@ class DeploymentOut(BaseModel):
     auto_promote: bool
     deployed_at: datetime | None
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
-
-
-class Interval(BaseModel):
-    value: float
-    low: float = Field(description="The 90 % interval's lower end.")
-    high: float
 
 
 class OffPolicyOut(BaseModel):

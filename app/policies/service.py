@@ -2,6 +2,7 @@
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import utcnow
 from app.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
@@ -12,6 +13,8 @@ from app.policies.schemas import (
     Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, policy_id,
 )
 from app.runs import repository as runs
+from app.runs import transitions
+from app.runs.events import PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 
 
 async def resolve(session: AsyncSession, text: str, tenant: str, *, field: str | None = None) -> LearnedPolicy:
@@ -40,7 +43,8 @@ def _arms(row: Deployment) -> list[Arm]:
 
 def _record(row: Deployment) -> DeploymentRecord:
     return DeploymentRecord(policy=policy_id(row.run_id, row.iteration), challengers=_arms(row), deployed_at=row.deployed_at,
-                            forced=row.forced, evaluation=row.evaluation_id)
+                            forced=row.forced, evaluation=row.evaluation_id, trigger=row.trigger, rollback=row.rollback,
+                            event=row.event_id)
 
 
 async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> DeploymentOut:
@@ -77,7 +81,8 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
 async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
     deployable once its run finished. Where the deployment requires evidence, a new champion needs the latest
-    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded."""
+    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded. A new champion
+    is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
     champion = await deployable(session, body.policy, tenant, graph_id, "policy")
@@ -87,7 +92,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         raise invalid("challengers", "a policy appears twice among the champion and its challengers")
     current = await repository.current(session, graph_id, tenant)
     require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
-    evaluation_id, forced = None, False
+    evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
     if require and incumbent is not None and incumbent != champion.id:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
@@ -101,35 +106,60 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         else:
             raise Conflict(f"graph {graph_id!r} requires evidence to promote a new champion: {found.message} "
                            "(or promote with \"force\": true, which is recorded)")
-    session.add(Deployment(
+    row = Deployment(
         graph_id=graph_id, tenant=tenant, run_id=champion.run_id, iteration=champion.iteration,
         challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
-        require_evidence=require, forced=forced, evaluation_id=evaluation_id))
+        require_evidence=require, forced=forced, evaluation_id=evaluation_id, trigger="request")
+    if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
+        await _promote(session, row, incumbent, gated=require and incumbent is not None, found=found)
+    else:
+        session.add(row)
     await session.flush()
     return await deployment(session, graph_id, tenant)
 
 
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers); returns it, or None."""
+    champion takes its place among the challengers), announced on its run; returns it, or None."""
     current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
     result = EvaluationResult.model_validate(evaluation.result)
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
-        if verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion).ahead:
+        found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion)
+        if found.ahead:
             demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
-            session.add(Deployment(
+            row = Deployment(
                 graph_id=current.graph_id, tenant=current.tenant, run_id=challenger["run_id"],
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
-                require_evidence=current.require_evidence, evaluation_id=evaluation.id))
-            return policy_id(challenger["run_id"], challenger["iteration"])
+                require_evidence=current.require_evidence, forced=False, evaluation_id=evaluation.id,
+                trigger="auto_promote")
+            await _promote(session, row, champion, gated=current.require_evidence, found=found)
+            return policy_id(row.run_id, row.iteration)
     return None
+
+
+async def _promote(session: AsyncSession, row: Deployment, replaced: str | None, *, gated: bool,
+                   found: Verdict | None) -> None:
+    """Adds the deployment of a new champion and announces it on the champion's run, in the same transaction: the
+    history and the event log never disagree. A champion the graph had before makes it a rollback."""
+    row.rollback = await repository.was_champion(session, row.graph_id, row.tenant, row.run_id, row.iteration)
+    row.deployed_at = utcnow()
+    evidence = None
+    if row.evaluation_id is not None and found is not None and found.estimator is not None:
+        evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
+                                     ahead=found.ahead)
+    event = await transitions.announce(
+        session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
+        policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
+        forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
+    row.event_id = event.id
+    session.add(row)
 
 
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:

@@ -294,8 +294,10 @@ async def list_events(
     starts at the run's first event (or after `after`); reconnecting with `Last-Event-ID` resumes
     right after that seq, without gaps or duplicates. A `: ping` comment every 15 s keeps idle
     connections open, and the stream ends after a terminal event (`run.succeeded`, `run.failed`,
-    `run.cancelled`); reconnecting after that event, once the run is finished, answers 204, which
-    tells a browser's EventSource to stop. Other Accept values get a JSON page.
+    `run.cancelled`) and any event already committed behind it (`policy.promoted`,
+    `policy.rolled_back`: a finished run's policy deployed since). A finished run's stream ends once
+    it has given the run's events; reconnecting with nothing new answers 204, which tells a
+    browser's EventSource to stop. Other Accept values get a JSON page.
     """
     after = page.after if last_event_id is None else last_event_id
     async with svc.db.read() as session:  # closed before streaming: the run's one poller feeds every stream
@@ -305,7 +307,8 @@ async def list_events(
             return {"data": listed, "has_more": has_more}
     if run.status.terminal and run.last_seq <= after:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after)),
+    until = run.last_seq if run.status.terminal else None
+    return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after, until=until)),
                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

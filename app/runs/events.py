@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, create_model
 
 from app.agent.schemas import FinalEmail, PublishedEmail
 from app.events.schemas import Catalogue, EventData
-from app.loop.schemas import RewardStats
+from app.loop.schemas import Interval, RewardStats
 from app.pages import Page
 from app.runs.status import RunError, RunStatus
 
@@ -25,6 +25,8 @@ class EventType(StrEnum):
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
     RUN_WAITING = "run.waiting"
+    POLICY_PROMOTED = "policy.promoted"
+    POLICY_ROLLED_BACK = "policy.rolled_back"
 
 
 class Waiting(BaseModel):
@@ -82,9 +84,44 @@ class RunWaitingData(EventData):
     waiting: Waiting
 
 
+class PromotionEvidence(BaseModel):
+    """What the evaluation showed of the new champion against the one it replaced, as the gate read it."""
+
+    estimator: Literal["DR", "SNIPS"] = Field(description="DR where the outcome model could predict, else SNIPS.")
+    policy: Interval = Field(description="The promoted policy's off-policy reply rate.")
+    replaced: Interval = Field(description="The replaced champion's.")
+    ahead: bool = Field(description="The promoted policy's interval lies wholly above the replaced one's.")
+
+
+# The deployment (app.policies, above this package) tells these onto the promoted policy's run, so the run's events,
+# its live stream and its webhook carry them (docs/architecture/decisions.md).
+class PolicyPromotedData(EventData):
+    """A policy of this finished run became its graph's champion, by a `PUT` of the deployment or by auto-promotion,
+    with the evaluation that justified it."""
+
+    type = EventType.POLICY_PROMOTED
+    graph_id: str
+    policy: str = Field(description="The new champion, `<run_id>@<k>` (a policy of this run).")
+    replaced: str | None = Field(description="The champion it replaced; null for the graph's first deployment.")
+    trigger: Literal["request", "auto_promote"] = Field(description=(
+        "`request`: a `PUT /graphs/{graph_id}/deployment`; `auto_promote`: an evaluation put it ahead of the champion."))
+    gated: bool = Field(description="The deployment required evidence for a new champion (`require_evidence`).")
+    forced: bool = Field(description="Promoted by `force` against, or without, the evidence the gate asked for.")
+    evaluation: str | None = Field(description="The evaluation the gate read (`GET /evaluations/{id}`); null when the "
+                                               "promotion was not gated, or forced with no evaluation of both.")
+    evidence: PromotionEvidence | None = Field(description="What that evaluation showed; null without one.")
+    deployed_at: datetime = Field(description="The deployment's `deployed_at` in the graph's history.")
+
+
+class PolicyRolledBackData(PolicyPromotedData):
+    """A policy of this finished run became its graph's champion again: a rollback, with what justified it."""
+
+    type = EventType.POLICY_ROLLED_BACK
+
+
 PAYLOADS: dict[EventType, type[EventData]] = {
     data.type: data for data in (RunStartedData, IterationCompletedData, RunWaitingData, RunSucceededData, RunFailedData,
-                                 RunCancelledData)
+                                 RunCancelledData, PolicyPromotedData, PolicyRolledBackData)
 }
 TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
 CATALOGUE = Catalogue(PAYLOADS, TERMINAL_EVENTS)

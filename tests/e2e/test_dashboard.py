@@ -172,6 +172,7 @@ def test_the_runs_page_shows_each_deployment_with_its_traffic_and_intervals(serv
     assert f"{judge['value']:.3f} [{judge['low']:.3f}, {judge['high']:.3f}]" in champion
     assert "no logged sends" in champion  # nothing sent yet: the reason, not a number
     assert "needs evidence" in page.text_content("#deployments")
+    assert f"promoted {run_id}@2 by request" in page.text_content("#deployments .history")  # the graph's first champion
 
 
 def test_swagger_ui_renders(server, page):

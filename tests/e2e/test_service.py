@@ -118,6 +118,33 @@ def test_a_failing_receiver_never_holds_up_the_run(server):
     receiver.close()
 
 
+def test_promotions_and_a_rollback_reach_the_runs_webhook_signed(server):
+    """Over real HTTP: each new champion is an event of its run, POSTed to the run's receiver, signed with its secret."""
+    receiver = Receiver()
+    with server.client() as client:
+        created = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "scenario_ids": SCENARIOS[:1],
+                                                   "webhook_url": receiver.url}).json()
+        run_id, secret = created["run_id"], created["webhook_secret"]
+        assert wait_for_status(client, run_id)["status"] == "succeeded"
+        ended = events(client, run_id)[-1]["seq"]
+        for policy in (f"{run_id}@1", f"{run_id}@0", f"{run_id}@1"):
+            assert client.put("/graphs/demo/deployment", json={"policy": policy}).status_code == 200
+        promotions = events(client, run_id)[ended:]
+        assert [(e["type"], e["data"]["policy"], e["data"]["trigger"]) for e in promotions] == [
+            ("policy.promoted", f"{run_id}@1", "request"), ("policy.promoted", f"{run_id}@0", "request"),
+            ("policy.rolled_back", f"{run_id}@1", "request")]
+        wait_for(lambda: {e["id"] for e in promotions} <= {r["headers"]["webhook-id"] for r in receiver.delivered()}, timeout=60)
+        verifier = Webhook(secret)
+        heard = {r["headers"]["webhook-id"]: verifier.verify(r["body"], r["headers"]) for r in receiver.delivered()}
+        for event in promotions:
+            assert heard[event["id"]] == heard[event["id"]] | {"type": event["type"], "data": event["data"]}
+        # the finished run's stream, resumed after run.succeeded, gives the three and ends
+        streamed = client.get(f"/runs/{run_id}/events", headers={"Accept": "text/event-stream", "Last-Event-ID": str(ended)})
+        assert [line for line in streamed.text.splitlines() if line.startswith("event: ")] == [
+            f"event: {e['type']}" for e in promotions]
+    receiver.close()
+
+
 def test_crash_mid_run_resumes_exactly_once(tmp_path):
     env = {"DATABASE_URL": f"sqlite:///{tmp_path}/data/codreamer.sqlite", "EXECUTOR_ID": "crash-worker"}
     server = Server(tmp_path, env).start()

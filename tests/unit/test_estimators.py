@@ -68,6 +68,13 @@ def test_a_challenger_is_ahead_only_when_its_interval_clears_the_champions():
     assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1").ahead
 
 
+def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():
+    ahead = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1")
+    assert (ahead.estimator, ahead.challenger.low, ahead.champion.high) == ("DR", 0.16, 0.12)
+    unknown = verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1")
+    assert (unknown.estimator, unknown.challenger, unknown.champion) == (None, None, None)
+
+
 def test_the_observed_traffic_split_matches_the_shares():
     shares = [0.7, 0.2, 0.1]
     counts = [0, 0, 0]

@@ -245,6 +245,15 @@ async function showRuns(current) {
 
 const interval = (i) => (i ? `${i.value.toFixed(3)} [${i.low.toFixed(3)}, ${i.high.toFixed(3)}]` : "–");
 
+/** The latest promotions and rollbacks of the history: each one is the event its champion's run announced. */
+function promotions(history) {
+  const shown = history.filter((d) => d.event).slice(0, 5).map((d) => h("li", {},
+    `${when(d.deployed_at)}: ${d.rollback ? "rolled back to" : "promoted"} `, h("span", { class: "mono" }, d.policy),
+    d.trigger === "auto_promote" ? " by auto-promotion" : " by request",
+    d.forced ? ", forced" : (d.evaluation ? `, on evaluation ${d.evaluation}` : "")));
+  return shown.length ? h("ol", { class: "history" }, ...shown) : null;
+}
+
 async function showDeployments(into) {
   const { data: graphs } = await getJSON("graphs");
   const cards = [];
@@ -271,7 +280,8 @@ async function showDeployments(into) {
         "Reply rate, off-policy (90 %)"].map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows)),
     h("p", { class: "muted" }, (deployment.require_evidence ? "A new champion needs evidence. " : "")
-      + (evaluation ? `Evaluated ${when(evaluation.created_at)} (${evaluation.status}).` : "Not evaluated yet."))));
+      + (evaluation ? `Evaluated ${when(evaluation.created_at)} (${evaluation.status}).` : "Not evaluated yet.")),
+    promotions(deployment.history)));
   }
   into.replaceChildren(...cards);
 }

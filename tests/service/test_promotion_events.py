@@ -1,0 +1,207 @@
+"""Every promotion and rollback of a graph's champion is an event on the promoted policy's run, with what justified
+it: in the run's events, its live stream and its signed webhook, and named by the deployment's history. A refused
+promotion, or a new deployment that keeps the champion, is none; another tenant's receiver never hears one."""
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+from standardwebhooks import Webhook
+
+from app.main import create_app
+from app.settings import Settings
+from tests.standins import Receiver
+from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+
+KEYS = "alice:alice-key,bob:bob-key"
+BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"], "max_turns": 4,
+        "feedback_source": "none"}
+PROMOTIONS = ("policy.promoted", "policy.rolled_back")
+PROSPECT = {"company": "Ledgerly", "role": "CFO", "industry": "saas", "pains": ["cloud invoices keep surprising us"]}
+
+
+@dataclass
+class Tenant:
+    client: object
+    run_id: str
+    secret: str
+    receiver: Receiver
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def world(request, tmp_path_factory):
+    """Alice (a finished two-iteration run) and Bob (a one-iteration run) on the demo graph of one service, each run
+    with a webhook receiver of its own."""
+    postgres = None
+    if request.param == "postgresql":
+        require_postgres()
+        postgres = FreshPostgresDatabase()
+    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('promotions')}/db.sqlite"
+    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS, webhook_allow_private=True,
+                        secret_key="test-secret-key-for-promotions", webhook_retry_schedule=[0.2, 0.5, 1, 1, 2])
+    app = create_app(settings)
+    receivers = [Receiver(), Receiver()]
+    try:
+        async with lifespan(app), connect(app) as alice, connect(app) as bob:
+            tenants = {}
+            for name, client, receiver, iterations in (("alice", alice, receivers[0], 2), ("bob", bob, receivers[1], 1)):
+                client.headers["Authorization"] = f"Bearer {name}-key"
+                created = (await client.post("/learn-loop", json=BODY | {"iterations": iterations,
+                                                                         "webhook_url": receiver.url})).json()
+                tenants[name] = Tenant(client, created["run_id"], created["webhook_secret"], receiver)
+            for tenant in tenants.values():
+                assert (await finished(tenant.client, tenant.run_id, timeout=300))["status"] == "succeeded"
+            yield tenants["alice"], tenants["bob"]
+    finally:
+        for receiver in receivers:
+            receiver.close()
+        if postgres:
+            postgres.drop()
+
+
+async def promotions(tenant: Tenant) -> list[dict]:
+    events = (await tenant.client.get(f"/runs/{tenant.run_id}/events", params={"limit": 1000})).json()["data"]
+    return [e for e in events if e["type"] in PROMOTIONS]
+
+
+async def heard(tenant: Tenant, events: list[dict]) -> dict[str, dict]:
+    """The webhooks of these events, once the receiver has them, each verified with the run's secret, by event id."""
+    wanted = {e["id"] for e in events}
+    while not wanted <= {r["headers"]["webhook-id"] for r in tenant.receiver.delivered()}:
+        await asyncio.sleep(0.05)
+    verifier = Webhook(tenant.secret)
+    return {r["headers"]["webhook-id"]: verifier.verify(r["body"], r["headers"]) for r in tenant.receiver.delivered()
+            if r["headers"]["webhook-id"] in wanted}
+
+
+async def put(tenant: Tenant, body: dict) -> dict:
+    answer = await tenant.client.put("/graphs/demo/deployment", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+async def settled(client, path: str) -> dict:
+    while (found := (await client.get(path)).json())["status"] not in ("succeeded", "failed"):
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def test_a_plain_promotion_and_a_rollback_are_events_the_history_names(world):
+    alice, _ = world
+    first, second = f"{alice.run_id}@1", f"{alice.run_id}@2"
+    await put(alice, {"policy": first})
+    await put(alice, {"policy": second})
+    same_champion = await put(alice, {"policy": second, "challengers": [{"policy": first, "share": 0.2}]})
+    assert same_champion["history"][0]["event"] is None  # only its challengers changed: no promotion
+    rolled_back = await put(alice, {"policy": first})
+
+    events = await promotions(alice)
+    assert [(e["type"], e["data"]["policy"], e["data"]["replaced"]) for e in events] == [
+        ("policy.promoted", first, None), ("policy.promoted", second, first), ("policy.rolled_back", first, second)]
+    for event in events:
+        assert event["data"] | {"policy": None, "replaced": None, "deployed_at": None, "seq": None} == {
+            "run_id": alice.run_id, "seq": None, "graph_id": "demo", "policy": None, "replaced": None, "trigger": "request",
+            "gated": False, "forced": False, "evaluation": None, "evidence": None, "deployed_at": None}
+    # the history names each event, newest first, with the same moment and kind
+    announced = [h for h in rolled_back["history"] if h["event"]]
+    assert [h["event"] for h in announced] == [e["id"] for e in reversed(events)]
+    assert [h["rollback"] for h in announced] == [True, False, False]
+    for record, event in zip(announced, reversed(events), strict=True):
+        assert record["deployed_at"] == event["data"]["deployed_at"] and record["trigger"] == "request"
+
+    by_id = await heard(alice, events)
+    for event in events:
+        assert by_id[event["id"]]["type"] == event["type"] and by_id[event["id"]]["data"] == event["data"]
+
+    # the live stream of the finished run gives them after run.succeeded, then ends; from there, only them
+    streamed = await alice.client.get(f"/runs/{alice.run_id}/events", headers={"Accept": "text/event-stream"})
+    types = [line.removeprefix("event: ") for line in streamed.text.splitlines() if line.startswith("event: ")]
+    assert types[-4:] == ["run.succeeded", "policy.promoted", "policy.promoted", "policy.rolled_back"]
+    resumed = await alice.client.get(f"/runs/{alice.run_id}/events", headers={
+        "Accept": "text/event-stream", "Last-Event-ID": str(events[0]["seq"] - 1)})
+    assert [line for line in resumed.text.splitlines() if line.startswith("id: ")] == [f"id: {e['seq']}" for e in events]
+    caught_up = await alice.client.get(f"/runs/{alice.run_id}/events", headers={
+        "Accept": "text/event-stream", "Last-Event-ID": str(events[-1]["seq"])})
+    assert caught_up.status_code == 204
+
+
+async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(world):
+    alice, _ = world
+    untrained, champion = f"{alice.run_id}@0", f"{alice.run_id}@1"
+    await put(alice, {"policy": champion, "challengers": [{"policy": untrained, "share": 0.3}], "require_evidence": True})
+    before = await promotions(alice)
+    refused = await alice.client.put("/graphs/demo/deployment", json={"policy": untrained})
+    assert refused.status_code == 409
+    assert await promotions(alice) == before  # refused (or a new deployment keeping the champion): no event
+
+    prospects = [PROSPECT | {"id": f"g{n}", "name": f"Prospect {n}"} for n in range(40)]
+    batch = (await alice.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 5})).json()
+    assert (await settled(alice.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
+    drafts = (await alice.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    outcomes = []
+    for draft in drafts:  # every draft of the challenger got a reply, none of the champion's
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
+                         "recipient": who})
+        if draft["policy"] == untrained:
+            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
+                             "recipient": who})
+    assert (await alice.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
+    created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [untrained, champion]})).json()
+    evaluation = await settled(alice.client, f"/evaluations/{created['evaluation_id']}")
+    estimates = {p["policy"]: p["off_policy"]["dr"] or p["off_policy"]["snips"] for p in evaluation["result"]["policies"]}
+
+    await put(alice, {"policy": untrained})
+    await put(alice, {"policy": champion, "force": True})
+    promoted, forced = (await promotions(alice))[len(before):]
+    assert promoted["type"] == "policy.promoted" and promoted["data"]["evaluation"] == created["evaluation_id"]
+    assert (promoted["data"]["replaced"], promoted["data"]["gated"], promoted["data"]["forced"]) == (champion, True, False)
+    assert promoted["data"]["evidence"]["ahead"] is True and promoted["data"]["evidence"]["estimator"] in ("DR", "SNIPS")
+    assert (promoted["data"]["evidence"]["policy"], promoted["data"]["evidence"]["replaced"]) == (
+        estimates[untrained], estimates[champion])
+    assert promoted["data"]["evidence"]["policy"]["low"] > promoted["data"]["evidence"]["replaced"]["high"]
+    # forced back against that evidence: a rollback that says so, and what the evidence showed
+    assert forced["type"] == "policy.rolled_back" and forced["data"]["forced"] is True
+    assert forced["data"]["evaluation"] == created["evaluation_id"] and forced["data"]["evidence"]["ahead"] is False
+    assert forced["data"]["evidence"]["policy"] == estimates[champion]
+    history = (await alice.client.get("/graphs/demo/deployment")).json()["history"]
+    assert [(h["event"], h["forced"], h["evaluation"]) for h in history[:2]] == [
+        (forced["id"], True, created["evaluation_id"]), (promoted["id"], False, created["evaluation_id"])]
+    by_id = await heard(alice, [promoted, forced])
+    assert by_id[promoted["id"]]["data"] == promoted["data"] and by_id[forced["id"]]["data"] == forced["data"]
+
+
+async def test_an_auto_promotion_is_an_event_that_says_so(world):
+    alice, _ = world
+    untrained, champion = f"{alice.run_id}@0", f"{alice.run_id}@1"
+    before = await promotions(alice)
+    await put(alice, {"policy": champion, "challengers": [{"policy": untrained, "share": 0.3}], "auto_promote": True})
+    created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [untrained, champion]})).json()
+    assert (await settled(alice.client, f"/evaluations/{created['evaluation_id']}"))["status"] == "succeeded"
+    [auto] = (await promotions(alice))[len(before):]
+    assert auto["type"] == "policy.rolled_back"  # it had been champion in the test before
+    assert auto["data"] | {"evidence": None, "deployed_at": None, "seq": None} == {
+        "run_id": alice.run_id, "seq": None, "graph_id": "demo", "policy": untrained, "replaced": champion,
+        "trigger": "auto_promote", "gated": True, "forced": False, "evaluation": created["evaluation_id"], "evidence": None,
+        "deployed_at": None}
+    assert auto["data"]["evidence"]["ahead"] is True
+    now = (await alice.client.get("/graphs/demo/deployment")).json()
+    assert now["history"][0] | {"challengers": None} == {
+        "policy": untrained, "challengers": None, "deployed_at": auto["data"]["deployed_at"], "forced": False,
+        "evaluation": created["evaluation_id"], "trigger": "auto_promote", "rollback": True, "event": auto["id"]}
+    assert (await heard(alice, [auto]))[auto["id"]]["data"] == auto["data"]
+
+
+async def test_another_tenants_receiver_never_hears_a_promotion(world):
+    alice, bob = world
+    await put(bob, {"policy": f"{bob.run_id}@1"})
+    [his] = await promotions(bob)
+    assert his["data"]["policy"] == f"{bob.run_id}@1" and his["data"]["replaced"] is None  # Alice's champion is hers
+    await heard(bob, [his])
+    alices = await promotions(alice)
+    await heard(alice, alices)
+    assert {r["headers"]["webhook-id"] for r in bob.receiver.requests}.isdisjoint(e["id"] for e in alices)
+    assert {Webhook(bob.secret).verify(r["body"], r["headers"])["data"]["run_id"] for r in bob.receiver.delivered()} == {
+        bob.run_id}
+    assert his["id"] not in {r["headers"]["webhook-id"] for r in alice.receiver.requests}
+    assert (await bob.client.get(f"/runs/{alice.run_id}/events")).status_code == 404
