@@ -594,19 +594,12 @@ def drafts_section(dr: dict) -> list[str]:
             f"{wk['last_over_never_interval_90'][1]:.2f}×), {_ok(wk['last_over_never'] > 1)}.",
             "- Rises every week: " + _ok(all(b >= a for a, b in zip(wk["true_reply"], wk["true_reply"][1:]))) + ".",
         ]
-        if (tr := dr.get("transfer")) and "simulated" in tr["variants"]:
-            v, oracle = tr["variants"]["simulated"], tr["variants"][tr["target_feedback"]]
-            lines += [
-                f"- Reading: week {n}'s deployment earns {wk['true_reply'][-1] / v['untrained']:.2f}× what the untrained policy "
-                f"earns on the transfer look-alikes ({v['untrained']:.3f}, the same for every seed: its drafts do not vary with the "
-                "draft seed, and each set has 20 look-alikes of each scenario, as each week's has); a run learning from the outcomes of its published "
-                f"emails (the transfer table's `simulated` row) earns {v['ratio']:.2f}×, one learning from the oracle "
-                f"{oracle['ratio']:.2f}×: learning from sent emails' outcomes lands at about the same level in both set-ups; "
-                f"week 1 already starts {wk['true_reply'][0] / v['untrained']:.2f}× above untrained (the first run's judge-only "
-                f"learning), so ×{WEEKLY_TARGET:g} over week 1 asks the outcomes to teach nearly what the oracle does. The "
-                "constants (10 iterations a run, feedback weight 0.3, the outcome model's prior) were set before this "
-                "ran and not varied against it.",
-            ]
+        lines += [
+            "- What the continued runs learn from: the outcome model reads each sent draft with its prospect's segment "
+            "(role at industry, `app/loop/features.py`), and a training scenario of the same role and industry learns "
+            "from that segment's replies first. The constants (10 iterations a run, feedback weight 0.3, the outcome "
+            "model's prior of 20 sends) were set before this ran and not varied against it.",
+        ]
         lines += [""]
     if th := dr.get("throughput"):
         lines += [
