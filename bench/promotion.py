@@ -8,13 +8,17 @@ back so that they count), `POST /evaluations` (whose `off_policy` this reads). T
 of a draft, P(open) · P(reply | open), is read only here.
 
 - OPE accuracy: per seed, a run; its untrained policy (`@0`) is the champion and its last the challenger, at a
-  90/10 split. One batch of look-alikes is drafted by the deployment and sent; an evaluation (with held-out
-  look-alikes for the doubly robust estimate's direct method) estimates each policy's reply rate from those sends.
-  The true value of a policy is the mean true reply probability of its email to every prospect of the batch: its own
-  drafts where it was drawn, and for the others a batch it drafts alone (never sent). Per estimator: the share of
-  seeds within ±0.03 of the true value, the bias (mean error) and the spread (standard deviation of the error).
-  A projection then replays the logging (90/10 draws, replies drawn from the same true probabilities) at larger
-  volumes with the service's own estimators (`app.evaluations.estimators`), to say how many sends the target needs.
+  90/10 split. One stream of look-alikes is drafted by the deployment, in batches of at most 1,000 (what `POST /drafts`
+  takes), each batch sent as drafted; after 400, 1,000 and 4,000 logged sends an evaluation (with held-out look-alikes
+  for the doubly robust estimate's direct method) estimates each policy's reply rate from every send so far. Every
+  batch has as many look-alikes of each scenario. The true value of a policy is its mean true reply probability over
+  such a population, each scenario weighted alike, measured on the first batch: its own drafts where it was drawn, and
+  for the others a batch it drafts alone (never sent); a policy writes nearly the same email to every look-alike of a
+  scenario, so the sample's standard error is small (reported). Per volume and estimator: the share of seeds within
+  ±0.03 of the true value, the bias (mean error), the spread (standard deviation of the error), the mean width of the
+  90 % intervals and the share that hold the true value. A projection then replays the logging (90/10 draws, replies
+  drawn from the same true probabilities) with the service's own estimators (`app.evaluations.estimators`), with DR
+  given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
   team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. Three strategies
