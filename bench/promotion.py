@@ -36,6 +36,7 @@ of a draft, P(open) · P(reply | open), is read only here.
 """
 
 import asyncio
+import json
 import math
 import os
 import tempfile
@@ -271,11 +272,26 @@ def _ope_seed(args: tuple[int, tuple[int, ...], int, float, int]) -> dict:
 
 def measure_ope(seeds: int = OPE_SEEDS, volumes: tuple[int, ...] = OPE_VOLUMES, iterations: int = OPE_ITERATIONS,
                 share: float = OPE_SHARE, held_out: int = HELD_OUT, workers: int = 2) -> dict:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     started, load = time.monotonic(), os.getloadavg()
+    config = {"volumes": list(volumes), "iterations": iterations, "share": share, "held_out": held_out}
+    kept = _kept_seeds(config)  # seeds an interrupted measurement finished (OPE_SEEDS_FILE), not measured again
+    todo = [(s, volumes, iterations, share, held_out) for s in range(seeds) if s not in kept]
     with ProcessPoolExecutor(workers) as pool:
-        runs = list(pool.map(_ope_seed, [(s, volumes, iterations, share, held_out) for s in range(seeds)]))
+        for future in as_completed([pool.submit(_ope_seed, args) for args in todo]):
+            finished = future.result()
+            kept[finished["seed"]] = finished
+            _keep_seed(config, finished)
+    return summarize_ope([kept[s] for s in range(seeds)], volumes, iterations, share, held_out) | {
+        "resumed_seeds": sorted(set(range(seeds)) - {t[0] for t in todo}), "workers": workers,
+        "seconds": round(time.monotonic() - started, 1), "load_average_before": [round(x, 2) for x in load],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def summarize_ope(runs: list[dict], volumes: tuple[int, ...], iterations: int, share: float, held_out: int) -> dict:
+    """The seeds' figures per volume and estimator, and the projection."""
+    seeds = len(runs)
     by_volume = []
     for index, volume in enumerate(volumes):
         at = [r["volumes"][index] for r in runs]
@@ -304,9 +320,28 @@ def measure_ope(seeds: int = OPE_SEEDS, volumes: tuple[int, ...] = OPE_VOLUMES, 
         "truth_sample": volumes[0], "truth_se": float(np.mean([r["truth_se"]["challenger"] for r in runs])),
         "sends_needed": sends_needed(p, share), "projection": projection, "projection_repeats": PROJECTION_REPEATS,
         "per_seed": [{k: r[k] for k in ("seed", "truth", "truth_se", "volumes", "timings", "seconds")} for r in runs],
-        "seconds": round(time.monotonic() - started, 1), "load_average_before": [round(x, 2) for x in load],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()], "workers": workers,
     }
+
+
+def _seeds_file() -> Path | None:
+    path = os.environ.get("OPE_SEEDS_FILE")
+    return Path(path) if path else None
+
+
+def _kept_seeds(config: dict) -> dict[int, dict]:
+    """With OPE_SEEDS_FILE: the seeds measured before with the same settings (a measurement stopped half way goes on
+    where it stopped, on a machine shared with other work)."""
+    path = _seeds_file()
+    if path is None or not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["result"]["seed"]: row["result"] for row in rows if row["config"] == config}
+
+
+def _keep_seed(config: dict, result: dict) -> None:
+    if (path := _seeds_file()) is not None:
+        with path.open("a") as out:
+            out.write(json.dumps({"config": config, "result": result}) + "\n")
 
 
 def _mean_width(estimates: list[dict | None]) -> float | None:

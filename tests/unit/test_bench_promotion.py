@@ -79,3 +79,17 @@ def test_stratified_truth_weighs_each_scenario_alike_and_says_how_sure_it_is():
     value, se = stratified_truth([0.1, 0.3, 0.5, 0.5, 0.5], ["a", "a", "b", "b", "b"])
     assert value == pytest.approx((0.2 + 0.5) / 2)
     assert se == pytest.approx(math.sqrt(0.02 / 2) / 2)  # a: var 0.02 over 2; b: 0
+
+
+def test_a_stopped_measurement_keeps_its_finished_seeds_for_the_same_settings_only(tmp_path, monkeypatch):
+    from bench.promotion import _keep_seed, _kept_seeds
+
+    monkeypatch.setenv("OPE_SEEDS_FILE", str(tmp_path / "seeds.jsonl"))
+    config = {"volumes": [400], "iterations": 5, "share": 0.1, "held_out": 20}
+    assert _kept_seeds(config) == {}
+    _keep_seed(config, {"seed": 3, "truth": {}})
+    assert _kept_seeds(config) == {3: {"seed": 3, "truth": {}}}
+    assert _kept_seeds(config | {"volumes": [400, 1000]}) == {}
+    monkeypatch.delenv("OPE_SEEDS_FILE")
+    _keep_seed(config, {"seed": 4})  # without the variable nothing is kept
+    assert _kept_seeds(config) == {}
