@@ -471,7 +471,9 @@ PARTS = ("ope", "regret")
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
     """Each part in turn (`PROMOTION_PARTS=ope` runs one; the other keeps its previous figures), each with the date,
-    the machine and its load average as it began."""
+    the machine and its load average as it began. `OPE_SEEDS=n` measures the first n seeds of the OPE part (the
+    target asks for 10: fewer is reported as not judged); `OPE_SEEDS_FILE=path` keeps each finished seed there, and a
+    measurement started again with the same settings goes on where it stopped."""
     parts = parts or tuple(p for p in os.environ.get("PROMOTION_PARTS", ",".join(PARTS)).split(",") if p)
     if unknown := set(parts) - set(PARTS):
         raise ValueError(f"unknown parts {sorted(unknown)}; any of {', '.join(PARTS)}")
@@ -479,5 +481,6 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     for part in parts:
         print(f"   promotion: {part}", flush=True)
         about = {"machine": _machine()}
-        result[part] = (measure_ope() if part == "ope" else measure_regret()) | about
+        result[part] = (measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) if part == "ope"
+                        else measure_regret()) | about
     return result

@@ -691,6 +691,7 @@ DRAFT_PROFILE = [
 ]
 
 OPE_WITHIN_TARGET = 0.8
+OPE_SEEDS_TARGET = 10
 ESTIMATOR_NAMES = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
 
 
@@ -757,18 +758,22 @@ def ope_section(ope: dict) -> list[str]:
         "",
     ]
     verdicts = []
+    judged = ope["seeds"] >= OPE_SEEDS_TARGET
     for v in volumes:
         est = v["roles"]["challenger"]["estimators"]
         both = all(est[n]["within"] >= OPE_WITHIN_TARGET for n in ("snips", "dr"))
-        verdicts.append(f"at {v['volume']:,} sends SNIPS {est['snips']['within']:.0%}, DR {est['dr']['within']:.0%}: {_ok(both)}")
+        verdicts.append(f"at {v['volume']:,} sends SNIPS {est['snips']['within']:.0%}, DR {est['dr']['within']:.0%}"
+                        + (f": {_ok(both)}" if judged else ""))
     met = [v["volume"] for v in volumes if all(v["roles"]["challenger"]["estimators"][n]["within"] >= OPE_WITHIN_TARGET
                                                for n in ("snips", "dr"))]
     last = volumes[-1]
+    verdict = ((f"Met from {met[0]:,} logged sends per evaluation" if met else "Met at none of the volumes measured")
+               + f"; at 400 (two weeks of the weekly loop's 200 prospects) it is {'met' if 400 in met else 'missed'}."
+               if judged else f"**Not judged**: {ope['seeds']} of the {OPE_SEEDS_TARGET} seeds the target asks for were "
+               "measured (`OPE_SEEDS_FILE` lets a later measurement go on from them).")
     lines += [
         f"- Target (SNIPS and DR within ±{ope['tolerance']:g} of the challenger's true value in ≥ {OPE_WITHIN_TARGET:.0%} of "
-        f"seeds, at {1 - share:.0%}/{share:.0%}): " + "; ".join(verdicts) + ". "
-        + (f"Met from {met[0]:,} logged sends per evaluation" if met else "Met at none of the volumes measured")
-        + f"; at 400 (two weeks of the weekly loop's 200 prospects) it is {'met' if 400 in met else 'missed'}.",
+        f"{OPE_SEEDS_TARGET} seeds, at {1 - share:.0%}/{share:.0%}): " + "; ".join(verdicts) + ". " + verdict,
         f"- What bounds it: the challenger's own sends. At {share:.0%} of the traffic it wrote "
         + ", ".join(f"{sum(v['matched']) / len(v['matched']):.0f}" for v in volumes)
         + " of them; SNIPS is their mean reply, whose binomial noise √(p(1−p)/n) at p = "
@@ -779,16 +784,21 @@ def ope_section(ope: dict) -> list[str]:
         f"{ope['sends_needed'] / 200:.0f} weeks of 200 prospects; a team that gives the challenger more of the traffic "
         "needs proportionally fewer (n ∝ 1/share). The 409 of a gated promotion asks a different question (how many more "
         "sends of each would separate the two intervals at the difference seen) with the same √n arithmetic.",
-        "- DR against SNIPS: DR's direct method removes only the part of the error that the outcome model can predict "
-        "from the prospect; the reply itself is a coin flip no model predicts. Even a perfect outcome model (each "
-        "prospect's true probability as the direct method, the projection's last column) leaves the binomial noise of "
-        "the challenger's own sends, so DR can only edge SNIPS here.",
+        "- DR against SNIPS: the direct method takes out only what the outcome model predicts from the prospect; the "
+        "reply itself is a coin flip no model predicts. Measured spread of the error, SNIPS / DR: "
+        + ", ".join(f"{_plain(v['roles']['challenger']['estimators']['snips']['spread'])} / "
+                    f"{_plain(v['roles']['challenger']['estimators']['dr']['spread'])} at {v['volume']:,}" for v in volumes)
+        + ". With a perfect outcome model (each prospect's true probability as the direct method, the projection's last "
+        "column) DR is within ±0.03 in " + ", ".join(
+            f"{ope['projection'][str(n)]['dr_perfect']:.0%} (SNIPS {ope['projection'][str(n)]['snips']:.0%}) at {n:,}"
+            for n in (400, 4000) if str(n) in ope["projection"]) + " sends: the most any direct method could add.",
         f"- An evaluation over {last['volume']:,} logged sends took {last['evaluation_s']:.1f} s on average (at most "
         f"{last['evaluation_s_max']:.1f} s), writing and judging each policy's {ope['held_out']} held-out emails included; "
         "over " + ", ".join(f"{v['volume']:,}: {v['evaluation_s']:.1f} s" for v in volumes[:-1]) + ".",
         "- Where a seed's time went (mean over seeds): " + ", ".join(
             f"{k} {_mean(s['timings'][k] for s in ope['per_seed']):.0f} s" for k in ope["per_seed"][0]["timings"])
-        + f", of {_mean(s['seconds'] for s in ope['per_seed']):.0f} s; drafting through `POST /drafts` is most of it.",
+        + f", of {_mean(s['seconds'] for s in ope['per_seed']):.0f} s (draft: the logged batches through `POST /drafts`; "
+        "truth: the first batch drafted alone by each policy; the evaluations are the rest).",
         "",
         f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed, prospects "
         f"drawn from each seed's truth sample with both policies' true probabilities, the same {1 - share:.0%}/{share:.0%} "
