@@ -720,6 +720,9 @@ def ope_section(ope: dict) -> list[str]:
         f"{ope['machine']['memory_gib']} GiB; {ope['seconds']:.0f} s; load average (1/5/15 min) "
         f"{_load(ope['load_average_before'])} as it began, {_load(ope['load_average_after'])} as it ended)",
         "",
+        *([f"Seeds {', '.join(map(str, ope['resumed_seeds']))} were measured by an earlier measurement that was stopped "
+           "(`OPE_SEEDS_FILE`); the time and load above are this one's, each seed's own time is below.", ""]
+          if ope.get("resumed_seeds") else []),
         f"Per seed ({ope['seeds']} seeds, {ope['workers']} at a time): a run of {ope['iterations']} iterations "
         "(`feedback_source: oracle`); its untrained policy `@0` is the champion and its last policy the challenger, at "
         f"{1 - share:.0%}/{share:.0%}. One stream of look-alikes is drafted by the deployment in batches of "
