@@ -222,7 +222,7 @@ def _ope_seed(args: tuple[int, tuple[int, ...], int, float, int]) -> dict:
     async def go() -> dict:
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
             async with service(Path(data_dir)) as api:
-                started = time.monotonic()
+                started, load = time.monotonic(), os.getloadavg()[0]
                 run = await learn(api.http, {"iterations": iterations, "rollouts_per_group": 4, "seed": seed,
                                              "feedback_source": "oracle"})
                 champion, challenger = f"{run['run_id']}@0", f"{run['run_id']}@{iterations}"
@@ -265,6 +265,7 @@ def _ope_seed(args: tuple[int, tuple[int, ...], int, float, int]) -> dict:
                 return {"seed": seed, "truth": truth, "truth_se": truth_se, "volumes": at,
                         "probabilities": {role: [round(p, 5) for p in ps] for role, ps in probabilities.items()},
                         "timings": {k: round(v, 1) for k, v in timings.items()},
+                        "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
                         "seconds": round(time.monotonic() - started, 1)}
 
     return asyncio.run(go())
@@ -319,7 +320,8 @@ def summarize_ope(runs: list[dict], volumes: tuple[int, ...], iterations: int, s
         "held_out": held_out, "tolerance": TOLERANCE, "by_volume": by_volume,
         "truth_sample": volumes[0], "truth_se": float(np.mean([r["truth_se"]["challenger"] for r in runs])),
         "sends_needed": sends_needed(p, share), "projection": projection, "projection_repeats": PROJECTION_REPEATS,
-        "per_seed": [{k: r[k] for k in ("seed", "truth", "truth_se", "volumes", "timings", "seconds")} for r in runs],
+        "per_seed": [{k: r[k] for k in ("seed", "truth", "truth_se", "volumes", "timings", "load_average", "seconds") if k in r}
+                     for r in runs],
     }
 
 

@@ -801,7 +801,10 @@ def ope_section(ope: dict) -> list[str]:
         "- Where a seed's time went (mean over seeds): " + ", ".join(
             f"{k} {_mean(s['timings'][k] for s in ope['per_seed']):.0f} s" for k in ope["per_seed"][0]["timings"])
         + f", of {_mean(s['seconds'] for s in ope['per_seed']):.0f} s (draft: the logged batches through `POST /drafts`; "
-        "truth: the first batch drafted alone by each policy; the evaluations are the rest).",
+        "truth: the first batch drafted alone by each policy; the evaluations are the rest)"
+        + (". Each seed's 1-minute load average as it began and ended: " + "; ".join(
+            f"{s['load_average'][0]:.1f} → {s['load_average'][1]:.1f}" for s in ope["per_seed"] if "load_average" in s)
+           if any("load_average" in s for s in ope["per_seed"]) else "") + ".",
         "",
         f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed, prospects "
         f"drawn from each seed's truth sample with both policies' true probabilities, the same {1 - share:.0%}/{share:.0%} "
