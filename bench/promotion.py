@@ -8,13 +8,17 @@ back so that they count), `POST /evaluations` (whose `off_policy` this reads). T
 of a draft, P(open) · P(reply | open), is read only here.
 
 - OPE accuracy: per seed, a run; its untrained policy (`@0`) is the champion and its last the challenger, at a
-  90/10 split. One batch of look-alikes is drafted by the deployment and sent; an evaluation (with held-out
-  look-alikes for the doubly robust estimate's direct method) estimates each policy's reply rate from those sends.
-  The true value of a policy is the mean true reply probability of its email to every prospect of the batch: its own
-  drafts where it was drawn, and for the others a batch it drafts alone (never sent). Per estimator: the share of
-  seeds within ±0.03 of the true value, the bias (mean error) and the spread (standard deviation of the error).
-  A projection then replays the logging (90/10 draws, replies drawn from the same true probabilities) at larger
-  volumes with the service's own estimators (`app.evaluations.estimators`), to say how many sends the target needs.
+  90/10 split. One stream of look-alikes is drafted by the deployment, in batches of at most 1,000 (what `POST /drafts`
+  takes), each batch sent as drafted; after 400, 1,000 and 4,000 logged sends an evaluation (with held-out look-alikes
+  for the doubly robust estimate's direct method) estimates each policy's reply rate from every send so far. Every
+  batch has as many look-alikes of each scenario. The true value of a policy is its mean true reply probability over
+  such a population, each scenario weighted alike, measured on the first batch: its own drafts where it was drawn, and
+  for the others a batch it drafts alone (never sent); a policy writes nearly the same email to every look-alike of a
+  scenario, so the sample's standard error is small (reported). Per volume and estimator: the share of seeds within
+  ±0.03 of the true value, the bias (mean error), the spread (standard deviation of the error), the mean width of the
+  90 % intervals and the share that hold the true value. A projection then replays the logging (90/10 draws, replies
+  drawn from the same true probabilities) with the service's own estimators (`app.evaluations.estimators`), with DR
+  given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
   team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. Three strategies
@@ -32,6 +36,7 @@ of a draft, P(open) · P(reply | open), is read only here.
 """
 
 import asyncio
+import json
 import math
 import os
 import tempfile
@@ -41,6 +46,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
 from bench.drafts import GRAPH, _environment, _machine, _ok, draft, learn, send, service, true_replies
 
 ESTIMATORS = ("ips", "snips", "dr")
@@ -72,24 +78,26 @@ def sends_needed(p: float, share: float, tolerance: float = TOLERANCE, within: f
     return math.ceil((z / tolerance) ** 2 * p * (1 - p) / share)
 
 
-def project(champion: np.ndarray, challenger: np.ndarray, predicted: float | None, share: float, sends: int,
-            repeats: int, seed: int, tolerance: float = TOLERANCE) -> dict:
-    """The logging replayed `repeats` times at `sends` sends: prospects drawn from the batch's (each policy's true
-    reply probability for them), the challenger drawn with probability `share`, a reply drawn from the drawn policy's
-    probability; the challenger's estimates by `app.evaluations.estimators` against the batch's true value. Per
-    estimator, the share of repeats within ±tolerance."""
+def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: int, repeats: int, seed: int,
+            tolerance: float = TOLERANCE) -> dict:
+    """The logging replayed `repeats` times at `sends` sends: prospects drawn from the truth sample (each policy's
+    true reply probability for them), the challenger drawn with probability `share`, a reply drawn from the drawn
+    policy's probability; the challenger's estimates by `app.evaluations.estimators` against the sample's true value.
+    Per estimator, the share of repeats within ±tolerance: IPS, SNIPS, and `dr_perfect`, DR with the true probability
+    of each prospect as its direct method: what DR gives with an outcome model that knew every prospect's rate
+    exactly, the most any direct method can give (there is no outcome model here)."""
     from app.evaluations.estimators import off_policy
 
     rng = np.random.default_rng(seed)
     truth = float(challenger.mean())
-    within = {name: 0 for name in ESTIMATORS}
+    within = {name: 0 for name in ("ips", "snips", "dr_perfect")}
     for _ in range(repeats):
         who = rng.integers(0, len(challenger), size=sends)
         arms = (rng.random(sends) < share).astype(int)
         rewards = (rng.random(sends) < np.where(arms == 1, challenger[who], champion[who])).astype(float)
-        found = off_policy(arms, np.where(arms == 1, share, 1 - share), rewards, 1, predicted)
-        for name in ESTIMATORS:
-            estimate = getattr(found, name)
+        propensities = np.where(arms == 1, share, 1 - share)
+        found = off_policy(arms, propensities, rewards, 1, challenger[who])
+        for name, estimate in (("ips", found.ips), ("snips", found.snips), ("dr_perfect", found.dr)):
             within[name] += estimate is not None and abs(estimate.value - truth) <= tolerance + 1e-12
     return {name: count / repeats for name, count in within.items()}
 
@@ -170,7 +178,7 @@ def _interval(estimate: dict | None) -> dict | None:
 # ---------------------------------------------------------------- OPE accuracy
 
 OPE_SEEDS = 10
-OPE_PROSPECTS = 400  # logged sends per seed: two weeks of the weekly loop's 200
+OPE_VOLUMES = (400, 1000, 4000)  # logged sends per seed at which the evaluation is read (nested: one stream of sends)
 OPE_ITERATIONS = 5  # the run whose last policy is the challenger
 OPE_SHARE = 0.1  # the challenger's: champion-heavy traffic, 90/10
 HELD_OUT = 20  # look-alikes for an evaluation's held-out part (2 of each scenario): the DR estimate's direct method
@@ -178,8 +186,33 @@ PROJECTED_SENDS = (400, 1000, 2000, 4000, 8000)
 PROJECTION_REPEATS = 400
 
 
-def _ope_seed(args: tuple[int, int, int, float, int]) -> dict:
-    seed, prospects_n, iterations, share, held_out = args
+def batches(volumes: tuple[int, ...], largest: int = MAX_BATCH) -> list[list[int]]:
+    """Per volume, the sizes of the batches that take the stream of sends from the previous volume to it, none over
+    `largest` (what `POST /drafts` takes at once)."""
+    out, reached = [], 0
+    for volume in volumes:
+        sizes = []
+        while reached < volume:
+            sizes.append(min(largest, volume - reached))
+            reached += sizes[-1]
+        out.append(sizes)
+    return out
+
+
+def stratified_truth(values: list[float], strata: list[str]) -> tuple[float, float]:
+    """The mean over strata (scenarios) of each stratum's mean, and its standard error: a policy's value over a
+    population with as many prospects of each scenario, from a sample that has as many of each too."""
+    groups: dict[str, list[float]] = {}
+    for value, stratum in zip(values, strata, strict=True):
+        groups.setdefault(stratum, []).append(value)
+    k = len(groups)
+    means = [float(np.mean(v)) for v in groups.values()]
+    variances = [float(np.var(v, ddof=1)) / len(v) if len(v) > 1 else 0.0 for v in groups.values()]
+    return float(np.mean(means)), float(math.sqrt(sum(variances)) / k)
+
+
+def _ope_seed(args: tuple[int, tuple[int, ...], int, float, int]) -> dict:
+    seed, volumes, iterations, share, held_out = args
     _environment()
     from app.knowledge_graph.service import demo_graph
     from app.outcomes.simulated_team import SimulatedTeam
@@ -189,65 +222,134 @@ def _ope_seed(args: tuple[int, int, int, float, int]) -> dict:
     async def go() -> dict:
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
             async with service(Path(data_dir)) as api:
-                started = time.monotonic()
+                started, load = time.monotonic(), os.getloadavg()[0]
                 run = await learn(api.http, {"iterations": iterations, "rollouts_per_group": 4, "seed": seed,
                                              "feedback_source": "oracle"})
                 champion, challenger = f"{run['run_id']}@0", f"{run['run_id']}@{iterations}"
+                roles = (("champion", champion), ("challenger", challenger))
                 await _ok(await deploy_arms(api.http, champion, [challenger], share))
-                look_alikes = team.look_alikes(prospects_n, seed=30_000 + seed)
-                _, logged = await draft(api.http, [la.prospect for la in look_alikes], seed=seed)  # the deployment
-                assert {(d["policy"], d["propensity"]) for d in logged} <= {(champion, 1 - share), (challenger, share)}
-                sent = await send(api, team, look_alikes, logged, seed=seed)
-                truth, probabilities = {}, {}
-                for role, policy in (("champion", champion), ("challenger", challenger)):
-                    written = await by_policy(api.http, look_alikes, logged, policy, seed=seed)
-                    probabilities[role] = true_replies(team, look_alikes, written)
-                    truth[role] = float(np.mean(probabilities[role]))
                 held = [la.prospect for la in team.look_alikes(held_out, seed=40_000 + seed)]
-                result = await evaluate(api.http, [challenger, champion], held)
-                reports = {p["policy"]: p for p in result["policies"]}
-                estimates = {role: {name: _interval(reports[policy]["off_policy"][name]) for name in ESTIMATORS}
-                             for role, policy in (("champion", champion), ("challenger", challenger))}
-                off = reports[challenger]["off_policy"]
-                return {"seed": seed, "truth": truth, "estimates": estimates, "n": off["n"], "matched": off["matched"],
-                        "ess": round(off["ess"], 1), "predicted_reply": _interval(reports[challenger]["predicted_reply"]),
-                        "observed_reply_rate": sent["replied"] / max(1, sent["delivered"]), "sent": sent,
+                timings = {"learn": time.monotonic() - started, "draft": 0.0, "send": 0.0, "truth": 0.0}
+                truth, probabilities, at, batch_number, drawn = None, {}, [], 0, 0
+                for volume, sizes in zip(volumes, batches(volumes), strict=True):
+                    for size in sizes:
+                        look_alikes = team.look_alikes(size, seed=30_000 + 100 * seed + batch_number)
+                        clock = time.monotonic()
+                        _, logged = await draft(api.http, [la.prospect for la in look_alikes], seed=seed)  # the deployment
+                        timings["draft"] += time.monotonic() - clock
+                        assert {(d["policy"], d["propensity"]) for d in logged} <= {(champion, 1 - share), (challenger, share)}
+                        drawn += sum(d["policy"] == challenger for d in logged)
+                        clock = time.monotonic()
+                        await send(api, team, look_alikes, logged, seed=30_000 + 100 * seed + batch_number)
+                        timings["send"] += time.monotonic() - clock
+                        if truth is None:  # the first batch is the truth sample: every prospect, by each policy
+                            clock = time.monotonic()
+                            strata = [la.scenario_id for la in look_alikes]
+                            truth, truth_se = {}, {}
+                            for role, policy in roles:
+                                written = await by_policy(api.http, look_alikes, logged, policy, seed=seed)
+                                probabilities[role] = true_replies(team, look_alikes, written)
+                                truth[role], truth_se[role] = stratified_truth(probabilities[role], strata)
+                            timings["truth"] = time.monotonic() - clock
+                        batch_number += 1
+                    clock = time.monotonic()
+                    result = await evaluate(api.http, [challenger, champion], held)
+                    evaluated_s = time.monotonic() - clock
+                    reports = {p["policy"]: p for p in result["policies"]}
+                    off = reports[challenger]["off_policy"]
+                    at.append({"volume": volume, "drawn": drawn, "n": off["n"], "matched": off["matched"],
+                               "ess": round(off["ess"], 1), "evaluation_s": round(evaluated_s, 1),
+                               "predicted_reply": _interval(reports[challenger]["predicted_reply"]),
+                               "estimates": {role: {name: _interval(reports[policy]["off_policy"][name]) for name in ESTIMATORS}
+                                             for role, policy in roles}})
+                return {"seed": seed, "truth": truth, "truth_se": truth_se, "volumes": at,
                         "probabilities": {role: [round(p, 5) for p in ps] for role, ps in probabilities.items()},
+                        "timings": {k: round(v, 1) for k, v in timings.items()},
+                        "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
                         "seconds": round(time.monotonic() - started, 1)}
 
     return asyncio.run(go())
 
 
-def measure_ope(seeds: int = OPE_SEEDS, prospects: int = OPE_PROSPECTS, iterations: int = OPE_ITERATIONS,
+def measure_ope(seeds: int = OPE_SEEDS, volumes: tuple[int, ...] = OPE_VOLUMES, iterations: int = OPE_ITERATIONS,
                 share: float = OPE_SHARE, held_out: int = HELD_OUT, workers: int = 2) -> dict:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    started, load = time.monotonic(), os.getloadavg()[0]
+    started, load = time.monotonic(), os.getloadavg()
+    config = {"volumes": list(volumes), "iterations": iterations, "share": share, "held_out": held_out}
+    kept = _kept_seeds(config)  # seeds an interrupted measurement finished (OPE_SEEDS_FILE), not measured again
+    todo = [(s, volumes, iterations, share, held_out) for s in range(seeds) if s not in kept]
     with ProcessPoolExecutor(workers) as pool:
-        runs = list(pool.map(_ope_seed, [(s, prospects, iterations, share, held_out) for s in range(seeds)]))
-    roles = {}
-    for role in ("challenger", "champion"):
-        truths = [r["truth"][role] for r in runs]
-        roles[role] = {"truth": float(np.mean(truths)),
-                       "estimators": {name: accuracy([r["estimates"][role][name] for r in runs], truths) for name in ESTIMATORS}}
-    p = roles["challenger"]["truth"]
+        for future in as_completed([pool.submit(_ope_seed, args) for args in todo]):
+            finished = future.result()
+            kept[finished["seed"]] = finished
+            _keep_seed(config, finished)
+    return summarize_ope([kept[s] for s in range(seeds)], volumes, iterations, share, held_out) | {
+        "resumed_seeds": sorted(set(range(seeds)) - {t[0] for t in todo}), "workers": workers,
+        "seconds": round(time.monotonic() - started, 1), "load_average_before": [round(x, 2) for x in load],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def summarize_ope(runs: list[dict], volumes: tuple[int, ...], iterations: int, share: float, held_out: int) -> dict:
+    """The seeds' figures per volume and estimator, and the projection."""
+    seeds = len(runs)
+    by_volume = []
+    for index, volume in enumerate(volumes):
+        at = [r["volumes"][index] for r in runs]
+        roles = {}
+        for role in ("challenger", "champion"):
+            truths = [r["truth"][role] for r in runs]
+            roles[role] = {"truth": float(np.mean(truths)), "estimators": {
+                name: accuracy([a["estimates"][role][name] for a in at], truths)
+                | {"width": _mean_width([a["estimates"][role][name] for a in at])} for name in ESTIMATORS}}
+        p = roles["challenger"]["truth"]
+        matched = float(np.mean([a["matched"] for a in at]))
+        by_volume.append({"volume": volume, "roles": roles, "matched": [a["matched"] for a in at], "logged": [a["n"] for a in at],
+                          "ess": float(np.mean([a["ess"] for a in at])),
+                          "binomial_spread": float(np.sqrt(p * (1 - p) / matched)),
+                          "evaluation_s": float(np.mean([a["evaluation_s"] for a in at])),
+                          "evaluation_s_max": float(np.max([a["evaluation_s"] for a in at]))})
+    p = float(np.mean([r["truth"]["challenger"] for r in runs]))
     projection = {}
     for n in PROJECTED_SENDS:
         shares = [project(np.array(r["probabilities"]["champion"]), np.array(r["probabilities"]["challenger"]),
-                          (r["predicted_reply"] or {}).get("value"), share, n, PROJECTION_REPEATS, seed=1000 * r["seed"] + n)
-                  for r in runs]
-        projection[str(n)] = {name: float(np.mean([s[name] for s in shares])) for name in ESTIMATORS}
+                          share, n, PROJECTION_REPEATS, seed=1000 * r["seed"] + n) for r in runs]
+        projection[str(n)] = {name: float(np.mean([s[name] for s in shares])) for name in shares[0]}
     return {
-        "seeds": seeds, "prospects": prospects, "iterations": iterations, "share": share, "held_out": held_out,
-        "tolerance": TOLERANCE, "roles": roles,
-        "matched": [r["matched"] for r in runs], "logged": [r["n"] for r in runs], "ess": [r["ess"] for r in runs],
-        "binomial_spread": float(np.sqrt(p * (1 - p) / np.mean([r["matched"] for r in runs]))),
+        "seeds": seeds, "volumes": list(volumes), "batches": batches(volumes), "iterations": iterations, "share": share,
+        "held_out": held_out, "tolerance": TOLERANCE, "by_volume": by_volume,
+        "truth_sample": volumes[0], "truth_se": float(np.mean([r["truth_se"]["challenger"] for r in runs])),
         "sends_needed": sends_needed(p, share), "projection": projection, "projection_repeats": PROJECTION_REPEATS,
-        "per_seed": [{k: r[k] for k in ("seed", "truth", "estimates", "matched", "n", "ess", "predicted_reply",
-                                        "observed_reply_rate", "seconds")} for r in runs],
-        "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
-        "load_average_after": round(os.getloadavg()[0], 2), "workers": workers,
+        "per_seed": [{k: r[k] for k in ("seed", "truth", "truth_se", "volumes", "timings", "load_average", "seconds") if k in r}
+                     for r in runs],
     }
+
+
+def _seeds_file() -> Path | None:
+    path = os.environ.get("OPE_SEEDS_FILE")
+    return Path(path) if path else None
+
+
+def _kept_seeds(config: dict) -> dict[int, dict]:
+    """With OPE_SEEDS_FILE: the seeds measured before with the same settings (a measurement stopped half way goes on
+    where it stopped, on a machine shared with other work)."""
+    path = _seeds_file()
+    if path is None or not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["result"]["seed"]: row["result"] for row in rows if row["config"] == config}
+
+
+def _keep_seed(config: dict, result: dict) -> None:
+    if (path := _seeds_file()) is not None:
+        with path.open("a") as out:
+            out.write(json.dumps({"config": config, "result": result}) + "\n")
+
+
+def _mean_width(estimates: list[dict | None]) -> float | None:
+    """The mean width of the 90 % intervals (high − low) of the estimates there are."""
+    widths = [e["high"] - e["low"] for e in estimates if e is not None]
+    return float(np.mean(widths)) if widths else None
 
 
 # ---------------------------------------------------------------- regret over weeks
@@ -371,7 +473,9 @@ PARTS = ("ope", "regret")
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
     """Each part in turn (`PROMOTION_PARTS=ope` runs one; the other keeps its previous figures), each with the date,
-    the machine and its load average as it began."""
+    the machine and its load average as it began. `OPE_SEEDS=n` measures the first n seeds of the OPE part (the
+    target asks for 10: fewer is reported as not judged); `OPE_SEEDS_FILE=path` keeps each finished seed there, and a
+    measurement started again with the same settings goes on where it stopped."""
     parts = parts or tuple(p for p in os.environ.get("PROMOTION_PARTS", ",".join(PARTS)).split(",") if p)
     if unknown := set(parts) - set(PARTS):
         raise ValueError(f"unknown parts {sorted(unknown)}; any of {', '.join(PARTS)}")
@@ -379,5 +483,6 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     for part in parts:
         print(f"   promotion: {part}", flush=True)
         about = {"machine": _machine()}
-        result[part] = (measure_ope() if part == "ope" else measure_regret()) | about
+        result[part] = (measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) if part == "ope"
+                        else measure_regret()) | about
     return result

@@ -684,6 +684,7 @@ DRAFT_PROFILE = [
 ]
 
 OPE_WITHIN_TARGET = 0.8
+OPE_SEEDS_TARGET = 10
 ESTIMATOR_NAMES = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
 
 
@@ -693,6 +694,123 @@ def _signed(x: float | None) -> str:
 
 def _plain(x: float | None, fmt: str = ".3f") -> str:
     return "—" if x is None else format(x, fmt)
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def _load(values) -> str:
+    return "/".join(f"{x:.1f}" for x in values) if isinstance(values, list) else f"{values:.1f}"
+
+
+def ope_section(ope: dict) -> list[str]:
+    volumes = ope["by_volume"]
+    share = ope["share"]
+    lines = [
+        f"### Off-policy accuracy by volume ({ope['machine']['date']}, {ope['machine']['cores']} cores, "
+        f"{ope['machine']['memory_gib']} GiB; {ope['seconds']:.0f} s; load average (1/5/15 min) "
+        f"{_load(ope['load_average_before'])} as it began, {_load(ope['load_average_after'])} as it ended)",
+        "",
+        *([f"Seeds {', '.join(map(str, ope['resumed_seeds']))} were measured by an earlier measurement that was stopped "
+           "(`OPE_SEEDS_FILE`); the time and load above are this one's, each seed's own time is below.", ""]
+          if ope.get("resumed_seeds") else []),
+        f"Per seed ({ope['seeds']} seeds, {ope['workers']} at a time): a run of {ope['iterations']} iterations "
+        "(`feedback_source: oracle`); its untrained policy `@0` is the champion and its last policy the challenger, at "
+        f"{1 - share:.0%}/{share:.0%}. One stream of look-alikes is drafted by the deployment in batches of "
+        + ", ".join("+".join(f"{n:,}" for n in sizes) for sizes in ope["batches"])
+        + " (`POST /drafts` takes at most 1,000), each batch sent as it is drafted; after "
+        + ", ".join(f"{v:,}" for v in ope["volumes"])
+        + f" logged sends, `POST /evaluations` with both policies and {ope['held_out']} held-out look-alikes. DR's direct "
+        "method is, per logged send, the outcome model's predicted reply rate of the policy's emails to the held-out "
+        "look-alikes like the same training scenario as the send's prospect. Every batch has as many look-alikes of each "
+        "of the demo's 10 scenarios. The **true value** of a policy is its mean true reply probability over such a "
+        f"population, measured on the first {ope['truth_sample']} prospects (its own drafts where it was drawn, a batch "
+        "it drafts alone, never sent, for the rest), each scenario weighted alike; its standard error (from the spread "
+        f"within scenarios) is {ope['truth_se']:.4f} for the challenger. Error = estimate − true value; the interval is "
+        "the evaluation's 90% interval.",
+        "",
+        "| logged sends | challenger's sends (ESS) | estimator | within ±0.03 | bias | spread (sd of the error) | RMSE | "
+        "90% interval width | interval holds the true value |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in volumes:
+        matched = sum(v["matched"]) / len(v["matched"])
+        for name, acc in v["roles"]["challenger"]["estimators"].items():
+            lines.append(f"| {v['volume']:,} | {matched:.0f} ({v['ess']:.0f}) | {ESTIMATOR_NAMES[name]} | {acc['within']:.0%} | "
+                         f"{_signed(acc['bias'])} | {_plain(acc['spread'])} | {_plain(acc['rmse'])} | "
+                         f"{_plain(acc['width'])} | {_plain(acc['coverage'], '.0%')} |")
+    challenger_truth = volumes[0]["roles"]["challenger"]["truth"]
+    champion_truth = volumes[0]["roles"]["champion"]["truth"]
+    lines += [
+        "",
+        f"The challenger's true value, mean over seeds: {challenger_truth:.3f}; per seed: "
+        + ", ".join(f"{s['truth']['challenger']:.3f}" for s in ope["per_seed"]) + ". "
+        f"The champion ({1 - share:.0%} of the sends, true {champion_truth:.3f}): SNIPS within ±0.03 in "
+        + ", ".join(f"{v['roles']['champion']['estimators']['snips']['within']:.0%}" for v in volumes)
+        + " of seeds, DR in " + ", ".join(f"{v['roles']['champion']['estimators']['dr']['within']:.0%}" for v in volumes)
+        + " (at " + ", ".join(f"{v['volume']:,}" for v in volumes) + " sends).",
+        "",
+    ]
+    verdicts = []
+    judged = ope["seeds"] >= OPE_SEEDS_TARGET
+    for v in volumes:
+        est = v["roles"]["challenger"]["estimators"]
+        both = all(est[n]["within"] >= OPE_WITHIN_TARGET for n in ("snips", "dr"))
+        verdicts.append(f"at {v['volume']:,} sends SNIPS {est['snips']['within']:.0%}, DR {est['dr']['within']:.0%}"
+                        + (f": {_ok(both)}" if judged else ""))
+    met = [v["volume"] for v in volumes if all(v["roles"]["challenger"]["estimators"][n]["within"] >= OPE_WITHIN_TARGET
+                                               for n in ("snips", "dr"))]
+    last = volumes[-1]
+    verdict = ((f"Met from {met[0]:,} logged sends per evaluation" if met else "Met at none of the volumes measured")
+               + f"; at 400 (two weeks of the weekly loop's 200 prospects) it is {'met' if 400 in met else 'missed'}."
+               if judged else f"**Not judged**: {ope['seeds']} of the {OPE_SEEDS_TARGET} seeds the target asks for were "
+               "measured (`OPE_SEEDS_FILE` lets a later measurement go on from them).")
+    lines += [
+        f"- Target (SNIPS and DR within ±{ope['tolerance']:g} of the challenger's true value in ≥ {OPE_WITHIN_TARGET:.0%} of "
+        f"{OPE_SEEDS_TARGET} seeds, at {1 - share:.0%}/{share:.0%}): " + "; ".join(verdicts) + ". " + verdict,
+        f"- What bounds it: the challenger's own sends. At {share:.0%} of the traffic it wrote "
+        + ", ".join(f"{sum(v['matched']) / len(v['matched']):.0f}" for v in volumes)
+        + " of them; SNIPS is their mean reply, whose binomial noise √(p(1−p)/n) at p = "
+        f"{challenger_truth:.3f} is " + ", ".join(f"{v['binomial_spread']:.3f}" for v in volumes)
+        + "; the measured spreads of SNIPS are " + ", ".join(_plain(v["roles"]["challenger"]["estimators"]["snips"]["spread"]) for v in volumes)
+        + f". Within ±0.03 in 80% of seeds needs a spread of 0.03 / 1.28 = 0.023: about {ope['sends_needed']:,} logged "
+        f"sends at a {share:.0%} share (about {ope['sends_needed'] * share:,.0f} of the challenger's own), "
+        f"{ope['sends_needed'] / 200:.0f} weeks of 200 prospects; a team that gives the challenger more of the traffic "
+        "needs proportionally fewer (n ∝ 1/share). The 409 of a gated promotion asks a different question (how many more "
+        "sends of each would separate the two intervals at the difference seen) with the same √n arithmetic.",
+        "- DR against SNIPS: the direct method takes out only what the outcome model predicts from the prospect; the "
+        "reply itself is a coin flip no model predicts. Measured spread of the error, SNIPS / DR: "
+        + ", ".join(f"{_plain(v['roles']['challenger']['estimators']['snips']['spread'])} / "
+                    f"{_plain(v['roles']['challenger']['estimators']['dr']['spread'])} at {v['volume']:,}" for v in volumes)
+        + ". With a perfect outcome model (each prospect's true probability as the direct method, the projection's last "
+        "column) DR is within ±0.03 in " + ", ".join(
+            f"{ope['projection'][str(n)]['dr_perfect']:.0%} (SNIPS {ope['projection'][str(n)]['snips']:.0%}) at {n:,}"
+            for n in (400, 4000) if str(n) in ope["projection"]) + " sends: the most any direct method could add.",
+        f"- An evaluation over {last['volume']:,} logged sends took {last['evaluation_s']:.1f} s on average (at most "
+        f"{last['evaluation_s_max']:.1f} s), writing and judging each policy's {ope['held_out']} held-out emails included; "
+        "over " + ", ".join(f"{v['volume']:,}: {v['evaluation_s']:.1f} s" for v in volumes[:-1]) + ".",
+        "- Where a seed's time went (mean over seeds): " + ", ".join(
+            f"{k} {_mean(s['timings'][k] for s in ope['per_seed']):.0f} s" for k in ope["per_seed"][0]["timings"])
+        + f", of {_mean(s['seconds'] for s in ope['per_seed']):.0f} s (draft: the logged batches through `POST /drafts`; "
+        "truth: the first batch drafted alone by each policy; the evaluations are the rest)"
+        + (". Each seed's 1-minute load average as it began and ended: " + "; ".join(
+            f"{s['load_average'][0]:.1f} → {s['load_average'][1]:.1f}" for s in ope["per_seed"] if "load_average" in s)
+           if any("load_average" in s for s in ope["per_seed"]) else "") + ".",
+        "",
+        f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed, prospects "
+        f"drawn from each seed's truth sample with both policies' true probabilities, the same {1 - share:.0%}/{share:.0%} "
+        "draw, replies drawn from the true probabilities, estimates by the service's own `app.evaluations.estimators`; the "
+        "last column is DR with each prospect's true probability as its direct method, the most any outcome model can "
+        "give DR:",
+        "",
+        "| logged sends | IPS within ±0.03 | SNIPS | DR, perfect outcome model |",
+        "|---|---|---|---|",
+    ]
+    for sends, shares in ope["projection"].items():
+        lines.append(f"| {int(sends):,} | {shares['ips']:.0%} | {shares['snips']:.0%} | {shares['dr_perfect']:.0%} |")
+    return lines + [""]
 
 
 def promotion_section(pr: dict) -> list[str]:
@@ -710,56 +828,7 @@ def promotion_section(pr: dict) -> list[str]:
         "",
     ]
     if ope := pr.get("ope"):
-        challenger, champion = ope["roles"]["challenger"], ope["roles"]["champion"]
-        matched = float(sum(ope["matched"]) / len(ope["matched"]))
-        lines += [
-            f"### Off-policy accuracy ({_when(ope)}; {ope['seconds']:.0f} s, load average {ope['load_average_after']:.1f} "
-            "as it ended)",
-            "",
-            f"Per seed ({ope['seeds']} seeds): a run of {ope['iterations']} iterations (`feedback_source: oracle`); its untrained "
-            f"policy `@0` is the champion and its last policy the challenger, at {1 - ope['share']:.0%}/{ope['share']:.0%}. "
-            f"One batch of {ope['prospects']} look-alikes is drafted by the deployment and sent; then `POST /evaluations` with "
-            f"both policies and {ope['held_out']} held-out look-alikes (the doubly robust estimate's direct method is the "
-            "outcome model's predicted reply rate of what each policy writes for them). The **true value** of a policy is the "
-            "mean true reply probability of its email to every prospect of the batch: its own drafts where it was drawn, "
-            "and a batch it drafts alone (never sent) for the rest. Error = estimate − true value.",
-            "",
-            "| policy | estimator | within ±0.03 | bias | spread (sd of the error) | RMSE | 90% interval holds the true value | no estimate |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for role, entry, share in (("challenger", challenger, ope["share"]), ("champion", champion, 1 - ope["share"])):
-            for name, acc in entry["estimators"].items():
-                lines.append(f"| {role} ({share:.0%}; true {entry['truth']:.3f}) | {ESTIMATOR_NAMES[name]} | {acc['within']:.0%} | "
-                             f"{_signed(acc['bias'])} | {_plain(acc['spread'])} | {_plain(acc['rmse'])} | "
-                             f"{_plain(acc['coverage'], '.0%')} | {acc['missing']} |")
-        est = challenger["estimators"]
-        met = {n: est[n]["within"] >= OPE_WITHIN_TARGET for n in ("snips", "dr")}
-        lines += [
-            "",
-            "Per seed, the challenger's true value / SNIPS / DR: " + "; ".join(
-                f"{s['truth']['challenger']:.3f} / {_plain((s['estimates']['challenger']['snips'] or {}).get('value'))} / "
-                f"{_plain((s['estimates']['challenger']['dr'] or {}).get('value'))}" for s in ope["per_seed"]) + ".",
-            "",
-            f"- SNIPS within ±{ope['tolerance']:g} of the challenger's true value in ≥ {OPE_WITHIN_TARGET:.0%} of seeds: "
-            f"{est['snips']['within']:.0%}, {_ok(met['snips'])}. DR: {est['dr']['within']:.0%}, {_ok(met['dr'])}.",
-            f"- What bounds it: the challenger wrote {matched:.0f} of the {ope['prospects']} sends on average (ESS {sum(ope['ess']) / len(ope['ess']):.0f}). "
-            "SNIPS on its own sends is their mean reply, so its error cannot be smaller than the binomial noise, "
-            f"√(p(1−p)/{matched:.0f}) = {ope['binomial_spread']:.3f} at p = {challenger['truth']:.3f}; the measured spread is "
-            f"{_plain(est['snips']['spread'])}. DR's direct method is one predicted rate per policy, so its correction term "
-            "carries the same noise. Within ±0.03 in 80% of seeds needs a spread of 0.03 / 1.28 = 0.023, about "
-            f"{ope['sends_needed']:,} logged sends at a 10% share (binomial noise alone), "
-            f"{ope['sends_needed'] / 200:.0f} weeks of 200 prospects.",
-            "",
-            f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed at larger "
-            "volumes, prospects drawn from each seed's batch with both policies' true probabilities, the same 90/10 draw, "
-            "replies drawn from the true probabilities, estimates by the service's own `app.evaluations.estimators`:",
-            "",
-            "| logged sends | IPS within ±0.03 | SNIPS | DR |",
-            "|---|---|---|---|",
-        ]
-        for sends, shares in ope["projection"].items():
-            lines.append(f"| {int(sends):,} | {shares['ips']:.0%} | {shares['snips']:.0%} | {shares['dr']:.0%} |")
-        lines += [""]
+        lines += ope_section(ope)
     if rg := pr.get("regret"):
         totals, seeds = rg["totals"], rg["per_seed"]
         n = rg["weeks"]

@@ -3,8 +3,11 @@ self-normalised (SNIPS) and doubly robust (DR), each with a 90 % interval, and t
 
 Each logged send is (the arm that wrote it, the probability that arm had of being chosen, whether it got a reply). The
 policy evaluated is an arm: it would have written the email itself, so its importance weight is 1/propensity on the
-sends its arm wrote and 0 elsewhere. DR's direct method is the outcome model's predicted reply rate for what the
-policy writes (one value per policy: the model's traits do not depend on the recipient beyond the email).
+sends its arm wrote and 0 elsewhere. DR's direct method is, per logged send, the outcome model's predicted reply rate
+of the email the policy writes to a prospect like that send's (`app.evaluations.workflow` says which): over every
+logged send, the policy's own and the others', so the correction term only carries what the prediction misses. The
+prediction depends on the send's prospect alone, never on which arm wrote it, so DR stays unbiased however good or
+bad the outcome model is.
 
 A few lines of NumPy each: Open Bandit Pipeline implements the same estimators but requires torch, pandas, seaborn and
 matplotlib (see the decision record); each estimator here is tested against a case computed by hand.
@@ -56,7 +59,8 @@ def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
     return _interval(value, se)
 
 
-def dr(w: np.ndarray, rewards: np.ndarray, predicted: float) -> Estimate:
+def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Estimate:
+    """mean of q̂ᵢ + wᵢ·(rᵢ − q̂ᵢ), q̂ᵢ the direct method's prediction for logged send i (one value: the same for all)."""
     terms = predicted + w * (rewards - predicted)
     return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))) if len(terms) > 1 else 0.0)
 
@@ -67,8 +71,9 @@ def ess(w: np.ndarray) -> float:
 
 
 def off_policy(arms: list[int], propensities: list[float], rewards: list[float], arm: int,
-               predicted: float | None) -> OffPolicy:
-    """The three estimates of `arm`'s reply rate, or none with the reason (no sends, none of them by this arm)."""
+               predicted: float | list[float] | None) -> OffPolicy:
+    """The three estimates of `arm`'s reply rate, or none with the reason (no sends, none of them by this arm).
+    `predicted`: DR's direct method, per logged send (or one value for every send); None: no DR estimate."""
     n = len(arms)
     if n == 0:
         return OffPolicy(0, 0, 0.0, None, None, None, "no logged sends older than the reply window")
@@ -77,7 +82,8 @@ def off_policy(arms: list[int], propensities: list[float], rewards: list[float],
     matched = int((a == arm).sum())
     if matched == 0:
         return OffPolicy(n, 0, 0.0, None, None, None, "none of the logged sends was written by this policy")
-    return OffPolicy(n, matched, ess(w), ips(w, r), snips(w, r), None if predicted is None else dr(w, r, predicted), None)
+    q = None if predicted is None else np.broadcast_to(np.asarray(predicted, dtype=float), r.shape)
+    return OffPolicy(n, matched, ess(w), ips(w, r), snips(w, r), None if q is None else dr(w, r, q), None)
 
 
 def mean_interval(values: list[float]) -> Estimate | None:

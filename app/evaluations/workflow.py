@@ -20,7 +20,9 @@ from app.outcomes import repository as outcomes
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
 from app.knowledge_graph import repository as graphs
+from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
+from app.policies.likeness import most_like
 from app.policies.models import Evaluation
 from app.policies.schemas import EvaluationResult, Interval, OffPolicyOut, PolicyEvaluation, PolicyRef
 from app.runs.executor import current
@@ -32,20 +34,49 @@ def _interval(estimate: estimators.Estimate | None) -> Interval | None:
     return None if estimate is None else Interval(value=estimate.value, low=estimate.low, high=estimate.high)
 
 
-async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list[tuple[str, int, str, int, float, int]]:
+async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list[tuple[str, int, str, int, float, int, dict]]:
     """Every sent draft on the graph whose outcome is known: delivered before the reply window closed (or replied
-    to). (batch, position, its policy's run and iteration, its propensity, replied 0/1)."""
+    to). (batch, position, its policy's run and iteration, its propensity, replied 0/1, its prospect)."""
     delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
                               else_=0))
     replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
+    known = (select(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, replied.label("replied"))
+             .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+             .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
+             .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration)
+             .having((delivered + replied) > 0).subquery())
     rows = await session.execute(
-        select(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, Draft.propensity, replied)
-        .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
-        .join(Draft, and_(Draft.batch_id == EmailRef.draft_batch_id, Draft.position == EmailRef.slot))
-        .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
-        .group_by(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, Draft.propensity)
-        .having((delivered + replied) > 0))
+        select(known.c.draft_batch_id, known.c.slot, known.c.run_id, known.c.iteration, Draft.propensity, known.c.replied,
+               Draft.prospect)
+        .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))
     return [tuple(row) for row in rows]
+
+
+def direct_method(author_training: list, held_out_likes: list[str], held_out_predictions: list[float],
+                  prospects: list[dict]) -> list[float] | None:
+    """DR's direct method for each logged send: the outcome model's mean predicted reply rate of the policy's emails to
+    the held-out prospects that are like the same training scenario as the send's prospect (the policy writes for a
+    prospect with that scenario's learned state, `app.drafts.workflow.write_for`), or of all its held-out emails where
+    none is. A function of the prospect alone, never of which arm wrote the send: DR stays unbiased. None without any
+    held-out email."""
+    if not held_out_predictions:
+        return None
+    overall = sum(held_out_predictions) / len(held_out_predictions)
+    by_like: dict[str, list[float]] = {}
+    for like, predicted in zip(held_out_likes, held_out_predictions, strict=True):
+        by_like.setdefault(like, []).append(predicted)
+    strata = {like: sum(values) / len(values) for like, values in by_like.items()}
+    likes: dict[tuple, str] = {}
+    out = []
+    for prospect in prospects:
+        key = (prospect.get("role"), prospect.get("industry"), tuple(prospect.get("pains") or ()))
+        if key not in likes:
+            likes[key] = most_like(Prospect.model_validate({k: prospect[k] for k in _PROSPECT}), author_training).id
+        out.append(strata.get(likes[key], overall))
+    return out
+
+
+_PROSPECT = ("name", "role", "company", "industry", "pains")
 
 
 async def supports(session, tenant: str, graph_id: str) -> dict[str, dict[str, float]]:
@@ -86,14 +117,15 @@ async def evaluate_step(evaluation_id: str) -> str:
     reason = None if held_out else "every scenario of the graph trained one of the policies: give held-out prospects"
     reports = []
     for author in writers:
-        judged, predicted = [], []
+        judged, predicted, likes = [], [], []
         for position, prospect in enumerate(held_out):
-            _, written = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
+            like, written = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
             if written.email is None:
                 continue
             email = written.email.email
             if written.score is not None:
                 judged.append(written.score)
+            likes.append(like)
             predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
                                                            segment(prospect["role"], prospect["industry"])),
                                             content_hash(email)).p_reply)
@@ -101,10 +133,10 @@ async def evaluate_step(evaluation_id: str) -> str:
         mine = author.policy.id
         rows = [row for row in logged if shares.get(row[0], {}).get(mine, 0) > 0]
         off = estimators.off_policy(
-            arms=[int(f"{run_id}@{iteration}" == mine) for _, _, run_id, iteration, _, _ in rows],
+            arms=[int(f"{run_id}@{iteration}" == mine) for _, _, run_id, iteration, *_ in rows],
             propensities=[shares[batch][mine] for batch, *_ in rows],
-            rewards=[float(replied) for *_, replied in rows], arm=1,
-            predicted=predicted_reply.value if predicted_reply else None)
+            rewards=[float(row[5]) for row in rows], arm=1,
+            predicted=direct_method(author.training, likes, predicted, [row[6] for row in rows]))
         reports.append(PolicyEvaluation(
             policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(judged)),
             predicted_reply=_interval(predicted_reply),

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.promotion import accuracy, project, promotion_order, sends_needed, worse_deployed, written_by
+from bench.promotion import (accuracy, batches, project, promotion_order, sends_needed, stratified_truth,
+                             worse_deployed, written_by)
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -59,7 +60,36 @@ def test_worse_deployed_counts_the_weeks_a_policy_worse_than_the_one_it_replaced
 
 def test_the_projection_replays_the_logging_with_the_services_estimators():
     champion, certain = np.zeros(50), np.ones(50)
-    # every challenger send is a reply, no champion send is: SNIPS is exactly 1, and DR with a direct method of 1
-    found = project(champion, certain, 1.0, 0.1, sends=200, repeats=20, seed=0)
-    assert found["snips"] == 1.0 and found["dr"] == 1.0 and 0 <= found["ips"] <= 1
-    assert project(champion, np.zeros(50), None, 0.1, sends=200, repeats=5, seed=0) == {"ips": 1.0, "snips": 1.0, "dr": 0.0}
+    # every challenger send is a reply, no champion send is: SNIPS is exactly 1, and DR with the true rates (all 1) too
+    found = project(champion, certain, 0.1, sends=200, repeats=20, seed=0)
+    assert found["snips"] == 1.0 and found["dr_perfect"] == 1.0 and 0 <= found["ips"] <= 1
+    # half the prospects always reply to the challenger, half never: DR with each prospect's true rate is the mean over
+    # all 2,000 prospects drawn (sd 0.5 / √2000 = 0.011), SNIPS the mean over the ~200 its arm drew (sd 0.035)
+    halves = np.array([0.0, 1.0] * 25)
+    found = project(champion, halves, 0.1, sends=2000, repeats=50, seed=0)
+    assert found["dr_perfect"] >= 0.95 and found["snips"] < 0.8
+
+
+def test_batches_take_the_stream_of_sends_to_each_volume_a_thousand_at_most():
+    assert batches((400, 1000, 4000)) == [[400], [600], [1000, 1000, 1000]]
+    assert batches((1500,), largest=1000) == [[1000, 500]]
+
+
+def test_stratified_truth_weighs_each_scenario_alike_and_says_how_sure_it_is():
+    value, se = stratified_truth([0.1, 0.3, 0.5, 0.5, 0.5], ["a", "a", "b", "b", "b"])
+    assert value == pytest.approx((0.2 + 0.5) / 2)
+    assert se == pytest.approx(math.sqrt(0.02 / 2) / 2)  # a: var 0.02 over 2; b: 0
+
+
+def test_a_stopped_measurement_keeps_its_finished_seeds_for_the_same_settings_only(tmp_path, monkeypatch):
+    from bench.promotion import _keep_seed, _kept_seeds
+
+    monkeypatch.setenv("OPE_SEEDS_FILE", str(tmp_path / "seeds.jsonl"))
+    config = {"volumes": [400], "iterations": 5, "share": 0.1, "held_out": 20}
+    assert _kept_seeds(config) == {}
+    _keep_seed(config, {"seed": 3, "truth": {}})
+    assert _kept_seeds(config) == {3: {"seed": 3, "truth": {}}}
+    assert _kept_seeds(config | {"volumes": [400, 1000]}) == {}
+    monkeypatch.delenv("OPE_SEEDS_FILE")
+    _keep_seed(config, {"seed": 4})  # without the variable nothing is kept
+    assert _kept_seeds(config) == {}

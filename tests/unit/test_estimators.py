@@ -96,3 +96,29 @@ def test_auto_traffic_stays_even_until_every_policy_has_its_sends_then_favours_t
     clear = auto_shares([(2000, 400), (2000, 100)], floor=0.0, min_sends=100, seed=2)
     assert clear[0] == pytest.approx(0.5, abs=0.03)
     assert auto_shares([(10, 1)], floor=0.2, min_sends=100, seed=3) == [1.0]
+
+
+def test_dr_takes_the_direct_method_per_logged_send():
+    # q̂ per send: 0.5, 0.2, 0.5, 0.1, 0.2, 0.4; weights 4, 0, 4, 0, 0, 2
+    # terms q̂ + w·(r − q̂): 0.5 + 4·0.5 = 2.5, 0.2, 0.5 − 4·0.5 = −1.5, 0.1, 0.2, 0.4 + 2·0.6 = 1.6; mean 3.1 / 6
+    estimate = estimators.off_policy(ARMS, PROPENSITIES, REPLIES, arm=1, predicted=[0.5, 0.2, 0.5, 0.1, 0.2, 0.4])
+    assert estimate.dr.value == pytest.approx(3.1 / 6)
+    terms = [2.5, 0.2, -1.5, 0.1, 0.2, 1.6]
+    mean = sum(terms) / 6
+    se = math.sqrt(sum((t - mean) ** 2 for t in terms) / 5) / math.sqrt(6)
+    assert (estimate.dr.low, estimate.dr.high) == pytest.approx((max(0.0, mean - 1.644854 * se), min(1.0, mean + 1.644854 * se)))
+    # a perfect direct method and no noise: DR is exact where SNIPS only sees the evaluated arm's own sends
+    exact = estimators.off_policy([1, 0, 0, 0], [0.5] * 4, [1, 0, 0, 0], arm=1, predicted=[1.0, 0.0, 1.0, 0.0])
+    assert exact.dr.value == pytest.approx(0.5) and exact.snips.value == pytest.approx(1.0)
+
+
+def test_the_direct_method_of_a_send_is_the_policys_held_out_prediction_for_a_prospect_like_its_prospect():
+    from app.evaluations.workflow import direct_method
+    from app.knowledge_graph.service import demo_graph
+
+    scenarios = list(demo_graph().scenarios.values())[:3]
+    a, b, c = ({"id": s.id, **s.prospect.model_dump()} for s in scenarios)
+    # held out: two emails to prospects like a (0.1 and 0.3), one like b (0.6); none like c
+    found = direct_method(scenarios, [a["id"], b["id"], a["id"]], [0.1, 0.6, 0.3], [a, b, c, a])
+    assert found == pytest.approx([0.2, 0.6, (0.1 + 0.6 + 0.3) / 3, 0.2])  # c: the mean of every held-out email
+    assert direct_method(scenarios, [], [], [a]) is None
