@@ -645,8 +645,9 @@ def drafts_section(dr: dict) -> list[str]:
             f"The policy is a fixed model (`MODEL_BACKEND=openai`, a run of one iteration) and the judge a RULER judge, both "
             f"the orchestration benchmark's latency-injected OpenAI-compatible server on loopback ({so['latency_s']} s a "
             f"call, policy and judge alike; {so['max_turns']} turns a draft). API-only `serve` plus 1 or 2 `codreamer worker` "
-            f"processes on one PostgreSQL database, each drafting at most {so['per_worker']} batches at once "
-            "(WORKER_CONCURRENCY). The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once.",
+            f"processes on one PostgreSQL database. Each chunk of 25 prospects is a workflow of its own on the "
+            f"`draft_chunks` queue, and each worker drafts at most {so['per_worker']} chunks at once (WORKER_CONCURRENCY), "
+            "of one batch or several. The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once.",
             "",
             "| batches | workers | drafted | seconds | drafts per minute | vs 1 worker |",
             "|---|---|---|---|---|---|",
@@ -659,9 +660,9 @@ def drafts_section(dr: dict) -> list[str]:
             "",
             "- Target ≥ 1.8× at 2 workers: " + "; ".join(
                 f"{b} batch{'es' if b != '1' else ''}: {x:.2f}×, {_ok(x >= 1.8)}" for b, x in so["speedup"].items()) + ".",
-            "- A batch is one DBOS workflow, which one worker executes from start to end: a second worker takes other "
-            "batches, never a share of one. A single batch of 1,000 gains from a second worker only if the workflow "
-            "enqueued its chunks as workflows of their own on the drafts queue.",
+            "- A batch's workflow enqueues its chunks and waits for them: a second worker drafts a share of one batch "
+            "as of several. The model calls wait on the latency server, so drafts a minute grow with the chunks in "
+            "flight, as long as the two cores keep up with the requests.",
             "",
         ]
     return lines

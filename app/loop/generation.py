@@ -3,6 +3,7 @@
 import asyncio
 import dataclasses
 import time
+from urllib.request import getproxies, proxy_bypass
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -40,13 +41,24 @@ class _Transport(AiohttpTransport):
             raise httpx.ConnectError(str(exc), request=request) from exc.__cause__
 
 
-def http_client() -> httpx.AsyncClient:
+def environment_proxy(base_url: str) -> httpx.Proxy | None:
+    """HTTPS_PROXY (or HTTP_PROXY) for a model's URL unless NO_PROXY exempts its host, as httpx reads them; read once,
+    as aiohttp's own `trust_env` would look it up (and `.netrc`) in a thread on every request."""
+    url = httpx.URL(base_url)
+    if proxy_bypass(url.host):
+        return None
+    proxy = getproxies().get(url.scheme)
+    return httpx.Proxy(proxy) if proxy else None
+
+
+def http_client(base_url: str) -> httpx.AsyncClient:
     """The policy's keep-alive connections, pooled by aiohttp under httpx's interface (the OpenAI SDK's own aiohttp
-    option, with proxies read from the environment as httpx reads them). httpx's own pool polls every pooled socket on
-    each request and each response's end, so its CPU a request grows with the requests in flight (a worker drafting
-    two chunks has 50): 8 ms of CPU a request at 50 in flight against 3 with aiohttp, on this machine."""
+    option). httpx's own pool polls every pooled socket on each request and each response's end, so its CPU a request
+    grows with the requests in flight (a worker drafting two chunks has 50): 8 ms of CPU a request at 50 in flight
+    against 3 with aiohttp, on this machine."""
     return httpx.AsyncClient(
-        transport=_Transport(client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)),
+        transport=_Transport(proxy=environment_proxy(base_url),
+                             client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))),
         follow_redirects=True)
 
 
@@ -66,7 +78,7 @@ class Policy:
         """The OpenAI client retries timeouts, connection errors, 429 and 5xx with exponential backoff and jitter."""
         client = AsyncOpenAI(
             base_url=model.inference_base_url, api_key=model.inference_api_key, max_retries=max_retries, timeout=timeout,
-            http_client=http_client(),
+            http_client=http_client(model.inference_base_url),
         )
         return cls(model, client)
 

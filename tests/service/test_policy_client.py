@@ -60,3 +60,16 @@ async def test_a_refused_connection_is_a_connection_error_not_a_timeout():
             raise AssertionError("a request to a closed port succeeded")
     finally:
         await policy.client.close()
+
+
+def test_the_environments_proxy_is_read_once_for_the_models_host(monkeypatch):
+    from app.loop.generation import environment_proxy
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert environment_proxy("https://api.example.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert str(environment_proxy("https://api.example.com/v1").url) == "http://proxy.internal:3128"
+    assert environment_proxy("http://127.0.0.1:8000/v1") is None  # exempt
+    assert environment_proxy("http://api.example.com/v1") is None  # HTTPS_PROXY is for https URLs only
