@@ -3,9 +3,9 @@
 import asyncio
 import dataclasses
 import time
-from urllib.request import getproxies, proxy_bypass
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 import art
