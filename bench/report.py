@@ -661,11 +661,21 @@ def drafts_section(dr: dict) -> list[str]:
             "- Target ≥ 1.8× at 2 workers: " + "; ".join(
                 f"{b} batch{'es' if b != '1' else ''}: {x:.2f}×, {_ok(x >= 1.8)}" for b, x in so["speedup"].items()) + ".",
             "- A batch's workflow enqueues its chunks and waits for them: a second worker drafts a share of one batch "
-            "as of several. The model calls wait on the latency server, so drafts a minute grow with the chunks in "
-            "flight, as long as the two cores keep up with the requests.",
+            "as of several. " + _layouts(so),
             "",
         ]
     return lines
+
+
+def _layouts(so: dict) -> str:
+    """What one batch and four have in common: each worker drafts the same chunks at once however they are batched."""
+    rate = {(r["batches"], r["workers"]): r["drafts_per_minute"] for r in so["results"]}
+    if not all((b, w) in rate for b in (1, 4) for w in (1, 2)):
+        return ""
+    return (f"One batch and four drafted {rate[1, 1]:.0f} and {rate[4, 1]:.0f} a minute on 1 worker, {rate[1, 2]:.0f} and "
+            f"{rate[4, 2]:.0f} on 2: each worker drafts {so['per_worker']} chunks at once however the prospects are "
+            "batched, so the layouts should draft alike; the load on this machine's two cores (other sessions' "
+            f"benchmarks and tests, {so['load_average_before']:.1f} as this part began) varied as each ran.")
 
 
 # Profiled once with py-spy (20 Hz, the worker while the throughput part drafted, `serve` on SQLite, 2026-11-27, load
