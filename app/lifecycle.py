@@ -166,10 +166,11 @@ async def _launch(settings: Settings, process: Process, *, worker: bool) -> None
         queue.RUNS_QUEUE, global_concurrency=settings.max_concurrent_runs,
         worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
     )
-    await DBOS.register_queue_async(
-        drafts_queue.DRAFTS_QUEUE, global_concurrency=settings.max_concurrent_runs,
-        worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
-    )
+    for name in (drafts_queue.DRAFTS_QUEUE, drafts_queue.CHUNKS_QUEUE):
+        await DBOS.register_queue_async(
+            name, global_concurrency=settings.max_concurrent_runs,
+            worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
+        )
     process.housekeeper = housekeeper = Housekeeper(process.api.db, settings)
     await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
     process.background = [asyncio.create_task(process.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]

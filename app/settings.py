@@ -118,10 +118,13 @@ class Settings(BaseSettings):
     webhook_concurrency_per_run: int = Field(
         2, ge=1, description="Attempts of one run's webhooks in flight at once, across all workers, so a slow receiver "
                              "cannot hold up other runs' webhooks.")
-    max_concurrent_runs: int = Field(4, ge=1, description="Runs executing at once, across all workers.")
+    max_concurrent_runs: int = Field(4, ge=1, description=(
+        "Runs executing at once, across all workers; as many draft batches, and as many of their chunks."))
     run_worker: bool = Field(True, description=(
         "`codreamer serve` also executes runs, in a child process at a lower CPU priority; false makes it API-only."))
-    worker_concurrency: int = Field(2, ge=1, description="Runs executing at once on one worker, so work spreads.")
+    worker_concurrency: int = Field(2, ge=1, description=(
+        "Runs executing at once on one worker, so work spreads; as many draft batches, and as many of their chunks "
+        "(25 prospects each)."))
     # After worker_concurrency, which its default reads. A pool opens its connections as they are needed and keeps this
     # many; one past it is closed on its return, so a worker whose runs used more than it kept opened and closed a
     # connection several times a second, each a new PostgreSQL backend (a third of the database's CPU with 20 runs).

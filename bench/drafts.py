@@ -19,7 +19,8 @@ Everything goes through the API, in process (the app and its worker on a SQLite 
 - Throughput: 1,000 look-alikes in one batch on the embedded backend, `codreamer serve` on SQLite, while a client
   reads the batch and its drafts at a fixed rate.
 - Scale-out: drafts a minute with 1 and 2 `codreamer worker` processes on PostgreSQL, the policy and judge a
-  latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four.
+  latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four. A batch's
+  chunks are workflows of their own that any worker takes, so a second worker drafts a share of one batch too.
 
 `python -m bench drafts` runs every part (about 40 minutes on 2 cores); `DRAFTS_PARTS=transfer,weekly` some of them.
 """
@@ -444,7 +445,7 @@ def measure_throughput(workdir: Path, rates: tuple[float, ...] = READ_RATES, siz
 
 SCALE_OUT_LATENCY_S = 0.5  # every model call, the judge's too
 SCALE_OUT_BATCHES = (1, 4)  # 1,000 prospects as one batch, and as four batches of 250
-PER_WORKER = 2  # WORKER_CONCURRENCY: batches one worker drafts at once
+PER_WORKER = 2  # WORKER_CONCURRENCY: chunks of 25 prospects one worker drafts at once (of one batch or several)
 
 
 def _scale_out_one(workdir: Path, workers: int, batches: int, base_url: str, size: int) -> dict:

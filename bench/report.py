@@ -638,8 +638,9 @@ def drafts_section(dr: dict) -> list[str]:
             f"The policy is a fixed model (`MODEL_BACKEND=openai`, a run of one iteration) and the judge a RULER judge, both "
             f"the orchestration benchmark's latency-injected OpenAI-compatible server on loopback ({so['latency_s']} s a "
             f"call, policy and judge alike; {so['max_turns']} turns a draft). API-only `serve` plus 1 or 2 `codreamer worker` "
-            f"processes on one PostgreSQL database, each drafting at most {so['per_worker']} batches at once "
-            "(WORKER_CONCURRENCY). The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once.",
+            f"processes on one PostgreSQL database. Each chunk of 25 prospects is a workflow of its own on the "
+            f"`draft_chunks` queue, and each worker drafts at most {so['per_worker']} chunks at once (WORKER_CONCURRENCY), "
+            "of one batch or several. The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once.",
             "",
             "| batches | workers | drafted | seconds | drafts per minute | vs 1 worker |",
             "|---|---|---|---|---|---|",
@@ -652,35 +653,36 @@ def drafts_section(dr: dict) -> list[str]:
             "",
             "- Target ≥ 1.8× at 2 workers: " + "; ".join(
                 f"{b} batch{'es' if b != '1' else ''}: {x:.2f}×, {_ok(x >= 1.8)}" for b, x in so["speedup"].items()) + ".",
-            "- A batch is one DBOS workflow, which one worker executes from start to end: a second worker takes other "
-            "batches, never a share of one. A single batch of 1,000 gains from a second worker only if the workflow "
-            "enqueued its chunks as workflows of their own on the drafts queue.",
+            "- A batch's workflow enqueues its chunks and waits for them: a second worker drafts a share of one batch "
+            "as of several. " + _layouts(so),
             "",
         ]
     return lines
 
 
-# Profiled once with py-spy (50 Hz, 25 s of a 1,000-prospect batch on `serve`, SQLite, 2026-11-27, load average ~4
-# from other sessions); not re-measured by the benchmark.
+def _layouts(so: dict) -> str:
+    """What one batch and four have in common: each worker drafts the same chunks at once however they are batched."""
+    rate = {(r["batches"], r["workers"]): r["drafts_per_minute"] for r in so["results"]}
+    if not all((b, w) in rate for b in (1, 4) for w in (1, 2)):
+        return ""
+    return (f"One batch and four drafted {rate[1, 1]:.0f} and {rate[4, 1]:.0f} a minute on 1 worker, {rate[1, 2]:.0f} and "
+            f"{rate[4, 2]:.0f} on 2: each worker drafts {so['per_worker']} chunks at once however the prospects are "
+            "batched, so the layouts should draft alike; the load on this machine's two cores (other sessions' "
+            f"benchmarks and tests, {so['load_average_before']:.1f} as this part began) varied as each ran.")
+
+
+# Profiled once with py-spy (20 Hz, the worker while the throughput part drafted, `serve` on SQLite, 2026-11-27, load
+# average about 20 from other sessions); not re-measured by the benchmark.
 DRAFT_PROFILE = [
-    "Where the time goes (py-spy, 25 s of a 1,000-prospect batch; the worker's event loop was busy about 40% of the "
-    "samples, the model server about 15%, this machine's two cores shared with other sessions):",
+    "Where the worker's time goes (py-spy, the worker's event loop while this part drafted; this machine's two cores "
+    "shared with other sessions):",
     "",
-    "- The worker's event loop, per draft a rollout of a few policy turns and one judge call, each an HTTP request "
-    "to the embedded model server: 74% of its samples are the OpenAI SDK's request path (`AsyncCompletions.create` → "
-    "httpx → httpcore), and within that 34% is httpcore's connection pool choosing a connection "
-    "(`_assign_requests_to_connections` → `has_expired` → `is_socket_readable`: every pooled connection's socket "
-    "is polled on every request and every response close, with up to 25 drafts' connections in the pool); "
-    "16% the judge's RULER call through litellm; 3% `write_email` itself; under 2% SQL and DBOS.",
-    "- The model server (policy and judge): about a quarter of its samples are the policy and judge, the rest "
-    "uvicorn and FastAPI's request handling.",
-    "- A chunk of 25 prospects is one DBOS step that drafts them concurrently, then stores them; the next chunk "
-    "starts after that. Timing each draft of a 400-prospect batch in process (the app and its worker in one process, "
-    "the same day): a draft took 0.72 s at the median (p90 1.25 s), 19 of a chunk's 25 were in flight on average, fewer "
-    "than 13 for 23% of the batch and none for 9% (the chunk's store and the next step's start): the barrier at each "
-    "chunk's end costs about a fifth of the throughput.",
-    "- Cheaper: one shared HTTP client per model with a small keep-alive pool (fewer sockets polled per request), "
-    "and the next chunk's drafts started while a chunk is stored (a window over chunks rather than a barrier).",
+    "- Per draft a rollout of a few policy turns and one judge call, each an HTTP request to the embedded model "
+    "server: 41% of the loop's samples are the OpenAI SDK building requests and parsing answers, 35% the judge's "
+    "RULER call through litellm, 11% aiohttp, whose pool keeps the policy's connections (httpx's pool polled every "
+    "pooled socket on each request and each response's end; its samples are gone), 3% SQL, 1% DBOS.",
+    "- A batch's chunks of 25 prospects are workflows of their own on the `draft_chunks` queue; the worker drafts "
+    "WORKER_CONCURRENCY (2) of them at once, so one chunk's store and the next chunk's start overlap the other's drafts.",
 ]
 
 OPE_WITHIN_TARGET = 0.8

@@ -1,6 +1,8 @@
-"""A draft batch's durable workflow: the prospects in chunks, each chunk a DBOS step that drafts the prospects not yet
-drafted and stores them in one transaction. Killed mid-batch, the workflow resumes at the chunk in flight and every
-prospect ends up drafted exactly once. Only workers import this module (it imports the loop)."""
+"""A draft batch's durable workflows: the prospects in chunks, each chunk a workflow of its own on the chunks queue
+(any worker drafts it), whose one step drafts the chunk's prospects not yet drafted and stores them in one transaction.
+The batch's workflow enqueues its chunks, waits for every one, then ends the batch and notifies its webhook, once.
+Killed mid-batch, each workflow resumes where it stopped (a chunk at its step, the batch at the chunk it waits for) and
+every prospect ends up drafted exactly once. Only workers import this module (it imports the loop)."""
 
 import asyncio
 import json
@@ -8,14 +10,14 @@ import logging
 from dataclasses import dataclass
 
 import httpx
-from dbos import DBOS
+from dbos import DBOS, WorkflowHandleAsync
 from sqlalchemy import select, update
 
 from app.agent.schemas import ScenarioContext
 from app.db import describe, utcnow
 from app.policies.likeness import most_like
 from app.drafts.models import Draft, DraftBatch
-from app.drafts.queue import WORKFLOW_NAME
+from app.drafts.queue import CHUNK_WORKFLOW_NAME, CHUNKS_QUEUE, WORKFLOW_NAME
 from app.drafts.schemas import BatchStatus, DraftEmail
 from app.events.relay import send_signed
 from app.events.service import new_id
@@ -32,7 +34,8 @@ from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef
 from app.runs.executor import Executor, current
 
-CHUNK = 25  # prospects per step: what a crash can make the worker draft again
+CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
+CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
 NOTIFY_ATTEMPTS = 8  # a receiver's failures are retried with backoff for about four minutes
 log = logging.getLogger("codreamer")
 
@@ -184,16 +187,41 @@ async def event_id_step() -> str:
     return new_id("evt")
 
 
+@DBOS.workflow(name=CHUNK_WORKFLOW_NAME)
+async def draft_chunk(batch_id: str, start: int, end: int) -> int:
+    """Prospects `start` to `end` of a batch, on whichever worker dequeues them; returns how many it drafted."""
+    return await draft_chunk_step(batch_id, start, end)
+
+
+async def _chunks(batch_id: str, count: int) -> list[WorkflowHandleAsync[int]]:
+    """The batch's chunks, enqueued; a replay gets the same workflows back (their ids follow from the batch's)."""
+    queue = await DBOS.retrieve_queue_async(CHUNKS_QUEUE)
+    if queue is None:
+        raise RuntimeError(f"DBOS has no queue {CHUNKS_QUEUE!r} (a worker registers it when it starts)")
+    return [await queue.enqueue_async(draft_chunk, batch_id, start, min(count, start + CHUNK))
+            for start in range(0, count, CHUNK)]
+
+
+def _failure(batch_id: str, exc: Exception) -> str:
+    log.error("draft batch %s failed", batch_id, exc_info=exc)
+    return str(exc) if isinstance(exc, DraftingFailed) else describe(exc)
+
+
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def draft_batch(batch_id: str) -> str:
     count = await start_step(batch_id)
     error = None
     try:
-        for start in range(0, count, CHUNK):
-            await draft_chunk_step(batch_id, start, min(count, start + CHUNK))
+        chunks = await _chunks(batch_id, count)
     except Exception as exc:  # noqa: BLE001 - the batch fails, saying why; the log has the whole cause
-        log.error("draft batch %s failed", batch_id, exc_info=exc)
-        error = str(exc) if isinstance(exc, DraftingFailed) else describe(exc)
+        error, chunks = _failure(batch_id, exc), []
+    # Every chunk, in order (each wait is recorded, and a replay must ask in the same order), even after one failed:
+    # the batch ends once no chunk of it is drafting any more.
+    for chunk in chunks:
+        try:
+            await chunk.get_result(polling_interval_sec=CHUNK_POLL_S)
+        except Exception as exc:  # noqa: BLE001 - the first failure is the batch's
+            error = error or _failure(batch_id, exc)
     event_type = await finish_step(batch_id, error)
     if event_type is not None:
         try:

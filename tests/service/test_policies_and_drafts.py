@@ -257,6 +257,56 @@ async def test_a_batch_tells_its_webhook_when_it_ends_signed_with_its_own_secret
         receiver.close()
 
 
+MANY = [{"name": f"Prospect {n}", "company": f"Company {n}", "role": "CFO", "industry": "saas",
+         "pains": ["cloud invoices surprise us"]} for n in range(60)]  # three chunks: 25, 25 and 10
+
+
+async def test_a_batchs_chunks_are_workflows_of_their_own_and_it_ends_once_after_all_of_them(world):
+    from dbos import DBOS
+
+    from app.drafts.queue import CHUNKS_QUEUE
+
+    alice, _, run_id = world
+    receiver = Receiver()
+    try:
+        created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": MANY,
+                                                     "webhook_url": receiver.url})).json()
+        batch = await drafted(alice, created["batch_id"])
+        assert batch["status"] == "succeeded" and batch["completed"] == 60, batch
+        chunks = await DBOS.list_workflows_async(parent_workflow_id=created["batch_id"], queue_name=CHUNKS_QUEUE)
+        assert sorted((c.status, c.output) for c in chunks) == [("SUCCESS", 10), ("SUCCESS", 25), ("SUCCESS", 25)]
+        for _ in range(300):
+            if receiver.delivered():
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # time for a second notification, were there one
+        [delivered] = receiver.requests
+        assert '"completed":60' in delivered["body"]
+    finally:
+        receiver.close()
+
+
+async def test_a_failed_chunk_fails_its_batch_once_every_other_chunk_has_ended(world, monkeypatch):
+    from app.drafts import workflow
+
+    alice, _, run_id = world
+    write_for = workflow.write_for
+
+    async def failing(author, graph, prospect, seed):
+        if prospect["name"] == "Prospect 30":  # in the second chunk
+            raise workflow.DraftingFailed("Prospect 30 cannot be written to")
+        return await write_for(author, graph, prospect, seed)
+
+    monkeypatch.setattr(workflow, "write_for", failing)
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": MANY})).json()
+    batch = await drafted(alice, created["batch_id"])
+    # the first and third chunks drafted before the batch ended; the second stored nothing
+    assert (batch["status"], batch["completed"]) == ("failed", 35), batch
+    assert batch["error"] == {"message": "Prospect 30 cannot be written to", "step": "draft"}
+    drafts = (await alice.get(created["links"]["drafts"], params={"limit": 100})).json()["data"]
+    assert [n for n, d in enumerate(drafts) if d["email"]] == [*range(25), *range(50, 60)]
+
+
 async def evaluated(client, evaluation_id: str, timeout: float = 300) -> dict:
     for _ in range(int(timeout / 0.1)):
         evaluation = (await client.get(f"/evaluations/{evaluation_id}")).json()
