@@ -381,7 +381,8 @@ def check() -> None:
     async def current():
         database = Database(settings)
         try:
-            return await migrations.current_revision(database.engine)
+            async with database.connection() as connection:
+                return await migrations.current_revision(connection)
         finally:
             await database.close()
 

@@ -17,7 +17,7 @@ import sqlalchemy
 from sqlalchemy import JSON, DateTime, Executable, MetaData, Row, String, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeDecorator
@@ -290,11 +290,11 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """A read-write transaction, committed on exit."""
+        """A read-write transaction, committed on exit (rolled back on an error)."""
         session = self._writers()
         try:
-            async with session.begin():
-                yield session
+            yield session  # the session begins on its first statement
+            await self._uninterrupted(session.commit())  # it hands the connection back: see `_close`
         finally:
             await self._close(session)
             for kept in self._kept.values():
@@ -323,7 +323,7 @@ class Database:
                 return await self._glance_postgres(sql, params)
         except Exception:  # whatever it was, the pool's path has the retries and the errors callers expect
             await self._close_glance()
-        async with self._read_engine.connect() as connection:
+        async with self.connection() as connection:
             return [tuple(row) for row in await connection.execute(text(sql), params)]
 
     async def rows(self, statement: Executable, params: dict) -> Sequence[Row]:
@@ -338,8 +338,17 @@ class Database:
                     return connection.execute(statement, params).all()
             except Exception:  # a busy file, say: the pool's path waits for it and raises what callers expect
                 await self._close_glance()
-        async with self._read_engine.connect() as connection:
+        async with self.connection() as connection:
             return (await connection.execute(statement, params)).all()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A reader's connection outside a session, handed back as a session's is, even when its user is cancelled."""
+        connection = await self._read_engine.connect().start()
+        try:
+            yield connection
+        finally:
+            await self._close(connection)
 
     def _sqlite_rows_engine(self) -> sqlalchemy.Engine:
         if self._sqlite_rows is None:  # SQLAlchemy's types over the glances' connection
@@ -448,14 +457,18 @@ class Database:
         except TimeoutError:
             raise TimeoutError(f"a notice on {channel} did not arrive within {LISTEN_CHECK_S:g} s") from None
 
-    async def _close(self, session: AsyncSession) -> None:
+    async def _close(self, session: AsyncSession | AsyncConnection) -> None:
         """Hands the session's connection back to the pool even when the caller is cancelled meanwhile.
 
         The pool resets a returned connection with a rollback; a cancellation landing in that rollback (a workflow
         interrupted at shutdown) makes SQLAlchemy log a traceback and abandon the connection. Shielded, the close
-        finishes on its own, and `close()` waits for any still finishing before it disposes of the engine.
+        finishes on its own, and `close()` waits for any still finishing before it disposes of the engine. A commit
+        hands its connection back as well, so it is shielded the same way (`transaction`).
         """
-        closing = asyncio.ensure_future(session.close())
+        await self._uninterrupted(session.close())
+
+    async def _uninterrupted(self, handing_back: Awaitable) -> None:
+        closing = asyncio.ensure_future(handing_back)
         self._closing.add(closing)
         closing.add_done_callback(self._closing.discard)
         await asyncio.shield(closing)

@@ -10,7 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import driver_url
 
@@ -36,9 +36,8 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
-async def current_revision(engine: AsyncEngine) -> str | None:
-    async with engine.connect() as connection:
-        return await connection.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
+async def current_revision(connection: AsyncConnection) -> str | None:
+    return await connection.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
 
 
 __all__ = ["alembic_config", "current_revision", "driver_url", "head_revision", "script_location", "upgrade"]

@@ -21,7 +21,8 @@ async def get_readiness(svc: ServicesDep) -> JSONResponse:
     """200 when the database is reachable and at the migration the code expects, and what this process
     runs on besides (the embedded model server, in a worker) is up; else 503 saying which is not."""
     try:
-        current = await migrations.current_revision(svc.db.engine)
+        async with svc.db.connection() as connection:
+            current = await migrations.current_revision(connection)
     except Exception as exc:  # any database failure means "not ready", never a 500
         return JSONResponse({"status": "unavailable", "detail": f"database unreachable: {type(exc).__name__}"}, 503)
     if current != migrations.head_revision():

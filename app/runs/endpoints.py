@@ -1,3 +1,4 @@
+import asyncio
 import json
 from contextlib import AsyncExitStack
 from typing import Annotated
@@ -197,12 +198,23 @@ _ITEMS_UNTIL: dict[str, int] = {}
 _MAX_ITEMS_RUNS = 100_000  # past it every run's list is rendered whole once more
 
 
+_RENDERING: dict[str, asyncio.Task[bytes]] = {}  # by tag: a poll and a notice's render-ahead share one render
+
+
 async def _rendered_iterations(db: Database, tag: str, run_id: str) -> bytes:
     """The run's iterations list as JSON, rendered once per version of the run (`tag`), from the items of the
     iterations rendered before and those recorded since."""
     body = RENDERED.get((tag, "iterations"))
     if body is not None:
         return body
+    rendering = _RENDERING.get(tag)
+    if rendering is None:
+        rendering = _RENDERING[tag] = asyncio.ensure_future(_render_iterations(db, tag, run_id))
+        rendering.add_done_callback(lambda _: _RENDERING.pop(tag, None))
+    return await asyncio.shield(rendering)  # a poll that gives up leaves the render to the others
+
+
+async def _render_iterations(db: Database, tag: str, run_id: str) -> bytes:
     known = _ITEMS_UNTIL.get(run_id, -1)
     items = RENDERED.get((run_id, "items", known)) if known >= 0 else b""
     until = known if items is not None else -1  # the items let go of meanwhile: rendered whole once more

@@ -6,6 +6,7 @@ already rendered are kept and only the new ones are read and rendered; the answe
 list's.
 """
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -75,3 +76,20 @@ async def test_a_new_version_reads_and_renders_only_the_iterations_recorded_sinc
     await record(db, run_id, 6)
     body = await listed()
     assert reads[-1] == (-1, [0, 1, 2, 3, 4, 5, 6]) and body.count(b'"iteration":') == 7
+
+
+async def test_polls_of_a_new_version_at_once_share_one_render(api, monkeypatch):
+    """A poll and the render ahead of a version's notice (PostgreSQL) arrive together: one read serves both."""
+    client, db, run_id = api
+    reads: list[int] = []
+    whole = repository.iterations
+
+    async def iterations(db: Database, run_id: str, after: int = -1) -> list[dict]:
+        reads.append(after)
+        return await whole(db, run_id, after)
+
+    monkeypatch.setattr(repository, "iterations", iterations)
+    await record(db, run_id, 0, 1)
+    answers = await asyncio.gather(*(client.get(f"/runs/{run_id}/iterations") for _ in range(4)))
+    assert {a.status_code for a in answers} == {200} and len({a.content for a in answers}) == 1
+    assert len(reads) == 1
