@@ -23,8 +23,9 @@ of a draft, P(open) · P(reply | open), is read only here.
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
   team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. Three strategies
   meet the same challengers and the same prospects:
-  * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (up to three
-    challengers; the oldest leaves), the batch is drafted by the deployment and sent, an evaluation compares every
+  * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
+    with `auto` traffic (part `regret_auto`: top-two Thompson sampling, a new challenger at an even share until it has
+    a week's even share of mature sends), up to three challengers (the oldest leaves); the batch is drafted by the deployment and sent, an evaluation compares every
     deployed policy, and a challenger is promoted when `PUT` accepts it (the evaluation's interval puts it ahead;
     otherwise the service answers 409). The champion it replaces stays as a challenger, so a rollback can be earned.
   * always-promote: the week's challenger writes every email of the week.
@@ -146,10 +147,12 @@ def worse_deployed(champions: list[str], quality: dict[str, float]) -> list[dict
 # ---------------------------------------------------------------- API helpers
 
 
-async def deploy_arms(client, champion: str, challengers: list[str], share: float, **options):
-    """PUT the deployment: the champion and each challenger at `share`; the answer as it came (a 409 is the gate)."""
+async def deploy_arms(client, champion: str, challengers: list[str], share: float | None, **options):
+    """PUT the deployment: the champion and each challenger at `share` (None: `traffic` "auto" in `options` computes
+    them); the answer as it came (a 409 is the gate)."""
     return await client.put(f"/graphs/{GRAPH}/deployment", json={
-        "policy": champion, "challengers": [{"policy": c, "share": share} for c in challengers], **options})
+        "policy": champion, "challengers": [{"policy": c} | ({} if share is None else {"share": share}) for c in challengers],
+        **options})
 
 
 async def evaluate(client, policies: list[str], prospects: list[dict], poll_s: float = 0.2) -> dict:
@@ -361,10 +364,16 @@ FIRST_ITERATIONS = 5
 WEEKLY_ITERATIONS = 5
 CHALLENGER_SHARE = 0.1
 MAX_CHALLENGERS = 3
+AUTO_FLOOR = 0.01  # the deployment's default
+# `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (200 prospects
+# among a champion and three challengers), then top-two Thompson sampling moves its traffic
+AUTO_MIN_SENDS = WEEKLY_PROSPECTS // (1 + MAX_CHALLENGERS)
 
 
 def _regret_seed(args: tuple) -> dict:
-    seed, weeks, prospects_n, first_iterations, weekly_iterations, share, max_challengers, held_out = args
+    seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out = args
+    share = traffic.get("share")
+    options = {} if share is not None else {"traffic": "auto", "floor": traffic["floor"], "min_sends": traffic["min_sends"]}
     _environment()
     from app.knowledge_graph.service import demo_graph
     from app.outcomes.simulated_team import SimulatedTeam
@@ -378,7 +387,7 @@ def _regret_seed(args: tuple) -> dict:
                 first = await learn(api.http, {"iterations": first_iterations, "rollouts_per_group": 4, "seed": seed,
                                                "feedback_source": "outcomes"})
                 never = f"{first['run_id']}@{first_iterations}"
-                await _ok(await deploy_arms(api.http, never, [], share, require_evidence=True))
+                await _ok(await deploy_arms(api.http, never, [], share, require_evidence=True, **options))
                 champion, challengers, line, out = never, [], never, []
                 for week in range(1, weeks + 1):
                     week_started, week_seed = time.monotonic(), seed * 100 + week
@@ -386,7 +395,7 @@ def _regret_seed(args: tuple) -> dict:
                                                  "seed": week_seed, "feedback_source": "outcomes", "init_from": line})
                     line = f"{run['run_id']}@{weekly_iterations}"
                     challengers = (challengers + [line])[-max_challengers:]
-                    deployed = await _ok(await deploy_arms(api.http, champion, challengers, share))
+                    deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
                     look_alikes = team.look_alikes(prospects_n, seed=week_seed)
                     batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
                     assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
@@ -406,7 +415,7 @@ def _regret_seed(args: tuple) -> dict:
                     entry["promoted"], entry["refused"] = None, []
                     for candidate in promotion_order(result, champion, challengers):
                         rest = [c for c in challengers if c != candidate] + [champion]  # the old champion can win it back
-                        answer = await deploy_arms(api.http, candidate, rest[-max_challengers:], share)
+                        answer = await deploy_arms(api.http, candidate, rest[-max_challengers:], share, **options)
                         if answer.status_code == 409:
                             entry["refused"].append(candidate)
                             continue
@@ -442,20 +451,23 @@ def _summary(run: dict, prospects_n: int) -> dict:
 
 def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
                    first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
-                   share: float = CHALLENGER_SHARE, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
+                   traffic: dict | None = None, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
                    workers: int = 2) -> dict:
+    """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`."""
     from concurrent.futures import ProcessPoolExecutor
+
+    traffic = traffic or {"share": CHALLENGER_SHARE}
 
     started, load = time.monotonic(), os.getloadavg()[0]
     with ProcessPoolExecutor(workers) as pool:
-        runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, share,
+        runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, traffic,
                                              max_challengers, held_out) for s in range(seeds)]))
     summaries = [_summary(r, prospects) for r in runs]
     totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
     return {
         "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
-        "weekly_iterations": weekly_iterations, "share": share, "max_challengers": max_challengers, "held_out": held_out,
-        "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
+        "weekly_iterations": weekly_iterations, "traffic": "fixed" if "share" in traffic else "auto", **traffic,
+        "max_challengers": max_challengers, "held_out": held_out, "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
                                        for s in ("gated", "always", "never")},
         "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
         "longest_worse_weeks": max(m["longest_worse_weeks"] for m in summaries),
@@ -468,11 +480,11 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
 
 # ---------------------------------------------------------------- the section
 
-PARTS = ("ope", "regret")
+PARTS = ("ope", "regret", "regret_auto")  # regret: the challengers at fixed shares; regret_auto: `auto` traffic
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
-    """Each part in turn (`PROMOTION_PARTS=ope` runs one; the other keeps its previous figures), each with the date,
+    """Each part in turn (`PROMOTION_PARTS=ope` runs one; the others keep their previous figures), each with the date,
     the machine and its load average as it began. `OPE_SEEDS=n` measures the first n seeds of the OPE part (the
     target asks for 10: fewer is reported as not judged); `OPE_SEEDS_FILE=path` keeps each finished seed there, and a
     measurement started again with the same settings goes on where it stopped."""
@@ -483,6 +495,10 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     for part in parts:
         print(f"   promotion: {part}", flush=True)
         about = {"machine": _machine()}
-        result[part] = (measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) if part == "ope"
-                        else measure_regret()) | about
+        if part == "ope":
+            result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
+        elif part == "regret":
+            result[part] = measure_regret() | about
+        else:
+            result[part] = measure_regret(traffic={"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS}) | about
     return result

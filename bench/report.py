@@ -825,68 +825,76 @@ def promotion_section(pr: dict) -> list[str]:
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
-        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope` or `regret` for one part); the code and what each "
+        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret` or `regret_auto` for one part); the code and what each "
         "figure means: `bench/promotion.py`.",
         "",
     ]
     if ope := pr.get("ope"):
         lines += ope_section(ope)
-    if rg := pr.get("regret"):
-        totals, seeds = rg["totals"], rg["per_seed"]
-        n = rg["weeks"]
-        gated_vs = {s: sum(m["totals"]["gated"] >= m["totals"][s] for m in seeds) for s in ("always", "never")}
-        lines += [
-            f"### Regret over {n} weeks ({_when(rg)}; {rg['seconds']:.0f} s, {rg['week_seconds']:.0f} s a week, load average "
-            f"{rg['load_average_after']:.1f} as it ended)",
-            "",
-            f"{rg['seeds']} seeds (few, to stay near 10 minutes on this machine). A first run of {rg['first_iterations']} "
-            "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
-            f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
-            "week's challenger and learning from every outcome so far (the team's training line), and "
-            f"{rg['prospects_per_week']} new look-alikes are drafted. The three strategies meet the same challengers and "
-            "prospects. **Gated**: the deployment requires evidence; the week's challenger joins it at a share of "
-            f"{rg['share']:g} (up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
-            "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
-            "the champion's is put to `PUT` (accepted only when its 90% interval lies above the champion's, else 409); the "
-            "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
-            "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
-            "the strategy's drafts over the weeks (expected replies).",
-            "",
-            "| strategy | total true replies, mean over seeds | per seed |",
-            "|---|---|---|",
-        ]
-        for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
-            lines.append(f"| {label} | {totals[s]:.1f} | " + ", ".join(f"{m['totals'][s]:.1f}" for m in seeds) + " |")
-        lines += [
-            "",
-            "| week | " + " | ".join(str(w + 1) for w in range(n)) + " |",
-            "|---|" + "---|" * n,
-        ]
-        for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
-            lines.append(f"| {label} | " + " | ".join(f"{x:.1f}" for x in rg["per_week"][s]) + " |")
-        lines += [
-            "",
-            "Per seed: each week's new challenger's quality (the mean true reply probability of its emails to its week's "
-            "prospects) against the first policy's, and the gated loop's promotions: " + "; ".join(
-                f"seed {m['seed']}: first {m['quality'][m['champions'][0]]:.3f}, challengers "
-                + ", ".join(f"{m['quality'][w['new']]:.3f}" for w in m["weeks"])
-                + f", {len(m['promotions'])} promotion(s)"
-                + (" (" + ", ".join(f"week {p['week']}" for p in m["promotions"]) + ")" if m["promotions"] else "")
-                + f", {m['refused']} refused by the gate" for m in seeds) + ".",
-            "",
-            f"- Gated ≥ always-promote: {totals['gated']:.1f} vs {totals['always']:.1f}, {_ok(totals['gated'] >= totals['always'])} "
-            f"(at least as many in {gated_vs['always']} of {len(seeds)} seeds).",
-            f"- Gated ≥ never-promote: {totals['gated']:.1f} vs {totals['never']:.1f}, {_ok(totals['gated'] >= totals['never'])} "
-            f"(at least as many in {gated_vs['never']} of {len(seeds)} seeds).",
-            f"- A worse policy (below the champion it replaced) deployed for more than one week: longest "
-            f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}"
-            f"{' (vacuously: the gate promoted nothing)' if rg['promotions'] == 0 else ''}. Weeks in which a deployed "
-            "challenger was truly better than the champion while the evidence did not show it: " + "; ".join(
-                f"seed {m['seed']}: {len(m['better_challenger_waiting_weeks'])} of {n}" for m in seeds) + ".",
-        ]
-        lines += _regret_reasons(rg)
-        lines += [""]
+    for part in ("regret", "regret_auto"):
+        if rg := pr.get(part):
+            lines += regret_section(rg)
     return lines
+
+
+def regret_section(rg: dict) -> list[str]:
+    totals, seeds = rg["totals"], rg["per_seed"]
+    n = rg["weeks"]
+    auto = rg.get("traffic") == "auto"
+    gated_vs = {s: sum(m["totals"]["gated"] >= m["totals"][s] for m in seeds) for s in ("always", "never")}
+    joins = (f"with `traffic: auto` (top-two Thompson sampling over the policies' reply rates, a floor of {rg['floor']:g}; "
+             f"a challenger drafts an even share until it has {rg['min_sends']} mature sends, a week's even share)" if auto
+             else f"at a share of {rg['share']:g}")
+    lines = [
+        f"### Regret over {n} weeks, {'auto traffic' if auto else 'fixed shares'} ({_when(rg)}; {rg['seconds']:.0f} s, "
+        f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
+        "",
+        f"{rg['seeds']} seeds (few, to stay near 10 minutes on this machine). A first run of {rg['first_iterations']} "
+        "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
+        f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
+        "week's challenger and learning from every outcome so far (the team's training line), and "
+        f"{rg['prospects_per_week']} new look-alikes are drafted. The three strategies meet the same challengers and "
+        f"prospects. **Gated**: the deployment requires evidence; the week's challenger joins it {joins} "
+        f"(up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
+        "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
+        "the champion's is put to `PUT` (accepted only when its 90% interval lies above the champion's, else 409); the "
+        "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
+        "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
+        "the strategy's drafts over the weeks (expected replies).",
+        "",
+        "| strategy | total true replies, mean over seeds | per seed |",
+        "|---|---|---|",
+    ]
+    for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
+        lines.append(f"| {label} | {totals[s]:.1f} | " + ", ".join(f"{m['totals'][s]:.1f}" for m in seeds) + " |")
+    lines += [
+        "",
+        "| week | " + " | ".join(str(w + 1) for w in range(n)) + " |",
+        "|---|" + "---|" * n,
+    ]
+    for s, label in (("gated", "gated"), ("always", "always-promote"), ("never", "never-promote")):
+        lines.append(f"| {label} | " + " | ".join(f"{x:.1f}" for x in rg["per_week"][s]) + " |")
+    lines += [
+        "",
+        "Per seed: each week's new challenger's quality (the mean true reply probability of its emails to its week's "
+        "prospects) against the first policy's, and the gated loop's promotions: " + "; ".join(
+            f"seed {m['seed']}: first {m['quality'][m['champions'][0]]:.3f}, challengers "
+            + ", ".join(f"{m['quality'][w['new']]:.3f}" for w in m["weeks"])
+            + f", {len(m['promotions'])} promotion(s)"
+            + (" (" + ", ".join(f"week {p['week']}" for p in m["promotions"]) + ")" if m["promotions"] else "")
+            + f", {m['refused']} refused by the gate" for m in seeds) + ".",
+        "",
+        f"- Gated ≥ always-promote: {totals['gated']:.1f} vs {totals['always']:.1f}, {_ok(totals['gated'] >= totals['always'])} "
+        f"(at least as many in {gated_vs['always']} of {len(seeds)} seeds).",
+        f"- Gated ≥ never-promote: {totals['gated']:.1f} vs {totals['never']:.1f}, {_ok(totals['gated'] >= totals['never'])} "
+        f"(at least as many in {gated_vs['never']} of {len(seeds)} seeds).",
+        f"- A worse policy (below the champion it replaced) deployed for more than one week: longest "
+        f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}"
+        f"{' (vacuously: the gate promoted nothing)' if rg['promotions'] == 0 else ''}. Weeks in which a deployed "
+        "challenger was truly better than the champion while the evidence did not show it: " + "; ".join(
+            f"seed {m['seed']}: {len(m['better_challenger_waiting_weeks'])} of {n}" for m in seeds) + ".",
+    ]
+    return lines + _regret_reasons(rg) + [""]
 
 
 def _regret_reasons(rg: dict) -> list[str]:
@@ -909,8 +917,9 @@ def _regret_reasons(rg: dict) -> list[str]:
     if sends and champion_half:
         c, h = sum(challenger_half) / len(challenger_half), sum(champion_half) / len(champion_half)
         lines.append(
-            f"- What the evidence could show: in week {n} each challenger had {min(sends)}–{max(sends)} mature sends (a "
-            f"{rg['share']:g} share of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
+            f"- What the evidence could show: in week {n} each challenger had {min(sends)}–{max(sends)} mature sends ("
+            + (f"a {rg['share']:g} share" if "share" in rg else "its auto share")
+            + f" of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
             f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
             f"champion: only a difference above about {c + h:.2f} separates them. The challengers' true differences from "
             f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")

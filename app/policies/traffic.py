@@ -1,8 +1,9 @@
 """Automatic traffic between a champion and its challengers: top-two Thompson sampling over each policy's reply-rate
 posterior, as GrowthBook's bandits do. Each policy's posterior is Beta(1 + replies, 1 + mature sends without one).
 An arm's share is the probability that top-two sampling picks it: the posterior's best with probability 1/2,
-otherwise the best of a redraw that names another. Every arm keeps a floor, and until each arm has `min_sends`
-mature sends the split stays even: early noise moves no traffic."""
+otherwise the best of a redraw that names another. Every arm keeps a floor, and an arm with fewer than `min_sends`
+mature sends has an even share (1/arms) while the others split the rest by top-two sampling: its early noise moves
+no traffic, and a challenger added to a deployment neither waits nor resets what the others have earned."""
 
 import numpy as np
 
@@ -15,8 +16,17 @@ def auto_shares(outcomes: list[tuple[int, int]], *, floor: float, min_sends: int
     arms = len(outcomes)
     if arms == 1:
         return [1.0]
-    if any(sends < min_sends for sends, _ in outcomes):
-        return [1 / arms] * arms
+    mature = [arm for arm, (sends, _) in enumerate(outcomes) if sends >= min_sends]
+    shares = np.full(arms, 1 / arms)
+    if len(mature) > 1:
+        shares[mature] = len(mature) / arms * _top_two([outcomes[arm] for arm in mature], seed)
+    shares = floor + (1 - floor * arms) * shares
+    return [float(s) for s in shares / shares.sum()]
+
+
+def _top_two(outcomes: list[tuple[int, int]], seed: int) -> np.ndarray:
+    """Each arm's chance of being picked by top-two Thompson sampling, summing to 1."""
+    arms = len(outcomes)
     rng = np.random.default_rng(seed)
     alpha = np.array([1 + replies for _, replies in outcomes], dtype=float)
     beta = np.array([1 + max(0, sends - replies) for sends, replies in outcomes], dtype=float)
@@ -24,6 +34,4 @@ def auto_shares(outcomes: list[tuple[int, int]], *, floor: float, min_sends: int
     second = rng.beta(alpha, beta, size=(DRAWS, arms))
     second[np.arange(DRAWS), first] = -1.0  # the best other than the first's winner
     picked = np.where(rng.random(DRAWS) < TOP_TWO, first, second.argmax(axis=1))
-    shares = np.bincount(picked, minlength=arms) / DRAWS
-    shares = floor + (1 - floor * arms) * shares
-    return [float(s) for s in shares / shares.sum()]
+    return np.bincount(picked, minlength=arms) / DRAWS

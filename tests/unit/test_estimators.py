@@ -85,10 +85,14 @@ def test_the_observed_traffic_split_matches_the_shares():
     assert choose_arm([0.0, 1.0], 3, "p1", 0) == 1
 
 
-def test_auto_traffic_stays_even_until_every_policy_has_its_sends_then_favours_the_better_one():
+def test_auto_traffic_gives_a_policy_without_its_sends_an_even_share_and_the_rest_to_the_better_ones():
     from app.policies.traffic import auto_shares
 
-    assert auto_shares([(50, 5), (500, 100)], floor=0.01, min_sends=100, seed=1) == [0.5, 0.5]
+    assert auto_shares([(50, 5), (500, 100)], floor=0.01, min_sends=100, seed=1) == pytest.approx([0.5, 0.5])
+    assert auto_shares([(0, 0), (99, 40), (20, 0)], floor=0.0, min_sends=100, seed=1) == pytest.approx([1 / 3] * 3)
+    # a challenger just added: a quarter; the three with their sends split the rest by top-two sampling
+    young, worst, best, middle = auto_shares([(10, 1), (400, 20), (400, 60), (400, 40)], floor=0.0, min_sends=100, seed=1)
+    assert young == pytest.approx(1 / 4) and worst + best + middle == pytest.approx(3 / 4) and best > middle > worst
     shares = auto_shares([(400, 20), (400, 60), (400, 40)], floor=0.05, min_sends=100, seed=1)
     assert sum(shares) == pytest.approx(1.0) and min(shares) >= 0.05
     assert shares[1] > shares[2] > shares[0]  # 15 % beats 10 % beats 5 %
