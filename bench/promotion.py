@@ -437,7 +437,7 @@ def _summary(run: dict, prospects_n: int) -> dict:
     worse = worse_deployed(champions, quality)
     # weeks in which a challenger deployed beside the champion was truly better (the evidence had not shown it yet)
     waiting = [w["week"] for w in run["weeks"] if any(quality[c] > quality[w["champion"]] for c in w["challengers"])]
-    # promotions the gate refused (an estimate above the champion's, the intervals overlapping) of a truly worse policy
+    # promotions the gate refused (an estimate above the champion's, the difference's interval holding zero) of a truly worse policy
     refused_worse = sum(quality[c] < quality[w["champion"]] for w in run["weeks"] for c in w["refused"])
     by_challengers = sum(n for w in run["weeks"] for p, n in w["drawn"].items() if p != w["champion"])
     return {"totals": {s: float(sum(w[s] for w in run["weeks"])) for s in ("gated", "always", "never")},

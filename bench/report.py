@@ -1,6 +1,7 @@
 """Renders bench/results.json as bench/RESULTS.md, each number against its target."""
 
 import json
+import math
 from pathlib import Path
 
 
@@ -781,7 +782,7 @@ def ope_section(ope: dict) -> list[str]:
         f"sends at a {share:.0%} share (about {ope['sends_needed'] * share:,.0f} of the challenger's own), "
         f"{ope['sends_needed'] / 200:.0f} weeks of 200 prospects; a team that gives the challenger more of the traffic "
         "needs proportionally fewer (n ∝ 1/share). The 409 of a gated promotion asks a different question (how many more "
-        "sends of each would separate the two intervals at the difference seen) with the same √n arithmetic.",
+        "sends of each would put the difference's interval above zero at the difference seen) with the same √n arithmetic.",
         "- DR against SNIPS: the direct method takes out only what the outcome model predicts from the prospect; the "
         "reply itself is a coin flip no model predicts. Measured spread of the error, SNIPS / DR: "
         + ", ".join(f"{_plain(v['roles']['challenger']['estimators']['snips']['spread'])} / "
@@ -857,7 +858,7 @@ def regret_section(rg: dict) -> list[str]:
         f"prospects. **Gated**: the deployment requires evidence; the week's challenger joins it {joins} "
         f"(up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
         "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
-        "the champion's is put to `PUT` (accepted only when its 90% interval lies above the champion's, else 409); the "
+        "the champion's is put to `PUT` (accepted only when the 90% interval of the difference lies above zero, else 409); the "
         "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
         "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
         "the strategy's drafts over the weeks (expected replies).",
@@ -921,13 +922,13 @@ def _regret_reasons(rg: dict) -> list[str]:
             + (f"a {rg['share']:g} share" if "share" in rg else "its auto share")
             + f" of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
             f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
-            f"champion: only a difference above about {c + h:.2f} separates them. The challengers' true differences from "
+            f"champion: only a difference above about {math.hypot(c, h):.2f} clears zero. The challengers' true differences from "
             f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
     refused = sum(m["refused"] for m in seeds)
     if refused and all("refused_truly_worse" in m for m in seeds):
         worse = sum(m["refused_truly_worse"] for m in seeds)
-        lines.append(f"- The gate refused {refused} promotions (a challenger's estimate above the champion's, the intervals "
-                     f"overlapping); {worse} of them were of a challenger truly worse than the champion.")
+        lines.append(f"- The gate refused {refused} promotions (a challenger's estimate above the champion's, the interval "
+                     f"of the difference holding zero); {worse} of them were of a challenger truly worse than the champion.")
     if all("challenger_drafts_share" in m for m in seeds):
         share = sum(m["challenger_drafts_share"] for m in seeds) / len(seeds)
         first = [m["quality"][m["champions"][0]] for m in seeds]

@@ -1,12 +1,19 @@
-"""When an evaluation puts a policy ahead of the champion: its off-policy estimate's 90 % interval lies wholly above
-the champion's. The estimate is the doubly robust one where the outcome model could predict, else SNIPS. When the
-intervals overlap, the message says how many more sends of each would separate them at the difference seen so far
-(interval widths shrink with the square root of the sends)."""
+"""When an evaluation puts a policy ahead of the champion: the 90 % interval of the difference between their
+off-policy estimates lies above zero. The estimate is the doubly robust one where the outcome model could predict,
+else SNIPS; each one's standard error is read back from its own 90 % interval, and the two count as independent (each
+rests on the sends its own policy wrote). Two intervals that merely overlap can still put a difference ahead: asking
+them to part would need about twice the sends. When the difference is not yet clear, the message says how many more
+sends of each would make it so at the difference seen so far (standard errors shrink with the square root of the
+sends)."""
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from app.policies.schemas import EvaluationResult, Interval, PolicyEvaluation
+
+
+Z_90 = NormalDist().inv_cdf(0.95)  # the evaluation's intervals are two-sided 90 %
 
 
 @dataclass(frozen=True)
@@ -44,13 +51,19 @@ def verdict(result: EvaluationResult, challenger: str, champion: str) -> Verdict
     (name, mine), (_, theirs) = estimates[challenger], estimates[champion]
     shown = f"{challenger!r} {_said(name, mine)} against the champion {champion!r} {_said(name, theirs)}"
     estimates = {"estimator": name, "challenger": mine, "champion": theirs}
-    if mine.low > theirs.high:
-        return Verdict(True, f"{shown}: ahead", **estimates)
     difference = mine.value - theirs.value
+    margin = Z_90 * math.hypot(_standard_error(mine), _standard_error(theirs))
+    said = f"the difference {difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
+    if difference - margin > 0:
+        return Verdict(True, f"{shown}: {said}, ahead", **estimates)
     if difference <= 0:
-        return Verdict(False, f"{shown}: not ahead", **estimates)
-    widths = (mine.high - mine.low + theirs.high - theirs.low) / 2
+        return Verdict(False, f"{shown}: {said}, not ahead", **estimates)
     sends = [found[p].off_policy.matched for p in (challenger, champion)]
-    more = max(math.ceil(n * (widths / difference) ** 2) - n for n in sends)
-    return Verdict(False, f"{shown}: the intervals overlap; about {max(more, 1)} more sends of each would separate "
-                          "them at this difference", **estimates)
+    more = max(math.ceil(n * (margin / difference) ** 2) - n for n in sends)
+    return Verdict(False, f"{shown}: {said} holds zero; about {max(more, 1)} more sends of each would clear it at this "
+                          "difference", **estimates)
+
+
+def _standard_error(interval: Interval) -> float:
+    """From a 90 % interval clipped to [0, 1]: its wider half is the unclipped one."""
+    return max(interval.high - interval.value, interval.value - interval.low) / Z_90

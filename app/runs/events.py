@@ -90,7 +90,7 @@ class PromotionEvidence(BaseModel):
     estimator: Literal["DR", "SNIPS"] = Field(description="DR where the outcome model could predict, else SNIPS.")
     policy: Interval = Field(description="The promoted policy's off-policy reply rate.")
     replaced: Interval = Field(description="The replaced champion's.")
-    ahead: bool = Field(description="The promoted policy's interval lies wholly above the replaced one's.")
+    ahead: bool = Field(description="The 90 % interval of the difference between the two lies above zero.")
 
 
 # The deployment (app.policies, above this package) tells these onto the promoted policy's run, so the run's events,

@@ -319,8 +319,8 @@ async def evaluated(client, evaluation_id: str, timeout: float = 300) -> dict:
 async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the_evidence(world):
     alice, bob, run_id = world
     champion, challenger = f"{run_id}@2", f"{run_id}@1"
-    deployed = await alice.put("/graphs/demo/deployment", json={
-        "policy": champion, "challengers": [{"policy": challenger, "share": 0.3}], "require_evidence": True})
+    deployed = await alice.put("/graphs/demo/deployment", json={  # forced: whatever an earlier test left deployed
+        "policy": champion, "challengers": [{"policy": challenger, "share": 0.3}], "require_evidence": True, "force": True})
     assert deployed.status_code == 200, deployed.text
     assert deployed.json()["share"] == pytest.approx(0.7) and deployed.json()["challengers"] == [
         {"policy": challenger, "share": 0.3}] and deployed.json()["require_evidence"] is True

@@ -58,11 +58,18 @@ def result(challenger: tuple[float, float, float], champion: tuple[float, float,
                                                          policy("old@1", champion, matched[1])]})
 
 
-def test_a_challenger_is_ahead_only_when_its_interval_clears_the_champions():
+def test_a_challenger_is_ahead_when_the_interval_of_the_difference_clears_zero():
     assert verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1").ahead
+    # standard errors 0.04 / z and 0.03 / z: the difference's 90 % half-width is √(0.04² + 0.03²) = 0.05 < 0.06, ahead
+    # although the two intervals overlap (0.12 < 0.13)
+    assert verdict(result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13)), "new@1", "old@1").ahead
     overlapping = verdict(result((0.14, 0.09, 0.19), (0.10, 0.08, 0.12)), "new@1", "old@1")
-    # widths (0.10 + 0.04) / 2 = 0.07 over a difference of 0.04: (0.07 / 0.04)² = 3.0625 times the sends
-    assert not overlapping.ahead and "about 929 more sends" in overlapping.message  # ⌈450 · 3.0625⌉ − 450
+    # half-width √(0.05² + 0.02²) = 0.05385 over a difference of 0.04: (0.05385 / 0.04)² = 1.8125 times the sends
+    assert not overlapping.ahead and "about 366 more sends" in overlapping.message  # ⌈450 · 1.8125⌉ − 450
+    assert "the difference +0.040 [-0.014, +0.094] holds zero" in overlapping.message
+    # an interval clipped at 0 keeps its standard error on the side that was not clipped: √(0.03² + 0.06²) = 0.067
+    # is more than the difference 0.06 (the clipped side's 0.02 would have made it √(0.03² + 0.02²) = 0.036, ahead)
+    assert not verdict(result((0.08, 0.05, 0.11), (0.02, 0.0, 0.08)), "new@1", "old@1").ahead
     behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1")
     assert not behind.ahead and "not ahead" in behind.message
     assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1").ahead
