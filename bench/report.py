@@ -924,6 +924,13 @@ def _regret_reasons(rg: dict) -> list[str]:
             f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
             f"champion: only a difference above about {math.hypot(c, h):.2f} clears zero. The challengers' true differences from "
             f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
+    weeks = [(m["quality"][a["new"]], m["quality"][b["new"]]) for m in seeds for a, b in zip(m["weeks"], m["weeks"][1:])]
+    kept_up = sum(now >= before - 0.01 for before, now in weeks)
+    lines.append(
+        f"- Why always-promote is hard to match here: in {kept_up} of {len(weeks)} weeks the new challenger was at least "
+        "as good as the one before it (within 0.01), so promoting each at once deploys about the best policy there is; "
+        "a gate matches that only where the first week's sends already show the challenger ahead, and it gains on "
+        "always-promote only in the weeks a challenger is worse than the champion.")
     refused = sum(m["refused"] for m in seeds)
     if refused and all("refused_truly_worse" in m for m in seeds):
         worse = sum(m["refused_truly_worse"] for m in seeds)
