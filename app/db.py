@@ -265,6 +265,13 @@ class KeptReads:
         return key in self.rows or any(kept[0] == key for rows in self.queries.values() for kept in rows)
 
 
+async def _commit_and_close(session: AsyncSession) -> None:
+    try:
+        await session.commit()
+    finally:
+        await session.close()
+
+
 class Database:
     def __init__(self, settings: Settings):
         self.engine = create_engine(settings)
@@ -293,10 +300,13 @@ class Database:
         """A read-write transaction, committed on exit (rolled back on an error)."""
         session = self._writers()
         try:
-            yield session  # the session begins on its first statement
-            await self._uninterrupted(session.commit())  # it hands the connection back: see `_close`
+            try:
+                yield session  # the session begins on its first statement
+            except BaseException:
+                await self._close(session)
+                raise
+            await self._uninterrupted(_commit_and_close(session))  # the commit hands the connection back: see `_close`
         finally:
-            await self._close(session)
             for kept in self._kept.values():
                 kept.changed(None)
 
