@@ -24,7 +24,7 @@ class Deployment(Base):
     challengers: Mapped[list] = mapped_column(default=list)
     traffic: Mapped[str] = mapped_column(String(8), default="fixed")  # "auto": shares by top-two Thompson sampling
     floor: Mapped[float] = mapped_column(default=0.0)  # every policy's least share
-    min_sends: Mapped[int] = mapped_column(default=100)  # "auto": mature sends per policy before the split moves
+    min_sends: Mapped[int] = mapped_column(default=100)  # "auto": mature sends a policy needs before its share moves
     auto_promote: Mapped[bool] = mapped_column(default=False)  # promote a challenger once an evaluation puts it ahead
     require_evidence: Mapped[bool] = mapped_column(default=False)  # a new champion needs an evaluation putting it ahead
     forced: Mapped[bool] = mapped_column(default=False)  # promoted against (or without) the evidence, by request

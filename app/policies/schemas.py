@@ -73,7 +73,7 @@ class DeploymentIn(BaseModel):
         "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
     floor: float = Field(0.01, ge=0, le=0.25, description="Every policy's least share.")
     min_sends: int = Field(100, ge=1, le=1_000_000, description=(
-        "`auto`: mature sends each policy needs before the split moves from even."))
+        "`auto`: mature sends a policy needs before its share moves from even (1/policies)."))
     auto_promote: bool = Field(False, description="Promote a challenger as soon as an evaluation puts it ahead.")
 
     @model_validator(mode="after")
