@@ -17,7 +17,8 @@ Everything goes through the API, in process (the app and its worker on a SQLite 
   continued from the deployment (`init_from`, `feedback_source: outcomes`) learns from them, and its last policy is
   deployed. The same prospects are also drafted, never sent, by the first policy (a team that never continues).
 - Throughput: 1,000 look-alikes in one batch on the embedded backend, `codreamer serve` on SQLite, while a client
-  reads the batch and its drafts at a fixed rate.
+  reads the batch and its drafts at a fixed rate; then the same reads with no batch in flight. Each phase starts once
+  the API has answered what the one before left queued.
 - Scale-out: drafts a minute with 1 and 2 `codreamer worker` processes on PostgreSQL, the policy and judge a
   latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four. A batch's
   chunks are workflows of their own that any worker takes, so a second worker drafts a share of one batch too.
@@ -405,7 +406,22 @@ def _drafted_while_read(server, prospects: list[dict], policy: str, rate: float,
     return asyncio.run(go())
 
 
+def _drained(server, fast_ms: float = 20.0, in_a_row: int = 5, timeout_s: float = 120.0) -> None:
+    """Waits until the API answers `/healthz` fast `in_a_row` times: reads an earlier phase left queued (an open-loop
+    client gives up on them, the server still answers each) would otherwise count against the next phase."""
+    import httpx
+
+    deadline, fast = time.monotonic() + timeout_s, 0
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        while fast < in_a_row and time.monotonic() < deadline:
+            started = time.perf_counter()
+            http.get("/healthz")
+            fast = fast + 1 if (time.perf_counter() - started) * 1000 < fast_ms else 0
+            time.sleep(0.05)
+
+
 def _quiet_reads(server, batch_id: str, policy: str, rate: float) -> dict:
+    _drained(server)
     deadline = time.monotonic() + QUIET_S
     return asyncio.run(_reads(server.url, batch_id, policy, rate, lambda: time.monotonic() > deadline))
 
@@ -432,6 +448,7 @@ def measure_throughput(workdir: Path, rates: tuple[float, ...] = READ_RATES, siz
         batches = []
         for n, rate in enumerate(rates):
             prospects = [la.prospect for la in team.look_alikes(size, seed=20_000 + n)]
+            _drained(server)
             batches.append(_drafted_while_read(server, prospects, policy, rate, seed=n))
         # the same reads once every batch has finished
         quiet = {str(rate): _quiet_reads(server, batches[-1]["batch_id"], policy, rate) for rate in rates}
