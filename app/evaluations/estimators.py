@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Z_90 = 1.644854  # two-sided 90 % normal quantile
+from app.loop.schemas import Z_90
 
 
 @dataclass(frozen=True)

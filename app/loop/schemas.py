@@ -101,6 +101,9 @@ class RewardStats(BaseModel):
     count: int = 0
 
 
+Z_90 = 1.644854  # an Interval's half-width in standard errors: the two-sided 90 % normal quantile
+
+
 class Interval(BaseModel):
     """An estimate with its 90 % interval (an evaluation's, and the promotion events that quote it)."""
 

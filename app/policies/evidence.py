@@ -8,12 +8,9 @@ sends)."""
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
+from app.loop.schemas import Z_90
 from app.policies.schemas import EvaluationResult, Interval, PolicyEvaluation
-
-
-Z_90 = NormalDist().inv_cdf(0.95)  # the evaluation's intervals are two-sided 90 %
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ connection's hand-back run on their own, untouched by further cancellations."""
 import asyncio
 import logging
 
+import pytest
 from sqlalchemy import event, text
 
 from app.db import Database
@@ -13,88 +14,62 @@ from app.settings import Settings
 WRITES = 20
 
 
-async def test_a_transaction_cancelled_as_it_commits_and_hands_back_still_commits_and_logs_nothing(database_url, caplog):
+@pytest.fixture
+async def db(database_url):
     db = Database(Settings(_env_file=None, database_url=database_url))
-    writing: list[asyncio.Task] = []  # the write in flight, cancelled by the events below
-
-    @event.listens_for(db.engine.sync_engine, "commit")
-    def _cancel_as_it_commits(_connection):
-        if writing:
-            writing[-1].cancel()  # lands in the commit's next await
-
-    @event.listens_for(db.engine.sync_engine.pool, "reset")
-    def _cancel_again_as_it_hands_back(*_):
-        if writing and not writing[-1].done():
-            writing[-1].cancel()
-
-    async def write(n: int) -> None:
-        async with db.transaction() as session:
-            await session.execute(text("INSERT INTO cancelled_writes (n) VALUES (:n)"), {"n": n})
-
+    async with db.transaction() as session:
+        await session.execute(text("CREATE TABLE IF NOT EXISTS cancelled_writes (n INTEGER)"))
     try:
-        async with db.transaction() as session:
-            await session.execute(text("CREATE TABLE IF NOT EXISTS cancelled_writes (n INTEGER)"))
-        with caplog.at_level(logging.ERROR):
-            for n in range(WRITES):
-                writing.append(asyncio.ensure_future(write(n)))
-                results = await asyncio.gather(writing[-1], return_exceptions=True)
-                assert isinstance(results[0], asyncio.CancelledError)
-                for _ in range(200):  # its commit and hand-back finishing on their own, before the next write
-                    if db.engine.sync_engine.pool.checkedout() == 0:
-                        break
-                    await asyncio.sleep(0.05)
-            writing.clear()
-        assert not [r for r in caplog.records if r.name.startswith("sqlalchemy")], caplog.text[-2000:]
-        assert db.engine.sync_engine.pool.checkedout() == 0
-        async with db.read() as session:
-            written = (await session.execute(text("SELECT count(*) FROM cancelled_writes"))).scalar_one()
-        assert written == WRITES  # each commit, once begun, finished
+        yield db
     finally:
-        event.remove(db.engine.sync_engine, "commit", _cancel_as_it_commits)
-        event.remove(db.engine.sync_engine.pool, "reset", _cancel_again_as_it_hands_back)
         async with db.transaction() as session:
             await session.execute(text("DROP TABLE IF EXISTS cancelled_writes"))
         await db.close()
 
 
-
-async def test_a_transaction_cancelled_as_it_writes_rolls_back_and_hands_back_and_logs_nothing(database_url, caplog):
-    """Cancelled in its statement, again in its rollback and again as the connection goes back to the pool."""
-    db = Database(Settings(_env_file=None, database_url=database_url))
+async def cancelled_writes(db: Database, caplog, *on: tuple[object, str]) -> tuple[list[BaseException | None], int]:
+    """WRITES transactions, one at a time, each cancelled at every event `on` (target, name) it meets; what each ended
+    with and how many rows were written. Each write's hand-back finishes before the next begins."""
     writing: list[asyncio.Task] = []
 
     def cancel(*_):
         if writing and not writing[-1].done():
-            writing[-1].cancel()
+            writing[-1].cancel()  # lands in the task's next await: the one the event precedes
 
     async def write(n: int) -> None:
         async with db.transaction() as session:
             await session.execute(text("INSERT INTO cancelled_writes (n) VALUES (:n)"), {"n": n})
 
+    for target, name in on:
+        event.listen(target, name, cancel)
+    ended = []
     try:
-        async with db.transaction() as session:
-            await session.execute(text("CREATE TABLE IF NOT EXISTS cancelled_writes (n INTEGER)"))
-        for target, name in ((db.engine.sync_engine, "before_cursor_execute"), (db.engine.sync_engine, "rollback"),
-                             (db.engine.sync_engine.pool, "reset")):
-            event.listen(target, name, cancel)
         with caplog.at_level(logging.ERROR):
             for n in range(WRITES):
                 writing.append(asyncio.ensure_future(write(n)))
-                await asyncio.gather(writing[-1], return_exceptions=True)
+                ended += await asyncio.gather(writing[-1], return_exceptions=True)
                 for _ in range(200):
                     if db.engine.sync_engine.pool.checkedout() == 0:
                         break
                     await asyncio.sleep(0.05)
-            writing.clear()
-        assert not [r for r in caplog.records if r.name.startswith("sqlalchemy")], caplog.text[-2000:]
-        assert db.engine.sync_engine.pool.checkedout() == 0
-        async with db.read() as session:
-            assert (await session.execute(text("SELECT count(*) FROM cancelled_writes"))).scalar_one() == 0
     finally:
-        for target, name in ((db.engine.sync_engine, "before_cursor_execute"), (db.engine.sync_engine, "rollback"),
-                             (db.engine.sync_engine.pool, "reset")):
-            if event.contains(target, name, cancel):
-                event.remove(target, name, cancel)
-        async with db.transaction() as session:
-            await session.execute(text("DROP TABLE IF EXISTS cancelled_writes"))
-        await db.close()
+        for target, name in on:
+            event.remove(target, name, cancel)
+    assert not [r for r in caplog.records if r.name.startswith("sqlalchemy")], caplog.text[-2000:]
+    assert db.engine.sync_engine.pool.checkedout() == 0
+    async with db.read() as session:
+        return ended, (await session.execute(text("SELECT count(*) FROM cancelled_writes"))).scalar_one()
+
+
+async def test_a_transaction_cancelled_as_it_commits_and_hands_back_still_commits_and_logs_nothing(db, caplog):
+    ended, written = await cancelled_writes(db, caplog, (db.engine.sync_engine, "commit"), (db.engine.sync_engine.pool, "reset"))
+    assert all(isinstance(e, asyncio.CancelledError) for e in ended)
+    assert written == WRITES  # each commit, once begun, finished
+
+
+async def test_a_transaction_cancelled_as_it_writes_rolls_back_and_hands_back_and_logs_nothing(db, caplog):
+    """Cancelled in its statement, again in its rollback and again as the connection goes back to the pool."""
+    ended, written = await cancelled_writes(db, caplog, (db.engine.sync_engine, "before_cursor_execute"),
+                                            (db.engine.sync_engine, "rollback"), (db.engine.sync_engine.pool, "reset"))
+    assert all(isinstance(e, asyncio.CancelledError) for e in ended)
+    assert written == 0
