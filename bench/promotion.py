@@ -21,8 +21,12 @@ of a draft, P(open) · P(reply | open), is read only here.
   given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
-  team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. Three strategies
-  meet the same challengers and the same prospects:
+  team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. On that line every
+  challenger is about as good as the one before, so always-promote is close to the best any strategy can do; the parts
+  `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
+  that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
+  as good as the first policy), and the line goes on from its own last policy the week after. Three strategies meet
+  the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
     with `auto` traffic (part `regret_auto`: top-two Thompson sampling, a new challenger at an even share until it has
     a week's even share of mature sends), up to three challengers (the oldest leaves); the batch is drafted by the deployment and sent, an evaluation compares every
@@ -368,10 +372,16 @@ AUTO_FLOOR = 0.01  # the deployment's default
 # `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (200 prospects
 # among a champion and three challengers), then top-two Thompson sampling moves its traffic
 AUTO_MIN_SENDS = WEEKLY_PROSPECTS // (1 + MAX_CHALLENGERS)
+REGRESS_EVERY = 3  # on the regressing line, every third week's challenger is a run that did not continue the line
+
+
+def regressed_weeks(weeks: int, every: int | None) -> list[int]:
+    """The weeks (1-based) whose challenger does not continue the line: every `every`-th (None: none)."""
+    return [] if every is None else list(range(every, weeks + 1, every))
 
 
 def _regret_seed(args: tuple) -> dict:
-    seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out = args
+    seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out, regressed = args
     share = traffic.get("share")
     options = {} if share is not None else {"traffic": "auto", "floor": traffic["floor"], "min_sends": traffic["min_sends"]}
     _environment()
@@ -391,18 +401,24 @@ def _regret_seed(args: tuple) -> dict:
                 champion, challengers, line, out = never, [], never, []
                 for week in range(1, weeks + 1):
                     week_started, week_seed = time.monotonic(), seed * 100 + week
-                    run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
-                                                 "seed": week_seed, "feedback_source": "outcomes", "init_from": line})
-                    line = f"{run['run_id']}@{weekly_iterations}"
-                    challengers = (challengers + [line])[-max_challengers:]
+                    if week in regressed:  # a teammate's run from scratch, on the judge alone
+                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
+                                                     "seed": week_seed, "feedback_source": "none"})
+                        new = f"{run['run_id']}@{weekly_iterations}"
+                    else:
+                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
+                                                     "seed": week_seed, "feedback_source": "outcomes", "init_from": line})
+                        new = line = f"{run['run_id']}@{weekly_iterations}"
+                    challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
                     look_alikes = team.look_alikes(prospects_n, seed=week_seed)
                     batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
                     assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
                     sent = await send(api, team, look_alikes, gated, seed=week_seed)
-                    always = await by_policy(api.http, look_alikes, gated, line, seed=week_seed)
+                    always = await by_policy(api.http, look_alikes, gated, new, seed=week_seed)
                     kept = await by_policy(api.http, look_alikes, gated, never, seed=week_seed)
-                    entry = {"week": week, "champion": champion, "challengers": list(challengers), "new": line,
+                    entry = {"week": week, "champion": champion, "challengers": list(challengers), "new": new,
+                             "regressed": week in regressed,
                              "drawn": {p: sum(d["policy"] == p for d in gated) for p in [champion, *challengers]},
                              "gated": float(np.sum(true_replies(team, look_alikes, gated))),
                              "always": float(np.sum(true_replies(team, look_alikes, always))),
@@ -452,22 +468,24 @@ def _summary(run: dict, prospects_n: int) -> dict:
 def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
                    first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
                    traffic: dict | None = None, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
-                   workers: int = 2) -> dict:
-    """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`."""
+                   regress_every: int | None = None, workers: int = 2) -> dict:
+    """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`;
+    `regress_every`: every so many weeks, the challenger is a run that did not continue the line."""
     from concurrent.futures import ProcessPoolExecutor
 
     traffic = traffic or {"share": CHALLENGER_SHARE}
+    regressed = regressed_weeks(weeks, regress_every)
 
     started, load = time.monotonic(), os.getloadavg()[0]
     with ProcessPoolExecutor(workers) as pool:
         runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, traffic,
-                                             max_challengers, held_out) for s in range(seeds)]))
+                                             max_challengers, held_out, regressed) for s in range(seeds)]))
     summaries = [_summary(r, prospects) for r in runs]
     totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
     return {
         "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
         "weekly_iterations": weekly_iterations, "traffic": "fixed" if "share" in traffic else "auto", **traffic,
-        "max_challengers": max_challengers, "held_out": held_out, "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
+        "max_challengers": max_challengers, "held_out": held_out, "regressed_weeks": regressed, "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
                                        for s in ("gated", "always", "never")},
         "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
         "longest_worse_weeks": max(m["longest_worse_weeks"] for m in summaries),
@@ -480,7 +498,9 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
 
 # ---------------------------------------------------------------- the section
 
-PARTS = ("ope", "regret", "regret_auto")  # regret: the challengers at fixed shares; regret_auto: `auto` traffic
+# regret: the challengers at fixed shares; regret_auto: `auto` traffic; regret_regressing(_auto): the same, where every
+# third week's challenger is worse
+PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto")
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
@@ -497,8 +517,8 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
         about = {"machine": _machine()}
         if part == "ope":
             result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
-        elif part == "regret":
-            result[part] = measure_regret() | about
         else:
-            result[part] = measure_regret(traffic={"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS}) | about
+            auto = {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS} if part.endswith("_auto") else None
+            regress_every = REGRESS_EVERY if part.startswith("regret_regressing") else None
+            result[part] = measure_regret(traffic=auto, regress_every=regress_every) | about
     return result

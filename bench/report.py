@@ -826,13 +826,13 @@ def promotion_section(pr: dict) -> list[str]:
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
-        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret` or `regret_auto` for one part); the code and what each "
-        "figure means: `bench/promotion.py`.",
+        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing` or "
+        "`regret_regressing_auto` for one part); the code and what each figure means: `bench/promotion.py`.",
         "",
     ]
     if ope := pr.get("ope"):
         lines += ope_section(ope)
-    for part in ("regret", "regret_auto"):
+    for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto"):
         if rg := pr.get(part):
             lines += regret_section(rg)
     return lines
@@ -842,19 +842,25 @@ def regret_section(rg: dict) -> list[str]:
     totals, seeds = rg["totals"], rg["per_seed"]
     n = rg["weeks"]
     auto = rg.get("traffic") == "auto"
+    regressed = rg.get("regressed_weeks") or []
     gated_vs = {s: sum(m["totals"]["gated"] >= m["totals"][s] for m in seeds) for s in ("always", "never")}
     joins = (f"with `traffic: auto` (top-two Thompson sampling over the policies' reply rates, a floor of {rg['floor']:g}; "
              f"a challenger drafts an even share until it has {rg['min_sends']} mature sends, a week's even share)" if auto
              else f"at a share of {rg['share']:g}")
     lines = [
-        f"### Regret over {n} weeks, {'auto traffic' if auto else 'fixed shares'} ({_when(rg)}; {rg['seconds']:.0f} s, "
+        f"### Regret over {n} weeks, {'auto traffic' if auto else 'fixed shares'}"
+        f"{', challengers that regress' if regressed else ''} ({_when(rg)}; {rg['seconds']:.0f} s, "
         f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
         "",
         f"{rg['seeds']} seeds (few, to stay near 10 minutes on this machine). A first run of {rg['first_iterations']} "
         "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
         f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
         "week's challenger and learning from every outcome so far (the team's training line), and "
-        f"{rg['prospects_per_week']} new look-alikes are drafted. The three strategies meet the same challengers and "
+        f"{rg['prospects_per_week']} new look-alikes are drafted. "
+        + (f"Except in weeks {', '.join(map(str, regressed))}: that week's challenger is a teammate's run that did not "
+           f"continue the line, {rg['weekly_iterations']} iterations from scratch on the judge alone (`feedback_source: "
+           "none`), and the line goes on from its own last policy the week after. " if regressed else "")
+        + f"The three strategies meet the same challengers and "
         f"prospects. **Gated**: the deployment requires evidence; the week's challenger joins it {joins} "
         f"(up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
         "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
@@ -878,9 +884,10 @@ def regret_section(rg: dict) -> list[str]:
     lines += [
         "",
         "Per seed: each week's new challenger's quality (the mean true reply probability of its emails to its week's "
-        "prospects) against the first policy's, and the gated loop's promotions: " + "; ".join(
+        "prospects) against the first policy's" + (" († a challenger that did not continue the line)" if regressed else "")
+        + ", and the gated loop's promotions: " + "; ".join(
             f"seed {m['seed']}: first {m['quality'][m['champions'][0]]:.3f}, challengers "
-            + ", ".join(f"{m['quality'][w['new']]:.3f}" for w in m["weeks"])
+            + ", ".join(f"{m['quality'][w['new']]:.3f}{'†' if w.get('regressed') else ''}" for w in m["weeks"])
             + f", {len(m['promotions'])} promotion(s)"
             + (" (" + ", ".join(f"week {p['week']}" for p in m["promotions"]) + ")" if m["promotions"] else "")
             + f", {m['refused']} refused by the gate" for m in seeds) + ".",
@@ -924,13 +931,17 @@ def _regret_reasons(rg: dict) -> list[str]:
             f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
             f"champion: only a difference above about {math.hypot(c, h):.2f} clears zero. The challengers' true differences from "
             f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
-    weeks = [(m["quality"][a["new"]], m["quality"][b["new"]]) for m in seeds for a, b in zip(m["weeks"], m["weeks"][1:])]
+    line = [[w for w in m["weeks"] if not w.get("regressed")] for m in seeds]
+    weeks = [(m["quality"][a["new"]], m["quality"][b["new"]]) for m, ws in zip(seeds, line) for a, b in zip(ws, ws[1:])]
     kept_up = sum(now >= before - 0.01 for before, now in weeks)
     lines.append(
-        f"- Why always-promote is hard to match here: in {kept_up} of {len(weeks)} weeks the new challenger was at least "
-        "as good as the one before it (within 0.01), so promoting each at once deploys about the best policy there is; "
-        "a gate matches that only where the first week's sends already show the challenger ahead, and it gains on "
-        "always-promote only in the weeks a challenger is worse than the champion.")
+        f"- Why always-promote is hard to match on the line: in {kept_up} of {len(weeks)} steps the line's new challenger "
+        "was at least as good as the one before it (within 0.01), so promoting each at once deploys about the best policy "
+        "there is; a gate matches that only where the first week's sends already show the challenger ahead, and it gains "
+        "on always-promote only in the weeks a challenger is worse than the champion.")
+    if rg.get("regressed_weeks"):
+        lines.append("- The regressions, per seed and week: " + "; ".join(_regression(m, w) for m in seeds
+                                                                       for w in m["weeks"] if w.get("regressed")) + ".")
     refused = sum(m["refused"] for m in seeds)
     if refused and all("refused_truly_worse" in m for m in seeds):
         worse = sum(m["refused_truly_worse"] for m in seeds)
@@ -946,6 +957,17 @@ def _regret_reasons(rg: dict) -> list[str]:
                 f"{q:.3f} vs {f:.3f}" for q, f in zip(line, first)) + ". The same gap decides always-promote against "
             "never-promote.")
     return lines
+
+
+def _regression(seed: dict, week: dict) -> str:
+    """A challenger that did not continue the line: its quality against the line's policy before it, what
+    always-promote and the gated loop sent that week, and how much of the gated loop's traffic it drew."""
+    before = [w for w in seed["weeks"] if w["week"] < week["week"] and not w.get("regressed")]
+    line = seed["quality"][before[-1]["new"]] if before else seed["quality"][seed["champions"][0]]
+    drawn = week["drawn"].get(week["new"], 0)
+    return (f"seed {seed['seed']}, week {week['week']}: quality {seed['quality'][week['new']]:.3f} against the line's "
+            f"{line:.3f}; that week always-promote sent {week['always']:.1f} expected replies, the gated loop "
+            f"{week['gated']:.1f}, which drew it for {drawn} of its {sum(week['drawn'].values())} drafts")
 
 
 def emails_section(em: dict, machine: dict | None) -> list[str]:

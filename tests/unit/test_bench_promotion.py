@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.promotion import (accuracy, batches, project, promotion_order, sends_needed, stratified_truth,
-                             worse_deployed, written_by)
+from bench.promotion import (accuracy, batches, project, promotion_order, regressed_weeks, sends_needed,
+                             stratified_truth, worse_deployed, written_by)
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -93,3 +93,10 @@ def test_a_stopped_measurement_keeps_its_finished_seeds_for_the_same_settings_on
     monkeypatch.delenv("OPE_SEEDS_FILE")
     _keep_seed(config, {"seed": 4})  # without the variable nothing is kept
     assert _kept_seeds(config) == {}
+
+
+def test_regressed_weeks_are_every_nth_week_and_none_without_a_period():
+    assert regressed_weeks(8, 3) == [3, 6]
+    assert regressed_weeks(9, 3) == [3, 6, 9]
+    assert regressed_weeks(2, 3) == []
+    assert regressed_weeks(8, None) == []
