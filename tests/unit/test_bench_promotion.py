@@ -7,6 +7,7 @@ import pytest
 
 from bench.promotion import (accuracy, batches, project, promotion_order, regressed_weeks, sends_needed,
                              stratified_truth, worse_deployed, written_by)
+from bench.report import regressions_compared
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -100,3 +101,13 @@ def test_regressed_weeks_are_every_nth_week_and_none_without_a_period():
     assert regressed_weeks(9, 3) == [3, 6, 9]
     assert regressed_weeks(2, 3) == []
     assert regressed_weeks(8, None) == []
+
+
+def test_the_regressions_compared_are_each_strategys_loss_and_the_gap_on_either_line():
+    totals = lambda gated, always: {"totals": {"gated": gated, "always": always, "never": 0.0}}  # noqa: E731
+    found = regressions_compared({"regret": totals(460.0, 520.0), "regret_regressing": totals(440.0, 470.0) | {
+        "regressed_weeks": [3, 6]}})
+    # always lost 520 − 470 = 50.0, gated 460 − 440 = 20.0; gated was 60.0 behind on the line, 30.0 on the regressing one
+    assert "| fixed shares | 50.0 | 20.0 | 60.0 | 30.0 |" in found
+    assert not any(row.startswith("| auto traffic") for row in found)  # no auto parts measured
+    assert regressions_compared({"regret": totals(1.0, 2.0)}) == []
