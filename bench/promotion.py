@@ -38,6 +38,8 @@ of a draft, P(open) · P(reply | open), is read only here.
   email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's 200
   prospects (the first policy's: over every week), and a week counts as "a worse policy deployed" when the gated
   champion's quality is below that of the champion it replaced.
+- Peeking (`peeking`, not through the API): how often the gate's own rule, asked after every week, promotes a
+  challenger as good as the champion or worse, over replays of the weekly sends.
 """
 
 import asyncio
@@ -105,6 +107,34 @@ def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: i
         for name, estimate in (("ips", found.ips), ("snips", found.snips), ("dr_perfect", found.dr)):
             within[name] += estimate is not None and abs(estimate.value - truth) <= tolerance + 1e-12
     return {name: count / repeats for name, count in within.items()}
+
+
+def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int, seed: int,
+            gap: float = 0.0) -> list[float]:
+    """How often the gate (`app.policies.evidence.compared`, on SNIPS from `app.evaluations.estimators`) puts a
+    challenger no better than the champion ahead when it looks every week: per week, the share of `repeats` in which
+    some look so far cleared zero. Each week `weekly_sends` more sends, the challenger drawn with probability `share`;
+    a reply is drawn with probability `p` for the champion's emails, `p + gap` for the challenger's."""
+    from app.evaluations.estimators import off_policy
+    from app.policies.evidence import compared
+    from app.policies.schemas import Interval
+
+    rng = np.random.default_rng(seed)
+    interval = lambda e: Interval(value=e.value, low=e.low, high=e.high)  # noqa: E731
+    promoted_by = np.zeros(weeks)
+    for _ in range(repeats):
+        arms = (rng.random(weeks * weekly_sends) < share).astype(int)
+        rewards = (rng.random(weeks * weekly_sends) < np.where(arms == 1, p + gap, p)).astype(float)
+        propensities = np.where(arms == 1, share, 1 - share)
+        for week in range(1, weeks + 1):
+            n = week * weekly_sends
+            mine, theirs = (off_policy(arms[:n], propensities[:n], rewards[:n], arm, None).snips for arm in (1, 0))
+            if mine is not None and theirs is not None:
+                difference, margin = compared(interval(mine), interval(theirs))
+                if difference - margin > 0:
+                    promoted_by[week - 1:] += 1
+                    break
+    return [float(x / repeats) for x in promoted_by]
 
 
 def written_by(drafts: list[dict], policy: str, extra: list[dict]) -> list[dict]:
@@ -498,9 +528,25 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
 
 # ---------------------------------------------------------------- the section
 
+PEEKING_REPEATS = 4000
+PEEKING_SHARES = (0.1, 0.5)  # the regret part's fixed share; an even split, as `auto` gives a new challenger beside one
+PEEKING_RATE = 0.3  # about the challengers' reply rate in the regret parts
+PEEKING_GAPS = (0.0, -0.02)  # the challenger as good as the champion, and 0.02 worse
+
+
+def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, rate: float = PEEKING_RATE,
+                    repeats: int = PEEKING_REPEATS) -> dict:
+    started, load = time.monotonic(), os.getloadavg()[0]
+    return {"weeks": weeks, "weekly_sends": weekly_sends, "rate": rate, "repeats": repeats, "load_average_before": load,
+            "rows": [{"share": share, "gap": gap, "by_week": peeking(rate, share, weekly_sends, weeks, repeats,
+                                                                     seed=index, gap=gap)}
+                     for index, (gap, share) in enumerate((g, s) for g in PEEKING_GAPS for s in PEEKING_SHARES)],
+            "seconds": round(time.monotonic() - started, 1)}
+
+
 # regret: the challengers at fixed shares; regret_auto: `auto` traffic; regret_regressing(_auto): the same, where every
-# third week's challenger is worse
-PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto")
+# third week's challenger is worse; peeking: how often weekly looks promote a challenger no better than the champion
+PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto", "peeking")
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
@@ -517,6 +563,8 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
         about = {"machine": _machine()}
         if part == "ope":
             result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
+        elif part == "peeking":
+            result[part] = measure_peeking() | about
         else:
             auto = {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS} if part.endswith("_auto") else None
             regress_every = REGRESS_EVERY if part.startswith("regret_regressing") else None

@@ -826,8 +826,8 @@ def promotion_section(pr: dict) -> list[str]:
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
-        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing` or "
-        "`regret_regressing_auto` for one part); the code and what each figure means: `bench/promotion.py`.",
+        "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
+        "`regret_regressing_auto` or `peeking` for one part); the code and what each figure means: `bench/promotion.py`.",
         "",
     ]
     if ope := pr.get("ope"):
@@ -835,7 +835,44 @@ def promotion_section(pr: dict) -> list[str]:
     for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto"):
         if rg := pr.get(part):
             lines += regret_section(rg)
-    return lines + regressions_compared(pr)
+    lines += regressions_compared(pr)
+    if pk := pr.get("peeking"):
+        lines += peeking_section(pk)
+    return lines
+
+
+def peeking_section(pk: dict) -> list[str]:
+    n = pk["weeks"]
+    lines = [
+        f"### Evaluating every week: how often a challenger no better than the champion is promoted ({_when(pk)}; "
+        f"{pk['seconds']:.0f} s)",
+        "",
+        f"Not through the API: {pk['repeats']:,} replays per row of {n} weeks of {pk['weekly_sends']} sends, a "
+        f"champion whose true reply rate is {pk['rate']:g} and a challenger as good or worse (the gap), drawn at its "
+        "share; after each week the gate's own rule (`app.policies.evidence.compared` on SNIPS from "
+        "`app.evaluations.estimators`) asks whether the 90% interval of the difference lies above zero. The share of "
+        "replays in which some look so far promoted the challenger:",
+        "",
+        "| challenger's gap | share | " + " | ".join(f"week {w + 1}" for w in range(n)) + " |",
+        "|---|---|" + "---|" * n,
+    ]
+    for row in pk["rows"]:
+        lines.append(f"| {row['gap']:+.2f} | {row['share']:g} | " + " | ".join(f"{x:.1%}" for x in row["by_week"]) + " |")
+    equal = [r["by_week"] for r in pk["rows"] if r["gap"] == 0]
+    worse = [r for r in pk["rows"] if r["gap"] < 0]
+    lines += [
+        "",
+        f"- One look promotes an equal challenger about as often as a one-sided 5% test should "
+        f"({min(v[0] for v in equal):.1%}–{max(v[0] for v in equal):.1%}); a look every week for {n} weeks, "
+        f"{min(v[-1] for v in equal):.1%}–{max(v[-1] for v in equal):.1%}. The gate's intervals are fixed-sample "
+        "ones: a team that evaluates every week and promotes on the first look that clears zero (as `auto_promote` "
+        "does) accepts that rate. An equal challenger promoted costs no replies; a worse one does: "
+        + "; ".join(f"{r['gap']:+.2f} at a share of {r['share']:g}, {r['by_week'][-1]:.1%} by week {n}" for r in worse)
+        + ". A worse champion can be rolled back once an evaluation puts the one it replaced ahead: that evidence comes "
+        "quickly, since the new champion then drafts most of the emails and the old one keeps its past sends.",
+        "",
+    ]
+    return lines
 
 
 def regressions_compared(pr: dict) -> list[str]:

@@ -48,8 +48,7 @@ def verdict(result: EvaluationResult, challenger: str, champion: str) -> Verdict
     (name, mine), (_, theirs) = estimates[challenger], estimates[champion]
     shown = f"{challenger!r} {_said(name, mine)} against the champion {champion!r} {_said(name, theirs)}"
     estimates = {"estimator": name, "challenger": mine, "champion": theirs}
-    difference = mine.value - theirs.value
-    margin = Z_90 * math.hypot(_standard_error(mine), _standard_error(theirs))
+    difference, margin = compared(mine, theirs)
     said = f"the difference {difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
     if difference - margin > 0:
         return Verdict(True, f"{shown}: {said}, ahead", **estimates)
@@ -59,6 +58,11 @@ def verdict(result: EvaluationResult, challenger: str, champion: str) -> Verdict
     more = max(math.ceil(n * (margin / difference) ** 2) - n for n in sends)
     return Verdict(False, f"{shown}: {said} holds zero; about {max(more, 1)} more sends of each would clear it at this "
                           "difference", **estimates)
+
+
+def compared(mine: Interval, theirs: Interval) -> tuple[float, float]:
+    """The difference between two independent estimates and the half-width of its 90 % interval."""
+    return mine.value - theirs.value, Z_90 * math.hypot(_standard_error(mine), _standard_error(theirs))
 
 
 def _standard_error(interval: Interval) -> float:

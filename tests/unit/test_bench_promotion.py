@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.promotion import (accuracy, batches, project, promotion_order, regressed_weeks, sends_needed,
+from bench.promotion import (accuracy, batches, peeking, project, promotion_order, regressed_weeks, sends_needed,
                              stratified_truth, worse_deployed, written_by)
 from bench.report import regressions_compared
 
@@ -111,3 +111,12 @@ def test_the_regressions_compared_are_each_strategys_loss_and_the_gap_on_either_
     assert "| fixed shares | 50.0 | 20.0 | 60.0 | 30.0 |" in found
     assert not any(row.startswith("| auto traffic") for row in found)  # no auto parts measured
     assert regressions_compared({"regret": totals(1.0, 2.0)}) == []
+
+
+def test_looking_every_week_promotes_an_equal_challenger_more_often_than_one_look():
+    by_week = peeking(0.3, 0.5, 200, 8, 2000, seed=0)
+    assert by_week == sorted(by_week)  # a promotion, once made, stays made
+    # one look: the 90 % interval of the difference above zero, a one-sided 5 % test (±3 standard errors of 2,000 draws)
+    assert 0.05 - 0.015 <= by_week[0] <= 0.05 + 0.015
+    assert by_week[-1] > 2 * by_week[0]  # eight looks: more than twice the rate
+    assert peeking(0.3, 0.5, 200, 8, 2000, seed=0, gap=-0.03)[-1] < by_week[-1] / 2  # a worse one: far less often
