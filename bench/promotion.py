@@ -39,7 +39,8 @@ of a draft, P(open) · P(reply | open), is read only here.
   prospects (the first policy's: over every week), and a week counts as "a worse policy deployed" when the gated
   champion's quality is below that of the champion it replaced.
 - Peeking (`peeking`, not through the API): how often the gate's own rule, asked after every week, promotes a
-  challenger as good as the champion or worse, over replays of the weekly sends.
+  challenger better than the champion, as good or worse, over replays of the weekly sends, with the fixed-sample and
+  the always-valid (`sequential`) interval.
 """
 
 import asyncio
@@ -110,11 +111,12 @@ def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: i
 
 
 def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int, seed: int,
-            gap: float = 0.0) -> list[float]:
-    """How often the gate (`app.policies.evidence.compared`, on SNIPS from `app.evaluations.estimators`) puts a
-    challenger no better than the champion ahead when it looks every week: per week, the share of `repeats` in which
-    some look so far cleared zero. Each week `weekly_sends` more sends, the challenger drawn with probability `share`;
-    a reply is drawn with probability `p` for the champion's emails, `p + gap` for the challenger's."""
+            gap: float = 0.0, sequential: bool = False) -> list[float]:
+    """How often the gate (`app.policies.evidence.compared`, on SNIPS from `app.evaluations.estimators`; with
+    `sequential`, its always-valid interval) puts a challenger ahead when it looks every week: per week, the share of
+    `repeats` in which some look so far cleared zero. Each week `weekly_sends` more sends, the challenger drawn with
+    probability `share`; a reply is drawn with probability `p` for the champion's emails, `p + gap` for the
+    challenger's."""
     from app.evaluations.estimators import off_policy
     from app.policies.evidence import compared
     from app.policies.schemas import Interval
@@ -130,7 +132,7 @@ def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int,
             n = week * weekly_sends
             mine, theirs = (off_policy(arms[:n], propensities[:n], rewards[:n], arm, None).snips for arm in (1, 0))
             if mine is not None and theirs is not None:
-                difference, margin = compared(interval(mine), interval(theirs))
+                difference, margin = compared(interval(mine), interval(theirs), sends=n if sequential else None)
                 if difference - margin > 0:
                     promoted_by[week - 1:] += 1
                     break
@@ -531,16 +533,18 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
 PEEKING_REPEATS = 4000
 PEEKING_SHARES = (0.1, 0.5)  # the regret part's fixed share; an even split, as `auto` gives a new challenger beside one
 PEEKING_RATE = 0.3  # about the challengers' reply rate in the regret parts
-PEEKING_GAPS = (0.0, -0.02)  # the challenger as good as the champion, and 0.02 worse
+PEEKING_GAPS = (0.05, 0.0, -0.02)  # the challenger better than the champion, as good, and worse
 
 
 def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, rate: float = PEEKING_RATE,
                     repeats: int = PEEKING_REPEATS) -> dict:
     started, load = time.monotonic(), os.getloadavg()[0]
     return {"weeks": weeks, "weekly_sends": weekly_sends, "rate": rate, "repeats": repeats, "load_average_before": load,
-            "rows": [{"share": share, "gap": gap, "by_week": peeking(rate, share, weekly_sends, weeks, repeats,
-                                                                     seed=index, gap=gap)}
-                     for index, (gap, share) in enumerate((g, s) for g in PEEKING_GAPS for s in PEEKING_SHARES)],
+            "rows": [{"share": share, "gap": gap, "sequential": sequential,
+                      "by_week": peeking(rate, share, weekly_sends, weeks, repeats, seed=index, gap=gap,
+                                         sequential=sequential)}
+                     for index, (gap, share, sequential) in enumerate(
+                         (g, s, q) for g in PEEKING_GAPS for s in PEEKING_SHARES for q in (False, True))],
             "seconds": round(time.monotonic() - started, 1)}
 
 

@@ -844,35 +844,43 @@ def promotion_section(pr: dict) -> list[str]:
 def peeking_section(pk: dict) -> list[str]:
     n = pk["weeks"]
     lines = [
-        f"### Evaluating every week: how often a challenger no better than the champion is promoted ({_when(pk)}; "
-        f"{pk['seconds']:.0f} s)",
+        f"### Evaluating every week: how often the gate promotes ({_when(pk)}; {pk['seconds']:.0f} s)",
         "",
         f"Not through the API: {pk['repeats']:,} replays per row of {n} weeks of {pk['weekly_sends']} sends, a "
-        f"champion whose true reply rate is {pk['rate']:g} and a challenger as good or worse (the gap), drawn at its "
-        "share; after each week the gate's own rule (`app.policies.evidence.compared` on SNIPS from "
-        "`app.evaluations.estimators`) asks whether the 90% interval of the difference lies above zero. The share of "
-        "replays in which some look so far promoted the challenger:",
+        f"champion whose true reply rate is {pk['rate']:g} and a challenger better, as good or worse (the gap), drawn "
+        "at its share; after each week the gate's own rule (`app.policies.evidence.compared` on SNIPS from "
+        "`app.evaluations.estimators`) asks whether the 90% interval of the difference lies above zero: the "
+        "fixed-sample interval, or the always-valid one of a `sequential` deployment. The share of replays in which "
+        "some look so far promoted the challenger:",
         "",
-        "| challenger's gap | share | " + " | ".join(f"week {w + 1}" for w in range(n)) + " |",
-        "|---|---|" + "---|" * n,
+        "| challenger's gap | share | interval | " + " | ".join(f"week {w + 1}" for w in range(n)) + " |",
+        "|---|---|---|" + "---|" * n,
     ]
     for row in pk["rows"]:
-        lines.append(f"| {row['gap']:+.2f} | {row['share']:g} | " + " | ".join(f"{x:.1%}" for x in row["by_week"]) + " |")
-    equal = [r["by_week"] for r in pk["rows"] if r["gap"] == 0]
-    worse = [r for r in pk["rows"] if r["gap"] < 0]
+        lines.append(f"| {row['gap']:+.2f} | {row['share']:g} | {'always-valid' if row.get('sequential') else 'fixed'} | "
+                     + " | ".join(f"{x:.1%}" for x in row["by_week"]) + " |")
+    pick = lambda gap, sequential: [r for r in pk["rows"] if r["gap"] == gap and bool(r.get("sequential")) == sequential]  # noqa: E731
+    span = lambda rows, week: f"{min(r['by_week'][week] for r in rows):.1%}–{max(r['by_week'][week] for r in rows):.1%}"  # noqa: E731
     lines += [
         "",
-        f"- One look promotes an equal challenger about as often as a one-sided 5% test should "
-        f"({min(v[0] for v in equal):.1%}–{max(v[0] for v in equal):.1%}); a look every week for {n} weeks, "
-        f"{min(v[-1] for v in equal):.1%}–{max(v[-1] for v in equal):.1%}. The gate's intervals are fixed-sample "
-        "ones: a team that evaluates every week and promotes on the first look that clears zero (as `auto_promote` "
-        "does) accepts that rate. An equal challenger promoted costs no replies; a worse one does: "
-        + "; ".join(f"{r['gap']:+.2f} at a share of {r['share']:g}, {r['by_week'][-1]:.1%} by week {n}" for r in worse)
-        + ". A worse champion can be rolled back once an evaluation puts the one it replaced ahead: that evidence comes "
-        "quickly, since the new champion then drafts most of the emails and the old one keeps its past sends.",
-        "",
+        f"- An equal challenger, fixed-sample interval: {span(pick(0.0, False), 0)} at one look, as a one-sided 5% "
+        f"test should; {span(pick(0.0, False), -1)} with a look every week for {n} weeks. A team that evaluates "
+        "every week and promotes on the first look that clears zero (as `auto_promote` does) accepts that rate. "
+        f"Always-valid: {span(pick(0.0, True), -1)} after {n} looks.",
     ]
-    return lines
+    if worse := [r for r in pk["rows"] if r["gap"] < 0]:
+        gap = worse[0]["gap"]
+        lines.append(f"- A challenger {-gap:.2f} worse, after {n} looks: {span(pick(gap, False), -1)} fixed-sample, "
+                     f"{span(pick(gap, True), -1)} always-valid. A worse champion can be rolled back once an evaluation "
+                     "puts the one it replaced ahead: that evidence comes quickly, since the new champion then drafts most "
+                     "of the emails and the old one keeps its past sends.")
+    if better := [r for r in pk["rows"] if r["gap"] > 0]:
+        gap = better[0]["gap"]
+        lines.append(f"- What the always-valid interval costs: a challenger {gap:.2f} better is promoted by week {n} in "
+                     f"{span(pick(gap, False), -1)} of replays with the fixed-sample interval, "
+                     f"{span(pick(gap, True), -1)} with the always-valid one (by week 2: {span(pick(gap, False), 1)} "
+                     f"against {span(pick(gap, True), 1)}).")
+    return lines + [""]
 
 
 def regressions_compared(pr: dict) -> list[str]:

@@ -68,6 +68,10 @@ class DeploymentIn(BaseModel):
     require_evidence: bool | None = Field(None, description=(
         "From now on, a new champion needs an evaluation whose interval puts it ahead of the current one (default: "
         "as the current deployment says; off for a graph's first)."))
+    sequential: bool | None = Field(None, description=(
+        "From now on, the evidence is read with an always-valid interval of the difference, so evaluating as often as "
+        "you like does not raise the rate at which a challenger no better than the champion is promoted (default: as "
+        "the current deployment says; off for a graph's first)."))
     force: bool = Field(False, description="Promote without the evidence `require_evidence` asks for; recorded.")
     traffic: Literal["fixed", "auto"] = Field("fixed", description=(
         "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
@@ -125,6 +129,7 @@ class DeploymentOut(BaseModel):
     share: float | None = Field(description="The champion's share of the prospects (1 without challengers).")
     challengers: list[Arm]
     require_evidence: bool
+    sequential: bool = Field(description="The gate reads an always-valid interval of the difference.")
     traffic: Literal["fixed", "auto"]
     floor: float
     min_sends: int

@@ -52,13 +52,14 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
         return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
-                             traffic="fixed", floor=0.0, min_sends=100, auto_promote=False, deployed_at=None, history=[])
+                             sequential=False, traffic="fixed", floor=0.0, min_sends=100, auto_promote=False, deployed_at=None, history=[])
     current = rows[0]
     challengers = _arms(current)
     auto = current.traffic == "auto"
     return DeploymentOut(graph_id=graph_id, policy=policy_id(current.run_id, current.iteration),
                          share=None if auto else 1 - sum(c.share for c in challengers), challengers=challengers,
-                         require_evidence=current.require_evidence, traffic=current.traffic, floor=current.floor,
+                         require_evidence=current.require_evidence, sequential=current.sequential,
+                         traffic=current.traffic, floor=current.floor,
                          min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
                          history=[_record(row) for row in rows])
 
@@ -92,11 +93,13 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         raise invalid("challengers", "a policy appears twice among the champion and its challengers")
     current = await repository.current(session, graph_id, tenant)
     require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
+    sequential = body.sequential if body.sequential is not None else bool(current and current.sequential)
     evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
     if require and incumbent is not None and incumbent != champion.id:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
-        found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent) if evaluation
+        found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent,
+                         sequential=sequential) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.id!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -111,7 +114,8 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
-        require_evidence=require, forced=forced, evaluation_id=evaluation_id, trigger="request")
+        require_evidence=require, sequential=sequential, forced=forced, evaluation_id=evaluation_id,
+        trigger="request")
     if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
         await _promote(session, row, incumbent, gated=require and incumbent is not None, found=found)
     else:
@@ -129,7 +133,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     result = EvaluationResult.model_validate(evaluation.result)
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
-        found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion)
+        found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion,
+                        sequential=current.sequential)
         if found.ahead:
             demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
             row = Deployment(
@@ -137,7 +142,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
-                require_evidence=current.require_evidence, forced=False, evaluation_id=evaluation.id,
+                require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
+                evaluation_id=evaluation.id,
                 trigger="auto_promote")
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
@@ -153,7 +159,7 @@ async def _promote(session: AsyncSession, row: Deployment, replaced: str | None,
     evidence = None
     if row.evaluation_id is not None and found is not None and found.estimator is not None:
         evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
-                                     ahead=found.ahead)
+                                     ahead=found.ahead, sequential=found.sequential)
     event = await transitions.announce(
         session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
         policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,

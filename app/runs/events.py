@@ -91,6 +91,7 @@ class PromotionEvidence(BaseModel):
     policy: Interval = Field(description="The promoted policy's off-policy reply rate.")
     replaced: Interval = Field(description="The replaced champion's.")
     ahead: bool = Field(description="The 90 % interval of the difference between the two lies above zero.")
+    sequential: bool = Field(False, description="That interval was the always-valid one (the deployment's `sequential`).")
 
 
 # The deployment (app.policies, above this package) tells these onto the promoted policy's run, so the run's events,

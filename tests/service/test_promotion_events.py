@@ -157,6 +157,7 @@ async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(wo
     assert promoted["type"] == "policy.promoted" and promoted["data"]["evaluation"] == created["evaluation_id"]
     assert (promoted["data"]["replaced"], promoted["data"]["gated"], promoted["data"]["forced"]) == (champion, True, False)
     assert promoted["data"]["evidence"]["ahead"] is True and promoted["data"]["evidence"]["estimator"] in ("DR", "SNIPS")
+    assert promoted["data"]["evidence"]["sequential"] is False  # the fixed-sample interval, the default
     assert (promoted["data"]["evidence"]["policy"], promoted["data"]["evidence"]["replaced"]) == (
         estimates[untrained], estimates[champion])
     assert promoted["data"]["evidence"]["policy"]["low"] > promoted["data"]["evidence"]["replaced"]["high"]
@@ -175,7 +176,8 @@ async def test_an_auto_promotion_is_an_event_that_says_so(world):
     alice, _ = world
     untrained, champion = f"{alice.run_id}@0", f"{alice.run_id}@1"
     before = await promotions(alice)
-    await put(alice, {"policy": champion, "challengers": [{"policy": untrained, "share": 0.3}], "auto_promote": True})
+    await put(alice, {"policy": champion, "challengers": [{"policy": untrained, "share": 0.3}], "auto_promote": True,
+                      "sequential": True})
     created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [untrained, champion]})).json()
     assert (await settled(alice.client, f"/evaluations/{created['evaluation_id']}"))["status"] == "succeeded"
     [auto] = (await promotions(alice))[len(before):]
@@ -184,8 +186,9 @@ async def test_an_auto_promotion_is_an_event_that_says_so(world):
         "run_id": alice.run_id, "seq": None, "graph_id": "demo", "policy": untrained, "replaced": champion,
         "trigger": "auto_promote", "gated": True, "forced": False, "evaluation": created["evaluation_id"], "evidence": None,
         "deployed_at": None}
-    assert auto["data"]["evidence"]["ahead"] is True
+    assert auto["data"]["evidence"]["ahead"] is True and auto["data"]["evidence"]["sequential"] is True
     now = (await alice.client.get("/graphs/demo/deployment")).json()
+    assert now["sequential"] is True  # an auto-promotion keeps how the deployment reads its evidence
     assert now["history"][0] | {"challengers": None} == {
         "policy": untrained, "challengers": None, "deployed_at": auto["data"]["deployed_at"], "forced": False,
         "evaluation": created["evaluation_id"], "trigger": "auto_promote", "rollback": True, "event": auto["id"]}

@@ -120,3 +120,5 @@ def test_looking_every_week_promotes_an_equal_challenger_more_often_than_one_loo
     assert 0.05 - 0.015 <= by_week[0] <= 0.05 + 0.015
     assert by_week[-1] > 2 * by_week[0]  # eight looks: more than twice the rate
     assert peeking(0.3, 0.5, 200, 8, 2000, seed=0, gap=-0.03)[-1] < by_week[-1] / 2  # a worse one: far less often
+    # the always-valid interval holds at every look at once: eight looks stay under a one-sided 5 %
+    assert peeking(0.3, 0.5, 200, 8, 2000, seed=0, sequential=True)[-1] <= 0.05

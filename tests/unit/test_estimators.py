@@ -7,7 +7,8 @@ import pytest
 
 from app.drafts.service import choose_arm
 from app.evaluations import estimators
-from app.policies.evidence import verdict
+from app.loop.schemas import Z_90
+from app.policies.evidence import always_valid_margin, verdict
 from app.policies.schemas import EvaluationResult
 
 # Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
@@ -73,6 +74,26 @@ def test_a_challenger_is_ahead_when_the_interval_of_the_difference_clears_zero()
     behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1")
     assert not behind.ahead and "not ahead" in behind.message
     assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1").ahead
+
+
+def test_the_always_valid_margin_is_the_confidence_sequence_of_waudby_smith_et_al():
+    # at alpha 0.1, ρ²·n* = −2 ln 0.1 + ln(−2 ln 0.1 + 1) = 4.60517 + 1.72369 = 6.32886; at n = n* = 1,000:
+    # √(2 · 7.32886 / 6.32886 · ln(√7.32886 / 0.1)) = √(2.31601 · 3.29850) = 2.76394 standard errors
+    assert always_valid_margin(0.05, 1_000) == pytest.approx(0.05 * 2.76394, rel=1e-5)
+    # at a quarter of that, nρ² = 1.58221: √(2 · 2.58221 / 1.58221 · ln(√2.58221 / 0.1)) = √(3.26405 · 2.77691) = 3.01064
+    assert always_valid_margin(0.05, 250) == pytest.approx(0.05 * 3.01064, rel=1e-5)
+    assert always_valid_margin(0.05, 1_000) > Z_90 * 0.05  # wider than one look's
+
+
+def test_a_sequential_verdict_needs_the_wider_always_valid_interval_of_the_difference():
+    # standard errors 0.04 / z and 0.03 / z: one look's half-width 0.05 < 0.06, ahead; always-valid, over 50 + 450
+    # sends (nρ² = 3.16443: √(2 · 4.16443 / 3.16443 · ln(√4.16443 / 0.1)) = 2.81742): 0.05 / 1.644854 · 2.81742 = 0.0856
+    evidence = result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13))
+    assert verdict(evidence, "new@1", "old@1").ahead
+    sequential = verdict(evidence, "new@1", "old@1", sequential=True)
+    assert not sequential.ahead and sequential.sequential
+    assert "the difference +0.060 [-0.026, +0.146] (always-valid) holds zero" in sequential.message
+    assert verdict(result((0.30, 0.26, 0.34), (0.10, 0.07, 0.13)), "new@1", "old@1", sequential=True).ahead
 
 
 def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():

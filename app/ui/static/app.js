@@ -279,7 +279,8 @@ async function showDeployments(into) {
       h("thead", {}, h("tr", {}, ...["Role", "Policy", "Traffic", "Judge", "Predicted reply rate",
         "Reply rate, off-policy (90 %)"].map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows)),
-    h("p", { class: "muted" }, (deployment.require_evidence ? "A new champion needs evidence. " : "")
+    h("p", { class: "muted" }, (deployment.require_evidence
+      ? `A new champion needs evidence${deployment.sequential ? " (always-valid intervals)" : ""}. ` : "")
       + (evaluation ? `Evaluated ${when(evaluation.created_at)} (${evaluation.status}).` : "Not evaluated yet.")),
     promotions(deployment.history)));
   }
