@@ -52,7 +52,8 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
         return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
-                             sequential=False, traffic="fixed", floor=0.0, min_sends=100, auto_promote=False, deployed_at=None, history=[])
+                             sequential=False, traffic="fixed", floor=0.0, min_sends=100, auto_promote=False,
+                             deployed_at=None, history=[])
     current = rows[0]
     challengers = _arms(current)
     auto = current.traffic == "auto"
@@ -143,8 +144,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
                 require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
-                evaluation_id=evaluation.id,
-                trigger="auto_promote")
+                evaluation_id=evaluation.id, trigger="auto_promote")
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
     return None
