@@ -25,7 +25,8 @@ of a draft, P(open) · P(reply | open), is read only here.
   challenger is about as good as the one before, so always-promote is close to the best any strategy can do; the parts
   `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
   that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
-  as good as the first policy), and the line goes on from its own last policy the week after. Three strategies meet
+  as good as the first policy), and the line goes on from its own last policy the week after;
+  `regret_regressing_auto_sequential` is the last with a `sequential` deployment. Three strategies meet
   the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
     with `auto` traffic (part `regret_auto`: top-two Thompson sampling, a new challenger at an even share until it has
@@ -413,9 +414,11 @@ def regressed_weeks(weeks: int, every: int | None) -> list[int]:
 
 
 def _regret_seed(args: tuple) -> dict:
-    seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out, regressed = args
+    (seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out, regressed,
+     sequential) = args
     share = traffic.get("share")
     options = {} if share is not None else {"traffic": "auto", "floor": traffic["floor"], "min_sends": traffic["min_sends"]}
+    options |= {"sequential": True} if sequential else {}
     _environment()
     from app.knowledge_graph.service import demo_graph
     from app.outcomes.simulated_team import SimulatedTeam
@@ -500,9 +503,10 @@ def _summary(run: dict, prospects_n: int) -> dict:
 def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
                    first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
                    traffic: dict | None = None, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
-                   regress_every: int | None = None, workers: int = 2) -> dict:
+                   regress_every: int | None = None, sequential: bool = False, workers: int = 2) -> dict:
     """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`;
-    `regress_every`: every so many weeks, the challenger is a run that did not continue the line."""
+    `regress_every`: every so many weeks, the challenger is a run that did not continue the line; `sequential`: the
+    deployment reads the always-valid interval."""
     from concurrent.futures import ProcessPoolExecutor
 
     traffic = traffic or {"share": CHALLENGER_SHARE}
@@ -511,13 +515,14 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
     started, load = time.monotonic(), os.getloadavg()[0]
     with ProcessPoolExecutor(workers) as pool:
         runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, traffic,
-                                             max_challengers, held_out, regressed) for s in range(seeds)]))
+                                             max_challengers, held_out, regressed, sequential) for s in range(seeds)]))
     summaries = [_summary(r, prospects) for r in runs]
     totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
     return {
         "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
         "weekly_iterations": weekly_iterations, "traffic": "fixed" if "share" in traffic else "auto", **traffic,
-        "max_challengers": max_challengers, "held_out": held_out, "regressed_weeks": regressed, "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
+        "max_challengers": max_challengers, "held_out": held_out, "regressed_weeks": regressed, "sequential": sequential,
+        "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
                                        for s in ("gated", "always", "never")},
         "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
         "longest_worse_weeks": max(m["longest_worse_weeks"] for m in summaries),
@@ -549,8 +554,10 @@ def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, ra
 
 
 # regret: the challengers at fixed shares; regret_auto: `auto` traffic; regret_regressing(_auto): the same, where every
-# third week's challenger is worse; peeking: how often weekly looks promote a challenger no better than the champion
-PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto", "peeking")
+# third week's challenger is worse; regret_regressing_auto_sequential: with the always-valid gate; peeking: how often
+# weekly looks promote a challenger no better than the champion
+PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto",
+         "regret_regressing_auto_sequential", "peeking")
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
@@ -570,7 +577,8 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
         elif part == "peeking":
             result[part] = measure_peeking() | about
         else:
-            auto = {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS} if part.endswith("_auto") else None
+            auto = {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS} if "_auto" in part else None
             regress_every = REGRESS_EVERY if part.startswith("regret_regressing") else None
-            result[part] = measure_regret(traffic=auto, regress_every=regress_every) | about
+            result[part] = measure_regret(traffic=auto, regress_every=regress_every,
+                                          sequential=part.endswith("_sequential")) | about
     return result

@@ -827,12 +827,13 @@ def promotion_section(pr: dict) -> list[str]:
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
         "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
-        "`regret_regressing_auto` or `peeking` for one part); the code and what each figure means: `bench/promotion.py`.",
+        "`regret_regressing_auto`, `regret_regressing_auto_sequential` or `peeking` for one part); the code and what "
+        "each figure means: `bench/promotion.py`.",
         "",
     ]
     if ope := pr.get("ope"):
         lines += ope_section(ope)
-    for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto"):
+    for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto", "regret_regressing_auto_sequential"):
         if rg := pr.get(part):
             lines += regret_section(rg)
     lines += regressions_compared(pr)
@@ -910,8 +911,21 @@ def regressions_compared(pr: dict) -> list[str]:
         "its share while its sends accumulate.",
         "- The gap to always-promote shrinks, but stays: at 200 sends a week, a 90% interval of the difference cannot put a "
         "challenger that is a few points better ahead within its first weeks.",
+        *_sequential_compared(pr),
         "",
     ]
+
+
+def _sequential_compared(pr: dict) -> list[str]:
+    fixed, sequential = pr.get("regret_regressing_auto"), pr.get("regret_regressing_auto_sequential")
+    if not (fixed and sequential):
+        return []
+    weeks = lambda rg: "; ".join(f"seed {m['seed']}: " + (", ".join(f"week {p['week']}" for p in m["promotions"]) or "none")  # noqa: E731
+                                 for m in rg["per_seed"])
+    return [f"- With the always-valid gate (`sequential`, auto traffic): gated {sequential['totals']['gated']:.1f} "
+            f"against {fixed['totals']['gated']:.1f} with the fixed-sample one; promotions ({weeks(sequential)}) against "
+            f"({weeks(fixed)}). Under auto traffic most drafts follow the evidence before any promotion, so the "
+            "gate's rule moves the total little."]
 
 
 def regret_section(rg: dict) -> list[str]:
@@ -925,7 +939,8 @@ def regret_section(rg: dict) -> list[str]:
              else f"at a share of {rg['share']:g}")
     lines = [
         f"### Regret over {n} weeks, {'auto traffic' if auto else 'fixed shares'}"
-        f"{', challengers that regress' if regressed else ''} ({_when(rg)}; {rg['seconds']:.0f} s, "
+        f"{', challengers that regress' if regressed else ''}{', always-valid gate' if rg.get('sequential') else ''} "
+        f"({_when(rg)}; {rg['seconds']:.0f} s, "
         f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
         "",
         f"{rg['seeds']} seeds (few, to stay near 10 minutes on this machine). A first run of {rg['first_iterations']} "
@@ -940,7 +955,10 @@ def regret_section(rg: dict) -> list[str]:
         f"prospects. **Gated**: the deployment requires evidence; the week's challenger joins it {joins} "
         f"(up to {rg['max_challengers']} challengers, the oldest leaves), the batch is drafted by the "
         "deployment and sent, an evaluation compares every deployed policy, and a challenger whose estimate is above "
-        "the champion's is put to `PUT` (accepted only when the 90% interval of the difference lies above zero, else 409); the "
+        "the champion's is put to `PUT` (accepted only when the "
+        + ("always-valid 90% interval of the difference (`sequential`)" if rg.get("sequential")
+           else "90% interval of the difference")
+        + " lies above zero, else 409); the "
         "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
         "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
         "the strategy's drafts over the weeks (expected replies).",
