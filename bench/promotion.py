@@ -436,13 +436,12 @@ def _regret_seed(args: tuple) -> dict:
                 champion, challengers, line, out = never, [], never, []
                 for week in range(1, weeks + 1):
                     week_started, week_seed = time.monotonic(), seed * 100 + week
+                    config = {"iterations": weekly_iterations, "rollouts_per_group": 4, "seed": week_seed}
                     if week in regressed:  # a teammate's run from scratch, on the judge alone
-                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
-                                                     "seed": week_seed, "feedback_source": "none"})
+                        run = await learn(api.http, config | {"feedback_source": "none"})
                         new = f"{run['run_id']}@{weekly_iterations}"
                     else:
-                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
-                                                     "seed": week_seed, "feedback_source": "outcomes", "init_from": line})
+                        run = await learn(api.http, config | {"feedback_source": "outcomes", "init_from": line})
                         new = line = f"{run['run_id']}@{weekly_iterations}"
                     challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
@@ -553,11 +552,15 @@ def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, ra
             "seconds": round(time.monotonic() - started, 1)}
 
 
-# regret: the challengers at fixed shares; regret_auto: `auto` traffic; regret_regressing(_auto): the same, where every
-# third week's challenger is worse; regret_regressing_auto_sequential: with the always-valid gate; peeking: how often
-# weekly looks promote a challenger no better than the champion
-PARTS = ("ope", "regret", "regret_auto", "regret_regressing", "regret_regressing_auto",
-         "regret_regressing_auto_sequential", "peeking")
+_AUTO = {"traffic": {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS}}
+_REGRESSING = {"regress_every": REGRESS_EVERY}
+# measure_regret's arguments per part: the challengers at fixed shares or with `auto` traffic, on the training line or
+# where every third week's challenger did not continue it, with the fixed-sample or the always-valid (`sequential`) gate
+REGRET_PARTS = {"regret": {}, "regret_auto": _AUTO, "regret_regressing": _REGRESSING,
+                "regret_regressing_auto": _AUTO | _REGRESSING,
+                "regret_regressing_auto_sequential": _AUTO | _REGRESSING | {"sequential": True}}
+# peeking: how often weekly looks promote a challenger, with either interval
+PARTS = ("ope", *REGRET_PARTS, "peeking")
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
@@ -577,8 +580,5 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
         elif part == "peeking":
             result[part] = measure_peeking() | about
         else:
-            auto = {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS} if "_auto" in part else None
-            regress_every = REGRESS_EVERY if part.startswith("regret_regressing") else None
-            result[part] = measure_regret(traffic=auto, regress_every=regress_every,
-                                          sequential=part.endswith("_sequential")) | about
+            result[part] = measure_regret(**REGRET_PARTS[part]) | about
     return result

@@ -896,7 +896,7 @@ def regressions_compared(pr: dict) -> list[str]:
                         f"{ta['always'] - ta['gated']:.1f} | {tb['always'] - tb['gated']:.1f} |")
     if not rows:
         return []
-    weeks = pr["regret_regressing"]["regressed_weeks"] if "regret_regressing" in pr else pr["regret_regressing_auto"]["regressed_weeks"]
+    weeks = next(pr[part]["regressed_weeks"] for part in ("regret_regressing", "regret_regressing_auto") if part in pr)
     return [
         "### What regressing challengers change",
         "",
