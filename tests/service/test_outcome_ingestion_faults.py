@@ -168,9 +168,10 @@ async def test_a_batch_stored_while_its_run_is_deleted_counts_its_events_unattri
         await deletion.start()
         await deleter.execute("DELETE FROM runs WHERE id = $1", run_id)  # uncommitted: the batch still sees the refs
         answer = asyncio.ensure_future(alice.post("/outcomes", json=batch))
-        for _ in range(600):  # until the batch's insert waits on the deleted run's row lock
+        deleting = await deleter.fetchval("SELECT pg_backend_pid()")
+        for _ in range(600):  # until the batch waits on the deleted run's row lock
             waiting = await deleter.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO outcome_events%'")
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", deleting)
             if waiting or answer.done():
                 break
             await asyncio.sleep(0.05)
