@@ -42,6 +42,9 @@ of a draft, P(open) · P(reply | open), is read only here.
 - Peeking (`peeking`, not through the API): how often the gate's own rule, asked after every week, promotes a
   challenger better than the champion, as good or worse, over replays of the weekly sends, with the fixed-sample and
   the always-valid (`sequential`) interval.
+- Replay (`replay`, not through the API): the regret loop with `auto` traffic replayed by the service's own traffic,
+  estimator and gate, at the true reply rates the regret parts measured, for weekly volumes and chances that a week's
+  challenger did not continue the line: where the gated loop sends at least as many replies as always-promote.
 """
 
 import asyncio
@@ -138,6 +141,85 @@ def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int,
                     promoted_by[week - 1:] += 1
                     break
     return [float(x / repeats) for x in promoted_by]
+
+
+def replay_regret(line: list[float], first: float, regressed: float, rate: float | tuple[int, ...], weekly: int,
+                  repeats: int, seed: int, *, max_challengers: int, floor: float, sequential: bool = False) -> dict:
+    """The regret parts' weekly loop replayed with the service's own rules and no model, `repeats` times: where the
+    gated loop with `auto` traffic beats always-promote. A week's challenger writes every email at its true reply rate:
+    the line's `line[week]`, or `regressed` for a challenger that did not continue it (each week with probability
+    `rate`, or in the weeks a tuple names, 1-based); the first policy, `first`, is the first champion. Each week: the
+    challenger joins (up to `max_challengers`, the oldest leaves), `weekly` drafts are drawn at the shares of
+    `app.policies.traffic.auto_shares` (a new challenger's even share lasts until it has a week's even share of sends),
+    a reply is drawn for each, then every deployed policy's SNIPS estimate (`app.evaluations.estimators`) from every
+    send so far is compared with the champion's by the gate's rule (`app.policies.evidence.compared`; with
+    `sequential`, its always-valid interval), best estimate first; a promoted challenger's old champion stays as a
+    challenger. Totals are expected replies (the true rates of the drafts), as in the regret parts. Per strategy: the
+    mean total; the gated loop's mean difference from always-promote with its standard error, and the share of replays
+    in which it is at least as large; the share of replays in which a policy worse than the champion it replaced was
+    deployed, the longest such stretch in weeks and the largest such gap in true reply rate (`worse_deployed`, as in the
+    regret parts)."""
+    from app.evaluations.estimators import off_policy
+    from app.policies.evidence import compared
+    from app.policies.schemas import Interval
+    from app.policies.traffic import auto_shares
+
+    rng = np.random.default_rng(seed)
+    min_sends = weekly // (1 + max_challengers)
+    interval = lambda e: Interval(value=e.value, low=e.low, high=e.high)  # noqa: E731
+    totals = {"gated": [], "always": [], "never": []}
+    worse_replays, longest_worse, largest_gap, promotions = 0, 0, 0.0, 0
+    for _ in range(repeats):
+        quality = [first]  # by policy: its true reply rate
+        champion, challengers = 0, []
+        policies, rewards, batches = np.empty(0, int), np.empty(0), np.empty(0, int)  # per send so far
+        shares_by_batch: list[dict[int, float]] = []
+        gated, champions = 0.0, []
+        for week in range(len(line)):
+            champions.append(champion)
+            regress = week + 1 in rate if isinstance(rate, tuple) else rng.random() < rate
+            quality.append(regressed if regress else line[week])
+            challengers = (challengers + [len(quality) - 1])[-max_challengers:]
+            arms = [champion, *challengers]
+            seen = [(int((policies == a).sum()), int(rewards[policies == a].sum())) for a in arms]
+            shares = auto_shares(seen, floor=floor, min_sends=min_sends, seed=int(rng.integers(2**31)))
+            drawn = np.asarray(arms)[rng.choice(len(arms), size=weekly, p=np.asarray(shares) / sum(shares))]
+            rates = np.asarray(quality)[drawn]
+            gated += float(rates.sum())
+            shares_by_batch.append(dict(zip(arms, shares, strict=True)))
+            policies = np.concatenate([policies, drawn])
+            rewards = np.concatenate([rewards, (rng.random(weekly) < rates).astype(float)])
+            batches = np.concatenate([batches, np.full(weekly, week)])
+            estimates = {}
+            for a in arms:  # its sends in the batches it had a share of, at its share there
+                rows = np.isin(batches, [b for b, s in enumerate(shares_by_batch) if a in s])
+                share_of = np.asarray([shares_by_batch[b][a] for b in batches[rows]])
+                estimates[a] = off_policy((policies[rows] == a).astype(int), share_of, rewards[rows], 1, None).snips
+            ahead = sorted((c for c in challengers if estimates[c] is not None and estimates[champion] is not None
+                            and estimates[c].value > estimates[champion].value), key=lambda c: -estimates[c].value)
+            for candidate in ahead:
+                sends = int(np.isin(policies, [candidate, champion]).sum()) if sequential else None
+                difference, margin = compared(interval(estimates[candidate]), interval(estimates[champion]),
+                                              sends=sends)
+                if difference - margin > 0:
+                    promotions += 1
+                    rest = [c for c in challengers if c != candidate] + [champion]
+                    champion, challengers = candidate, rest[-max_challengers:]
+                    break
+        worse = worse_deployed(champions, dict(enumerate(quality)))
+        worse_replays += bool(worse)
+        longest_worse = max([longest_worse, *(stretch["weeks"] for stretch in worse)])
+        largest_gap = max([largest_gap, *(quality[stretch["replaced"]] - quality[stretch["policy"]] for stretch in worse)])
+        totals["gated"].append(gated)
+        totals["always"].append(weekly * float(sum(quality[1:])))
+        totals["never"].append(weekly * first * len(line))
+    difference = np.asarray(totals["gated"]) - np.asarray(totals["always"])
+    return {"totals": {name: float(np.mean(values)) for name, values in totals.items()},
+            "gated_minus_always": float(difference.mean()),
+            "gated_minus_always_se": float(difference.std(ddof=1) / math.sqrt(repeats)) if repeats > 1 else 0.0,
+            "gated_at_least_always": float((difference >= 0).mean()),
+            "promotions": promotions / repeats, "worse_deployed": worse_replays / repeats, "largest_worse_gap": largest_gap,
+            "longest_worse_weeks": longest_worse}
 
 
 def written_by(drafts: list[dict], policy: str, extra: list[dict]) -> list[dict]:
@@ -552,6 +634,45 @@ def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, ra
             "seconds": round(time.monotonic() - started, 1)}
 
 
+REPLAY_VOLUMES = (200, 1_000, 5_000)  # sends a week: the regret parts' volume, and a team 5 and 25 times larger
+REPLAY_RATES = (0.0, 0.25, 0.5, 0.75)  # the chance that a week's challenger did not continue the line
+REPLAY_REPEATS = 200
+
+
+def replay_inputs(previous: dict) -> dict:
+    """The true reply rates the replay draws from, as the API measured them: the line's challenger of each week (part
+    `regret_auto`) and the first policy, means over seeds; a challenger that did not continue the line, the mean of
+    those of part `regret_regressing_auto`."""
+    line_part, regressing = previous.get("regret_auto"), previous.get("regret_regressing_auto")
+    if not (line_part and regressing):
+        raise ValueError("the replay draws from parts regret_auto and regret_regressing_auto: measure them first")
+    line = [float(np.mean([s["quality"][s["weeks"][w]["new"]] for s in line_part["per_seed"]]))
+            for w in range(line_part["weeks"])]
+    first = float(np.mean([s["quality"][s["champions"][0]] for s in line_part["per_seed"]]))
+    regressed = float(np.mean([s["quality"][w["new"]] for s in regressing["per_seed"] for w in s["weeks"]
+                               if w["regressed"]]))
+    return {"line": [round(q, 4) for q in line], "first": round(first, 4), "regressed": round(regressed, 4),
+            "calibration_weeks": regressing["regressed_weeks"]}
+
+
+def measure_replay(previous: dict, volumes: tuple[int, ...] = REPLAY_VOLUMES, rates: tuple[float, ...] = REPLAY_RATES,
+                   repeats: int = REPLAY_REPEATS) -> dict:
+    """Per weekly volume and chance of a regressing challenger, with either gate; and, at the regret parts' volume and
+    regressing weeks, the replay of the API's part `regret_regressing_auto`."""
+    started, load = time.monotonic(), os.getloadavg()[0]
+    inputs = replay_inputs(previous)
+    drawn = {k: inputs[k] for k in ("line", "first", "regressed")}
+    drawn |= {"max_challengers": MAX_CHALLENGERS, "floor": AUTO_FLOOR}
+    cells = [(volume, rate, sequential) for volume in volumes for rate in rates for sequential in (False, True)]
+    rows = [{"weekly": volume, "rate": rate, "sequential": sequential,
+             **replay_regret(**drawn, rate=rate, weekly=volume, repeats=repeats, seed=index, sequential=sequential)}
+            for index, (volume, rate, sequential) in enumerate(cells)]
+    calibration = replay_regret(**drawn, rate=tuple(inputs["calibration_weeks"]), weekly=WEEKLY_PROSPECTS,
+                                repeats=repeats, seed=len(cells))
+    return {"inputs": inputs, "repeats": repeats, "max_challengers": MAX_CHALLENGERS, "rows": rows,
+            "calibration": calibration, "load_average_before": load, "seconds": round(time.monotonic() - started, 1)}
+
+
 _AUTO = {"traffic": {"floor": AUTO_FLOOR, "min_sends": AUTO_MIN_SENDS}}
 _REGRESSING = {"regress_every": REGRESS_EVERY}
 # measure_regret's arguments per part: the challengers at fixed shares or with `auto` traffic, on the training line or
@@ -559,8 +680,8 @@ _REGRESSING = {"regress_every": REGRESS_EVERY}
 REGRET_PARTS = {"regret": {}, "regret_auto": _AUTO, "regret_regressing": _REGRESSING,
                 "regret_regressing_auto": _AUTO | _REGRESSING,
                 "regret_regressing_auto_sequential": _AUTO | _REGRESSING | {"sequential": True}}
-# peeking: how often weekly looks promote a challenger, with either interval
-PARTS = ("ope", *REGRET_PARTS, "peeking")
+# peeking: how often weekly looks promote a challenger, with either interval; replay: where gating beats always-promote
+PARTS = ("ope", *REGRET_PARTS, "peeking", "replay")
 
 
 def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
@@ -579,6 +700,8 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
             result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
         elif part == "peeking":
             result[part] = measure_peeking() | about
+        elif part == "replay":
+            result[part] = measure_replay(result) | about
         else:
             result[part] = measure_regret(**REGRET_PARTS[part]) | about
     return result

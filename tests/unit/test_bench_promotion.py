@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from bench.promotion import (accuracy, batches, peeking, project, promotion_order, regressed_weeks, sends_needed,
-                             stratified_truth, worse_deployed, written_by)
-from bench.report import regressions_compared
+from bench.promotion import (accuracy, batches, peeking, project, promotion_order, regressed_weeks, replay_inputs,
+                             replay_regret, sends_needed, stratified_truth, worse_deployed, written_by)
+from bench.report import regressions_compared, replay_section
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -122,3 +122,64 @@ def test_looking_every_week_promotes_an_equal_challenger_more_often_than_one_loo
     assert peeking(0.3, 0.5, 200, 8, 2000, seed=0, gap=-0.03)[-1] < by_week[-1] / 2  # a worse one: far less often
     # the always-valid interval holds at every look at once: eight looks stay under a one-sided 5 %
     assert peeking(0.3, 0.5, 200, 8, 2000, seed=0, sequential=True)[-1] <= 0.05
+
+
+def _replay(**overrides) -> dict:
+    arguments = {"line": [0.30, 0.34, 0.38, 0.42], "first": 0.25, "regressed": 0.25, "rate": 0.0, "weekly": 200,
+                 "repeats": 10, "seed": 0, "max_challengers": 3, "floor": 0.01} | overrides
+    return replay_regret(**arguments)
+
+
+def test_the_replay_s_always_and_never_promote_send_the_true_rates_of_the_week_s_challenger_and_the_first_policy():
+    found = _replay(rate=(2,), regressed=0.10)
+    # week 2's challenger regressed: 200 · (0.30 + 0.10 + 0.38 + 0.42); the first policy every week: 200 · 4 · 0.25
+    assert found["totals"]["always"] == pytest.approx(200 * 1.20)
+    assert found["totals"]["never"] == pytest.approx(200 * 4 * 0.25)
+
+
+def test_on_a_rising_line_the_gated_loop_lags_always_promote_in_every_replay():
+    found = _replay()
+    assert found["gated_at_least_always"] == 0.0  # each new challenger drafts an even share for its first week
+    assert found["totals"]["never"] < found["totals"]["gated"] < found["totals"]["always"]
+
+
+def test_challengers_far_worse_than_the_first_policy_are_never_promoted_and_the_gated_loop_beats_always_promote():
+    found = _replay(rate=1.0, regressed=0.05)
+    assert found["promotions"] == 0 and found["worse_deployed"] == 0 and found["longest_worse_weeks"] == 0
+    assert found["totals"]["always"] == pytest.approx(200 * 4 * 0.05)
+    assert found["gated_at_least_always"] == 1.0
+    assert found["totals"]["always"] < found["totals"]["gated"] < found["totals"]["never"]
+
+
+def test_the_replay_draws_the_rates_the_api_measured():
+    def seed(qualities: dict, weeks: list[tuple[str, bool]]) -> dict:
+        return {"quality": qualities, "champions": ["first"] * len(weeks),
+                "weeks": [{"new": new, "regressed": regressed} for new, regressed in weeks]}
+    line = {"weeks": 2, "per_seed": [seed({"first": 0.24, "a": 0.30, "b": 0.36}, [("a", False), ("b", False)]),
+                                     seed({"first": 0.26, "c": 0.32, "d": 0.34}, [("c", False), ("d", False)])]}
+    regressing = {"regressed_weeks": [2],
+                  "per_seed": [seed({"first": 0.24, "a": 0.30, "x": 0.20}, [("a", False), ("x", True)]),
+                               seed({"first": 0.26, "c": 0.32, "y": 0.24}, [("c", False), ("y", True)])]}
+    found = replay_inputs({"regret_auto": line, "regret_regressing_auto": regressing})
+    assert found == {"line": [0.31, 0.35], "first": 0.25, "regressed": 0.22, "calibration_weeks": [2]}
+    with pytest.raises(ValueError, match="regret_auto"):
+        replay_inputs({"regret_auto": line})
+
+
+def test_the_replay_s_report_names_the_smallest_chance_of_regression_at_which_gating_sends_as_many():
+    def row(rate: float, sequential: bool, difference: float) -> dict:
+        return {"weekly": 200, "rate": rate, "sequential": sequential, "gated_minus_always": difference,
+                "gated_minus_always_se": 1.0, "gated_at_least_always": 0.5, "worse_deployed": 0.01 * sequential,
+                "longest_worse_weeks": 2 * sequential, "largest_worse_gap": 0.02,
+                "totals": {"gated": 450.0 + difference, "always": 450.0, "never": 400.0}}
+    rows = [row(0.0, False, -30.0), row(0.0, True, -31.0), row(0.5, False, 2.0), row(0.5, True, -1.0),
+            row(0.75, False, 9.0), row(0.75, True, 6.0)]
+    replay = {"inputs": {"line": [0.3, 0.32], "first": 0.25, "regressed": 0.23, "calibration_weeks": [2]},
+              "rows": rows, "repeats": 10, "calibration": row(0.0, False, 0.0), "seconds": 1.0,
+              "load_average_before": 0.1, "machine": {"date": "d", "cores": 2, "memory_gib": 1.0}}
+    found = replay_section(replay, {})
+    assert "| 200 | 0.5 | +2.0 ± 1.0 | 50% | 0.0% | -1.0 ± 1.0 | 50% | 1.0% |" in found
+    # 420 of 450 on the line; at least as many from 0.5 (not 0.75, the other row at or above zero)
+    assert any("sends 93.3% of always-promote's replies" in line and "from a chance of 0.5 " in line for line in found)
+    assert any("always-valid gate: deployed in at most 1.0% of a row's replays, for at most 2 weeks" in line
+               for line in found)
