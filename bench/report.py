@@ -821,8 +821,9 @@ def promotion_section(pr: dict) -> list[str]:
         "## 12. Promotion on evidence: off-policy accuracy and regret",
         "",
         "Issue 41's targets, on the demo's simulated team (the drafts benchmark's look-alikes and sends, `bench/drafts.py`). "
-        "Everything goes through the "
-        "API in process: `PUT /graphs/demo/deployment` (a champion and challengers with fixed shares, `require_evidence`), "
+        "The off-policy and regret parts go through the "
+        "API in process (the last two, `peeking` and `replay`, replay the service's own rules without it): "
+        "`PUT /graphs/demo/deployment` (a champion and challengers with fixed shares, `require_evidence`), "
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
