@@ -114,6 +114,17 @@ def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: i
     return {name: count / repeats for name, count in within.items()}
 
 
+def ahead(mine, theirs, sends: int | None = None) -> bool:
+    """The gate's rule (`app.policies.evidence.compared`) on two estimates of `app.evaluations.estimators`: the 90 %
+    interval of their difference lies above zero (given the `sends` both rest on, the always-valid interval)."""
+    from app.policies.evidence import compared
+    from app.policies.schemas import Interval
+
+    mine, theirs = (Interval(value=e.value, low=e.low, high=e.high) for e in (mine, theirs))
+    difference, margin = compared(mine, theirs, sends=sends)
+    return difference - margin > 0
+
+
 def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int, seed: int,
             gap: float = 0.0, sequential: bool = False) -> list[float]:
     """How often the gate (`app.policies.evidence.compared`, on SNIPS from `app.evaluations.estimators`; with
@@ -122,11 +133,8 @@ def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int,
     probability `share`; a reply is drawn with probability `p` for the champion's emails, `p + gap` for the
     challenger's."""
     from app.evaluations.estimators import off_policy
-    from app.policies.evidence import compared
-    from app.policies.schemas import Interval
 
     rng = np.random.default_rng(seed)
-    interval = lambda e: Interval(value=e.value, low=e.low, high=e.high)  # noqa: E731
     promoted_by = np.zeros(weeks)
     for _ in range(repeats):
         arms = (rng.random(weeks * weekly_sends) < share).astype(int)
@@ -136,8 +144,7 @@ def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int,
             n = week * weekly_sends
             mine, theirs = (off_policy(arms[:n], propensities[:n], rewards[:n], arm, None).snips for arm in (1, 0))
             if mine is not None and theirs is not None:
-                difference, margin = compared(interval(mine), interval(theirs), sends=n if sequential else None)
-                if difference - margin > 0:
+                if ahead(mine, theirs, sends=n if sequential else None):
                     promoted_by[week - 1:] += 1
                     break
     return [float(x / repeats) for x in promoted_by]
@@ -160,13 +167,10 @@ def replay_regret(line: list[float], first: float, regressed: float, rate: float
     deployed, the longest such stretch in weeks and the largest such gap in true reply rate (`worse_deployed`, as in the
     regret parts)."""
     from app.evaluations.estimators import off_policy
-    from app.policies.evidence import compared
-    from app.policies.schemas import Interval
     from app.policies.traffic import auto_shares
 
     rng = np.random.default_rng(seed)
     min_sends = weekly // (1 + max_challengers)
-    interval = lambda e: Interval(value=e.value, low=e.low, high=e.high)  # noqa: E731
     totals = {"gated": [], "always": [], "never": []}
     worse_replays, longest_worse, largest_gap, promotions = 0, 0, 0.0, 0
     for _ in range(repeats):
@@ -195,13 +199,11 @@ def replay_regret(line: list[float], first: float, regressed: float, rate: float
                 rows = np.isin(batches, [b for b, s in enumerate(shares_by_batch) if a in s])
                 share_of = np.asarray([shares_by_batch[b][a] for b in batches[rows]])
                 estimates[a] = off_policy((policies[rows] == a).astype(int), share_of, rewards[rows], 1, None).snips
-            ahead = sorted((c for c in challengers if estimates[c] is not None and estimates[champion] is not None
+            better = sorted((c for c in challengers if estimates[c] is not None and estimates[champion] is not None
                             and estimates[c].value > estimates[champion].value), key=lambda c: -estimates[c].value)
-            for candidate in ahead:
+            for candidate in better:
                 sends = int(np.isin(policies, [candidate, champion]).sum()) if sequential else None
-                difference, margin = compared(interval(estimates[candidate]), interval(estimates[champion]),
-                                              sends=sends)
-                if difference - margin > 0:
+                if ahead(estimates[candidate], estimates[champion], sends=sends):
                     promotions += 1
                     rest = [c for c in challengers if c != candidate] + [champion]
                     champion, challengers = candidate, rest[-max_challengers:]

@@ -869,18 +869,19 @@ def replay_section(rp: dict, pr: dict) -> list[str]:
     pairs = sorted({(w, rate) for w, rate, _ in cells})
     for weekly, rate in pairs:
         fixed, valid = cells[(weekly, rate, False)], cells[(weekly, rate, True)]
-        said = lambda r: (f"{r['gated_minus_always']:+.1f} ± {r['gated_minus_always_se']:.1f} | "  # noqa: E731
-                          f"{r['gated_at_least_always']:.0%} | {r['worse_deployed']:.1%}")
-        lines.append(f"| {weekly:,} | {rate:g} | {said(fixed)} | {said(valid)} |")
+        cells_of = lambda r: (f"{r['gated_minus_always']:+.1f} ± {r['gated_minus_always_se']:.1f} | "  # noqa: E731
+                              f"{r['gated_at_least_always']:.0%} | {r['worse_deployed']:.1%}")
+        lines.append(f"| {weekly:,} | {rate:g} | {cells_of(fixed)} | {cells_of(valid)} |")
     lines.append("")
     for weekly in sorted({w for w, _ in pairs}):
         line = cells.get((weekly, 0.0, False))
         even = [rate for w, rate in pairs if w == weekly and cells[(w, rate, False)]["gated_minus_always"] >= 0]
-        said = f"from a chance of {min(even):g}" if even else f"at no chance up to {max(r for w, r in pairs if w == weekly):g}"
+        from_chance = (f"from a chance of {min(even):g}" if even
+                       else f"at no chance up to {max(r for w, r in pairs if w == weekly):g}")
         if line:
             lines.append(f"- {weekly:,} sends a week: with no regressing challenger the gated loop sends "
                          f"{line['totals']['gated'] / line['totals']['always']:.1%} of always-promote's replies; it "
-                         f"sends at least as many on average {said} (fixed-sample gate).")
+                         f"sends at least as many on average {from_chance} (fixed-sample gate).")
     lines.append("- Volume does not close the gap on the line: each new challenger drafts an even share until it has "
                  "a week's even share of sends, and the gate needs those sends before the challenger can be promoted, "
                  "so the gated loop follows an improving line a week or more late at any volume. It gains only in the "
@@ -937,8 +938,7 @@ def peeking_section(pk: dict) -> list[str]:
         gap = worse[0]["gap"]
         lines.append(f"- A challenger {-gap:.2f} worse, after {n} looks: {span(pick(gap, False), -1)} fixed-sample, "
                      f"{span(pick(gap, True), -1)} always-valid. A worse champion can be rolled back once an evaluation "
-                     "puts the one it replaced ahead: that evidence comes quickly, since the new champion then drafts most "
-                     "of the emails and the old one keeps its past sends.")
+                     "puts the one it replaced ahead; the replay below measures how long a worse one stays.")
     if better := [r for r in pk["rows"] if r["gap"] > 0]:
         gap = better[0]["gap"]
         lines.append(f"- What the always-valid interval costs: a challenger {gap:.2f} better is promoted by week {n} in "
