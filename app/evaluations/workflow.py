@@ -125,10 +125,11 @@ async def evaluate_step(evaluation_id: str) -> str:
             email = written.email.email
             if written.score is not None:
                 judged.append(written.score)
-            likes.append(like)
-            predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
-                                                           segment(prospect["role"], prospect["industry"])),
-                                            content_hash(email)).p_reply)
+            if model.fitted:
+                likes.append(like)
+                predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
+                                                               segment(prospect["role"], prospect["industry"])),
+                                                content_hash(email)).p_reply)
         predicted_reply = estimators.mean_interval(predicted)
         mine = author.policy.id
         rows = [row for row in logged if shares.get(row[0], {}).get(mine, 0) > 0]
@@ -142,7 +143,9 @@ async def evaluate_step(evaluation_id: str) -> str:
             predicted_reply=_interval(predicted_reply),
             off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=_interval(off.ips),
                                     snips=_interval(off.snips), dr=_interval(off.dr), reason=off.reason)))
-    result = EvaluationResult(policies=reports, held_out_reason=reason)
+    result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
+                              "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
+                              "predict from")
     async with services.db.transaction() as session:
         evaluation = await session.get(Evaluation, evaluation_id)
         if evaluation is not None:

@@ -163,6 +163,11 @@ class OutcomeModel:
                                                   before[2] + min(email.replies, email.delivered))
         return model
 
+    @property
+    def fitted(self) -> bool:
+        """Whether any sent email's outcome is known: without one, the model predicts nothing, not a zero."""
+        return self.replies is not None
+
     def estimate(self, features: list[str], content_hash: str) -> Estimate:
         """An email sent before: its own rates, shrunk toward the prediction by prior_strength pseudo-sends, with
         confidence m / (m + prior_strength) for its m deliveries. Any other: the prediction, with confidence

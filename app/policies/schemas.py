@@ -159,3 +159,5 @@ class PolicyEvaluation(BaseModel):
 class EvaluationResult(BaseModel):
     policies: list[PolicyEvaluation]
     held_out_reason: str | None = None  # why no prospect was held out
+    predicted_reply_reason: str | None = Field(None, description=(
+        "Why `predicted_reply` is null for every policy (never a zero in its place)."))

@@ -356,6 +356,8 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
     evidence = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
     report = await evaluated(alice, evidence["evaluation_id"])
     by_policy = {p["policy"]: p["off_policy"] for p in report["result"]["policies"]}
+    assert report["result"]["predicted_reply_reason"] is None
+    assert all(0 < p["predicted_reply"]["value"] < 1 for p in report["result"]["policies"])
     assert by_policy[challenger]["n"] == 40 and by_policy[challenger]["matched"] == variants.count(1)
     assert by_policy[challenger]["snips"]["value"] == 1.0 and by_policy[champion]["snips"]["value"] < 0.1
     assert by_policy[challenger]["dr"]["low"] > by_policy[champion]["dr"]["high"]
@@ -370,6 +372,18 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
     assert (await bob.get(f"/evaluations/{evidence['evaluation_id']}")).status_code == 404
     foreign = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [champion]})
     assert foreign.status_code == 422 and "not found" in foreign.text
+
+
+async def test_before_any_outcome_an_evaluation_predicts_no_reply_rate_and_says_why(world):
+    _, bob, _ = world  # Bob has sent nothing on the demo graph
+    run_id = (await bob.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(bob, run_id, timeout=300))["status"] == "succeeded"
+    created = (await bob.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", f"{run_id}@0"]})).json()
+    result = (await evaluated(bob, created["evaluation_id"]))["result"]
+    assert "no email sent on this graph has a known outcome" in result["predicted_reply_reason"]
+    for policy in result["policies"]:  # null, never a zero: and no doubly robust estimate built on one
+        assert policy["predicted_reply"] is None and policy["off_policy"]["dr"] is None, policy
+        assert policy["held_out"] == 8 and policy["judge"] is not None
 
 
 @pytest.mark.parametrize("body, says", [
