@@ -29,7 +29,7 @@ from app.outcomes.schemas import OutcomeType, Sentiment
 from app.policies import repository as policies
 from app.policies import service as policy_service
 from app.policies.repository import LearnedPolicy
-from app.policies.schemas import PolicyRef, policy_id
+from app.policies.schemas import PolicyRef, champion_share, policy_id
 from app.policies.traffic import auto_shares
 from app.runs.service import request_hash
 
@@ -118,7 +118,7 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, reply_wi
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:
-        shares = [1 - sum(c["share"] for c in challengers)] + [c["share"] for c in challengers]
+        shares = [champion_share([c["share"] for c in challengers])] + [c["share"] for c in challengers]
     return [(await policy_service.resolve(session, arm, tenant, field="policy"), share) for arm, share in zip(ids, shares)]
 
 

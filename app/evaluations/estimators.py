@@ -39,8 +39,28 @@ class OffPolicy:
     reason: str | None  # why there is no estimate
 
 
-def _interval(value: float, se: float) -> Estimate:
-    return Estimate(value, max(0.0, value - Z_90 * se), min(1.0, value + Z_90 * se))
+def _rate(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+def _interval(value: float, se: float, ess: float | None = None) -> Estimate:
+    """The 90 % normal interval, clipped to rates with its value (an importance-weighted mean of 0/1 replies leaves
+    [0, 1] on few sends). Given `ess`, the effective sample size of such a mean, never narrower than the Wilson
+    interval of as many Bernoulli draws: sends that all got a reply, or none, would otherwise claim certainty (a
+    standard error of 0) and put a policy ahead on one send."""
+    low, high = _rate(value - Z_90 * se), _rate(value + Z_90 * se)
+    if ess:
+        wilson_low, wilson_high = wilson(_rate(value), ess)
+        low, high = min(low, wilson_low), max(high, wilson_high)
+    return Estimate(_rate(value), low, high)
+
+
+def wilson(rate: float, n: float) -> tuple[float, float]:
+    """The 90 % Wilson score interval of a Bernoulli rate measured on n draws."""
+    z2 = Z_90**2 / n
+    centre = (rate + z2 / 2) / (1 + z2)
+    half = Z_90 * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n)) / (1 + z2)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def weights(arms: np.ndarray, propensities: np.ndarray, arm: int) -> np.ndarray:
@@ -49,14 +69,15 @@ def weights(arms: np.ndarray, propensities: np.ndarray, arm: int) -> np.ndarray:
 
 def ips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
     terms = w * rewards
-    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))) if len(terms) > 1 else 0.0)
+    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))) if len(terms) > 1 else 0.0,
+                     ess(w))
 
 
 def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
     total = w.sum()
     value = float((w * rewards).sum() / total)
     se = float(math.sqrt(((w * (rewards - value)) ** 2).sum()) / total)  # the delta method's standard error
-    return _interval(value, se)
+    return _interval(value, se, ess(w))
 
 
 def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Estimate:

@@ -19,6 +19,9 @@ async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCr
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
         resolved = [await policies.deployable(session, text, tenant, body.graph_id, f"policies.{i}")
                     for i, text in enumerate(body.policies)]
+        ids = [p.id for p in resolved]
+        if (twice := next((i for i, policy in enumerate(ids) if policy in ids[:i]), None)) is not None:
+            raise invalid(f"policies.{twice}", f"{body.policies[twice]!r} is {ids[twice]!r}, which the list names before")
         evaluation = Evaluation(id=new_id("evl"), tenant=tenant, graph_id=body.graph_id, policies=[p.id for p in resolved],
                                 status="queued",
                                 prospects=[p.model_dump(mode="json") for p in body.prospects] if body.prospects else None)

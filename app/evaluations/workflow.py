@@ -138,6 +138,9 @@ async def evaluate_step(evaluation_id: str) -> str:
             propensities=[shares[batch][mine] for batch, *_ in rows],
             rewards=[float(row[5]) for row in rows], arm=1,
             predicted=direct_method(author.training, likes, predicted, [row[6] for row in rows]))
+        if logged and not rows:
+            off = estimators.OffPolicy(0, 0, 0.0, None, None, None, "it had no share in any batch whose sends have a "
+                                                                    "known outcome")
         reports.append(PolicyEvaluation(
             policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(judged)),
             predicted_reply=_interval(predicted_reply),

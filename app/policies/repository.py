@@ -1,5 +1,6 @@
 """Policies read from what runs recorded, and deployments: no copy of a run's learned state is made to name it."""
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -116,12 +117,21 @@ async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mat
     return {policy_id(run_id, iteration): (sends, int(replies or 0)) for run_id, iteration, sends, replies in rows}
 
 
+EVALUATIONS_PAGE = 50
+
+
 async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, policies: set[str]) -> Evaluation | None:
-    """The tenant's latest finished evaluation on the graph that compares all of these policies."""
-    rows = await session.scalars(select(Evaluation).where(
-        Evaluation.tenant == tenant, Evaluation.graph_id == graph_id, Evaluation.status == "succeeded")
-        .order_by(Evaluation.created_at.desc()).limit(50))
-    return next((row for row in rows if policies <= set(row.policies)), None)
+    """The tenant's latest finished evaluation on the graph that compares all of these policies, however many others
+    came since (read newest first, a page at a time)."""
+    query = (select(Evaluation).where(Evaluation.tenant == tenant, Evaluation.graph_id == graph_id,
+                                      Evaluation.status == "succeeded")
+             .order_by(Evaluation.created_at.desc(), Evaluation.id.desc()).limit(EVALUATIONS_PAGE))
+    for offset in itertools.count(0, EVALUATIONS_PAGE):
+        rows = (await session.scalars(query.offset(offset))).all()
+        if found := next((row for row in rows if policies <= set(row.policies)), None):
+            return found
+        if len(rows) < EVALUATIONS_PAGE:
+            return None
 
 
 async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:

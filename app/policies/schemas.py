@@ -104,6 +104,11 @@ class DeploymentIn(BaseModel):
         return self
 
 
+def champion_share(challenger_shares: list[float]) -> float:
+    """What fixed challengers leave the champion (never below 0: their sum may pass 1 by a rounding error)."""
+    return max(0.0, 1 - sum(challenger_shares))
+
+
 class Arm(BaseModel):
     policy: str
     share: float | None = Field(description="Its fixed share; null with `auto` traffic (each batch computes them).")
@@ -139,7 +144,8 @@ class DeploymentOut(BaseModel):
 
 
 class OffPolicyOut(BaseModel):
-    n: int = Field(description="Logged sends older than the reply window, on this graph.")
+    n: int = Field(description="Logged sends with a known outcome on this graph, in the batches this policy had a "
+                               "share of.")
     matched: int = Field(description="Of those, written by this policy.")
     ess: float = Field(description="Effective sample size of the importance weights.")
     ips: Interval | None

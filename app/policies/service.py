@@ -10,7 +10,8 @@ from app.policies.models import Deployment, Evaluation
 from app.policies.repository import LearnedPolicy
 from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
-    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, policy_id,
+    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, champion_share,
+    policy_id,
 )
 from app.runs import repository as runs
 from app.runs import transitions
@@ -52,13 +53,14 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
         return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
-                             sequential=False, traffic="fixed", floor=0.0, min_sends=100, auto_promote=False,
+                             sequential=False, traffic="fixed", floor=DeploymentIn.model_fields["floor"].default,
+                             min_sends=DeploymentIn.model_fields["min_sends"].default, auto_promote=False,
                              deployed_at=None, history=[])
     current = rows[0]
     challengers = _arms(current)
     auto = current.traffic == "auto"
     return DeploymentOut(graph_id=graph_id, policy=policy_id(current.run_id, current.iteration),
-                         share=None if auto else 1 - sum(c.share for c in challengers), challengers=challengers,
+                         share=None if auto else champion_share([c.share for c in challengers]), challengers=challengers,
                          require_evidence=current.require_evidence, sequential=current.sequential,
                          traffic=current.traffic, floor=current.floor,
                          min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
@@ -82,8 +84,9 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
 
 async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
-    deployable once its run finished. Where the deployment requires evidence, a new champion needs the latest
-    evaluation of both to put it ahead (409 saying what it shows), unless `force`, which is recorded. A new champion
+    deployable once its run finished. Where the deployment requires evidence (as it stands, or as this request asks), a
+    new champion needs the latest evaluation of both to put it ahead (409 saying what it shows), unless `force`, which
+    is recorded. A new champion
     is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
@@ -95,12 +98,15 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     current = await repository.current(session, graph_id, tenant)
     require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
     sequential = body.sequential if body.sequential is not None else bool(current and current.sequential)
+    # the gate in force judges this very promotion: a PUT that lifts or loosens it does so for later ones
+    gated = require or bool(current and current.require_evidence)
+    strict = sequential or bool(current and current.sequential)
     evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
-    if require and incumbent is not None and incumbent != champion.id:
+    if gated and incumbent is not None and incumbent != champion.id:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
         found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent,
-                         sequential=sequential) if evaluation
+                         sequential=strict) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.id!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -118,7 +124,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         require_evidence=require, sequential=sequential, forced=forced, evaluation_id=evaluation_id,
         trigger="request")
     if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
-        await _promote(session, row, incumbent, gated=require and incumbent is not None, found=found)
+        await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
     else:
         session.add(row)
     await session.flush()

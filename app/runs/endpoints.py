@@ -347,10 +347,14 @@ async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadS
 
 @router.delete("/runs/{run_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a finished run",
                responses={**CONFLICT, **NOT_FOUND})
-async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Response:
+async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep, discard_sends: Annotated[bool, Query(
+        description="Also discard the outcomes of the drafts its policies wrote that were sent: without it, such a run "
+                    "is a 409, since every evaluation of a policy that drafted beside them reads them.")] = False,
+                     ) -> Response:
     """Removes a finished run and everything it owns (iterations, trajectories, scores, events,
     webhook deliveries, checkpoints) in one transaction, then ART's folder for it on this machine (its
-    logged conversations). A queued or running run → 409: cancel it first."""
+    logged conversations). A queued or running run → 409: cancel it first. A run whose drafts were sent → 409
+    unless `discard_sends`."""
     async with svc.db.transaction() as session:
         run = await _run_or_404(session, run_id, tenant)
         if not run.status.terminal:
@@ -358,6 +362,11 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Respon
         if svc.deployed_on is not None and (graph_id := await svc.deployed_on(session, run_id)):
             raise Conflict(f"a policy of run {run_id!r} is deployed on graph {graph_id!r}; deploy another first "
                            f"(PUT /graphs/{graph_id}/deployment)")
+        sent, graph_id = await repository.sent_drafts(session, run_id)
+        if sent and not discard_sends:
+            raise Conflict(f"{sent} drafts of run {run_id!r} on graph {graph_id!r} were sent and have outcomes: they are "
+                           "logged sends that evaluations of the policies drafting beside them read, and deleting the run "
+                           "deletes them; DELETE with ?discard_sends=true to delete them with it")
         await repository.delete_run(session, run, model_name(svc.settings, run_id))
     await anyio.to_thread.run_sync(delete_local_files, svc.settings, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -9,6 +9,7 @@ import pytest
 
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
+from app.policies import repository as policy_repository
 from app.settings import Settings
 from standardwebhooks.webhooks import Webhook
 
@@ -187,6 +188,7 @@ async def test_a_csv_of_prospects_is_drafted_and_a_bad_row_names_its_line(world)
     ({"prospects": [PROSPECTS[0] | {"pains": []}]}, "pains"),
     ({"prospects": [PROSPECTS[0] | {"name": " "}]}, "name"),
     ({"prospects": [PROSPECTS[0], PROSPECTS[0]]}, "twice"),
+    ({"prospects": [PROSPECTS[1] | {"id": "p2"}, PROSPECTS[2]]}, "position 1 gets"),
     ({"prospects": []}, "prospects"),
     ({"graph_id": "nope"}, "graph_id"),
 ])
@@ -316,7 +318,7 @@ async def evaluated(client, evaluation_id: str, timeout: float = 300) -> dict:
     raise AssertionError(f"evaluation {evaluation_id} did not finish")
 
 
-async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the_evidence(world):
+async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the_evidence(world, monkeypatch):
     alice, bob, run_id = world
     champion, challenger = f"{run_id}@2", f"{run_id}@1"
     deployed = await alice.put("/graphs/demo/deployment", json={  # forced: whatever an earlier test left deployed
@@ -341,7 +343,9 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
     assert report["status"] == "succeeded", report
     for policy in report["result"]["policies"]:
         if policy["policy"] == challenger:  # none of its drafts sent yet: no estimate, and the reason, never a zero
-            assert policy["off_policy"]["ips"] is None and "no logged sends" in policy["off_policy"]["reason"]
+            assert policy["off_policy"]["ips"] is None and policy["off_policy"]["reason"] in (  # as earlier tests left it
+                "no logged sends older than the reply window",
+                "it had no share in any batch whose sends have a known outcome")
         assert policy["held_out"] == 8 and 0 <= policy["judge"]["low"] <= policy["judge"]["value"] <= policy["judge"]["high"] <= 1
     assert (await alice.put("/graphs/demo/deployment", json={"policy": challenger})).status_code == 409
 
@@ -361,6 +365,10 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
     assert by_policy[challenger]["n"] == 40 and by_policy[challenger]["matched"] == variants.count(1)
     assert by_policy[challenger]["snips"]["value"] == 1.0 and by_policy[champion]["snips"]["value"] < 0.1
     assert by_policy[challenger]["dr"]["low"] > by_policy[champion]["dr"]["high"]
+    # a later evaluation that does not compare both leaves the evidence standing, however many pages back it is
+    monkeypatch.setattr(policy_repository, "EVALUATIONS_PAGE", 1)
+    later = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [champion]})).json()
+    assert (await evaluated(alice, later["evaluation_id"]))["status"] == "succeeded"
     promoted = await alice.put("/graphs/demo/deployment", json={"policy": challenger})
     assert promoted.status_code == 200, promoted.text
     assert promoted.json()["history"][0] == promoted.json()["history"][0] | {
@@ -384,6 +392,8 @@ async def test_before_any_outcome_an_evaluation_predicts_no_reply_rate_and_says_
     for policy in result["policies"]:  # null, never a zero: and no doubly robust estimate built on one
         assert policy["predicted_reply"] is None and policy["off_policy"]["dr"] is None, policy
         assert policy["held_out"] == 8 and policy["judge"] is not None
+    twice = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", run_id]})
+    assert twice.status_code == 422 and "policies.1" in twice.text and "names before" in twice.text, twice.text
 
 
 @pytest.mark.parametrize("body, says", [
@@ -448,3 +458,33 @@ async def test_bad_traffic_settings_are_422s(world, body, says):
     body = {"policy": f"{run_id}@2"} | body | {"challengers": [c | {"policy": c["policy"].format(run=run_id)} for c in body["challengers"]]}
     answer = await alice.put("/graphs/demo/deployment", json=body)
     assert answer.status_code == 422 and says in answer.text, answer.text
+
+
+async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_discarded(world):
+    alice, _, run_id = world
+    other = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(alice, other, timeout=300))["status"] == "succeeded"
+    champion, challenger = f"{run_id}@2", f"{other}@1"
+    assert (await alice.put("/graphs/demo/deployment", json={
+        "policy": champion, "challengers": [{"policy": challenger, "share": 0.5}], "force": True})).status_code == 200
+    prospects = [PROSPECTS[n % 3] | {"id": f"s{n}", "name": f"Sent {n}"} for n in range(12)]
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 3})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    assert {d["policy"] for d in drafts} == {champion, challenger}
+    events = [{"ref": d["email"]["ref"], "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z",
+               "id": f"sent-{d['email']['ref']}", "recipient": d["prospect"]["id"] + "@example.org"} for d in drafts]
+    assert (await alice.post("/outcomes", json={"events": events})).json()["unattributed"] == 0
+    assert (await alice.put("/graphs/demo/deployment", json={"policy": champion, "force": True})).status_code == 200
+    created = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{other}@0", champion]})).json()
+    never_drafted = (await evaluated(alice, created["evaluation_id"]))["result"]["policies"][0]
+    assert never_drafted["off_policy"]["reason"] == "it had no share in any batch whose sends have a known outcome"
+
+    # its sends are evidence the champion's evaluations read: kept unless the request says to discard them
+    refused = await alice.delete(f"/runs/{other}")
+    assert refused.status_code == 409 and "discard_sends" in refused.text and "'demo'" in refused.text, refused.text
+    assert (await alice.get(f"/runs/{other}")).status_code == 200
+    outcomes = (await alice.get(f"/draft-batches/{batch['batch_id']}/outcomes")).json()["data"]
+    assert len(outcomes) == len(drafts)
+    assert (await alice.delete(f"/runs/{other}", params={"discard_sends": "true"})).status_code == 204
+    assert (await alice.get(f"/runs/{other}")).status_code == 404

@@ -132,6 +132,8 @@ async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(wo
     before = await promotions(alice)
     refused = await alice.client.put("/graphs/demo/deployment", json={"policy": untrained})
     assert refused.status_code == 409
+    lifted = await alice.client.put("/graphs/demo/deployment", json={"policy": untrained, "require_evidence": False})
+    assert lifted.status_code == 409 and "requires evidence" in lifted.text  # the gate in force judges the PUT lifting it
     assert await promotions(alice) == before  # refused (or a new deployment keeping the champion): no event
 
     prospects = [PROSPECT | {"id": f"g{n}", "name": f"Prospect {n}"} for n in range(40)]

@@ -42,6 +42,36 @@ def test_intervals_are_90_percent_normal_ones_clipped_to_rates():
     assert (snips.low, snips.high) == pytest.approx((0.6 - 1.644854 * se, min(1.0, 0.6 + 1.644854 * se)))
 
 
+def test_sends_that_all_replied_or_none_still_have_the_binomial_uncertainty_of_their_count():
+    one_each = estimators.off_policy([1, 0], [0.5, 0.5], [1, 0], arm=1, predicted=None)
+    # one reply on one send: the Wilson interval of 1 of 1, whose low end is 1 / (1 + z²), not 1.0 [1.0, 1.0]
+    assert one_each.snips.value == 1.0 and one_each.snips.low == pytest.approx(1 / (1 + Z_90**2))
+    assert one_each.snips.high == 1.0 and one_each.ips.low <= 1 / (1 + Z_90**2)
+    champion = estimators.off_policy([1, 0], [0.5, 0.5], [1, 0], arm=0, predicted=None)
+    assert champion.snips.value == 0.0 and champion.snips.high == pytest.approx(1 - 1 / (1 + Z_90**2))
+    as_evaluated = EvaluationResult.model_validate({"policies": [
+        {"policy": name, "held_out": 0, "judge": None, "predicted_reply": None, "off_policy": {
+            "n": 2, "matched": 1, "ess": 1.0, "ips": None, "dr": None, "reason": None,
+            "snips": {"value": e.snips.value, "low": e.snips.low, "high": e.snips.high}}}
+        for name, e in (("new@1", one_each), ("old@1", champion))]})
+    assert not verdict(as_evaluated, "new@1", "old@1").ahead  # a reply against none, one send each: no evidence
+    # with many sends the binomial floor is the normal interval's own width: 30 of 100 at propensity 1
+    many = estimators.off_policy([1] * 100, [1.0] * 100, [1] * 30 + [0] * 70, arm=1, predicted=None).snips
+    low, high = estimators.wilson(0.3, 100)
+    assert (many.low, many.high) == pytest.approx((min(low, 0.3 - Z_90 * math.sqrt(0.21) / 10),
+                                                   max(high, 0.3 + Z_90 * math.sqrt(0.21) / 10)))
+    assert high - low == pytest.approx(2 * Z_90 * math.sqrt(0.21) / 10, rel=0.02)
+
+
+def test_an_importance_weighted_rate_beyond_one_is_clipped_with_its_interval():
+    # two sends of the arm at propensity 0.01, both replied, among 7: IPS = 2 · 100 / 7 = 28.6 before clipping
+    found = estimators.off_policy([1, 1, 0, 0, 0, 0, 0], [0.01, 0.01] + [0.99] * 5, [1, 1, 0, 0, 0, 0, 0], arm=1,
+                                  predicted=0.2)
+    for estimate in (found.ips, found.snips, found.dr):
+        assert 0 <= estimate.low <= estimate.value <= estimate.high <= 1, estimate
+    assert found.ips.value == 1.0 and found.dr.value == 1.0
+
+
 def test_no_sends_or_none_by_the_policy_give_no_estimate_and_say_why():
     empty = estimators.off_policy([], [], [], arm=1, predicted=0.2)
     assert (empty.ips, empty.snips, empty.dr) == (None, None, None) and "no logged sends" in empty.reason
