@@ -29,6 +29,21 @@ class ProspectIn(BaseModel):
     goal: Goal | None = Field(None, description="What the email asks for; default: the batch's `goal`.")
 
 
+def unique_prospect_ids(prospects: list[ProspectIn]) -> list[ProspectIn]:
+    """Given ids are unique, and none is the `p<N>` a prospect without one at position N − 1 is given."""
+    seen: set[str] = set()
+    for position, prospect in enumerate(prospects):
+        if prospect.id is not None:
+            if prospect.id in seen:
+                raise ValueError(f"prospect id {prospect.id!r} appears twice (again at position {position})")
+            seen.add(prospect.id)
+    for position, prospect in enumerate(prospects):
+        if prospect.id is None and f"p{position + 1}" in seen:
+            raise ValueError(f"prospect id 'p{position + 1}' is given to another prospect, and is the id the one "
+                             f"without an id at position {position} gets: give that one an id")
+    return prospects
+
+
 class DraftRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -43,18 +58,7 @@ class DraftRequest(BaseModel):
     @field_validator("prospects")
     @classmethod
     def unique_ids(cls, prospects: list[ProspectIn]) -> list[ProspectIn]:
-        """Given ids are unique, and none is the `p<N>` a prospect without one at position N − 1 is given."""
-        seen: set[str] = set()
-        for position, prospect in enumerate(prospects):
-            if prospect.id is not None:
-                if prospect.id in seen:
-                    raise ValueError(f"prospect id {prospect.id!r} appears twice (again at position {position})")
-                seen.add(prospect.id)
-        for position, prospect in enumerate(prospects):
-            if prospect.id is None and f"p{position + 1}" in seen:
-                raise ValueError(f"prospect id 'p{position + 1}' is given to another prospect, and is the id the one "
-                                 f"without an id at position {position} gets: give that one an id")
-        return prospects
+        return unique_prospect_ids(prospects)
 
 
 class BatchStatus(StrEnum):

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from app.drafts.schemas import ProspectIn
+from app.drafts.schemas import ProspectIn, unique_prospect_ids
 from app.pages import Page
 from app.policies.schemas import EvaluationResult
 
@@ -28,6 +28,11 @@ class EvaluationIn(BaseModel):
         if len(set(policies)) != len(policies):
             raise ValueError("a policy appears twice")
         return policies
+
+    @field_validator("prospects")
+    @classmethod
+    def unique_ids(cls, prospects: list[ProspectIn] | None) -> list[ProspectIn] | None:
+        return None if prospects is None else unique_prospect_ids(prospects)
 
 
 class EvaluationLinks(BaseModel):

@@ -43,7 +43,8 @@ class PolicyOut(BaseModel):
     training_step: int | None = Field(description="The checkpoint's training step (trainable backends); null otherwise.")
     created_at: datetime = Field(description="When iteration k was recorded.")
     reward: RewardStats | None = Field(description="The iteration's rewards; null for iteration 0, the untrained policy.")
-    deployed: bool = Field(description="The graph's current deployment.")
+    deployed: bool = Field(description="The champion of its graph's current deployment (a challenger beside it is "
+                                       "not).")
 
 
 class PolicyList(Page[PolicyOut]):

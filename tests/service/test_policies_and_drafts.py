@@ -88,7 +88,7 @@ async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
         "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
-        "sequential": False, "traffic": "fixed", "floor": 0.0, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
+        "sequential": False, "traffic": "fixed", "floor": 0.01, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
@@ -394,6 +394,9 @@ async def test_before_any_outcome_an_evaluation_predicts_no_reply_rate_and_says_
         assert policy["held_out"] == 8 and policy["judge"] is not None
     twice = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", run_id]})
     assert twice.status_code == 422 and "policies.1" in twice.text and "names before" in twice.text, twice.text
+    same_prospect = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [run_id],
+                                                         "prospects": [PROSPECTS[0], PROSPECTS[0]]})
+    assert same_prospect.status_code == 422 and "appears twice" in same_prospect.text, same_prospect.text
 
 
 @pytest.mark.parametrize("body, says", [
