@@ -113,6 +113,7 @@ class DraftProspect(BaseModel):
 
 
 class DraftOut(BaseModel):
+    position: int = Field(description="Its place in the batch, from 0: `after` for the page that follows it.")
     prospect: DraftProspect
     email: DraftEmail | None = Field(description="Null until the prospect is drafted, or when the policy wrote none.")
     policy: str

@@ -214,7 +214,7 @@ def batch_view(batch: DraftBatch) -> BatchOut:
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
-    return DraftOut(prospect=draft.prospect, email=draft.email, policy=policy_id(draft.run_id, draft.iteration),
+    return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email, policy=policy_id(draft.run_id, draft.iteration),
                     judge_score=draft.judge_score, variant=draft.variant, propensity=draft.propensity, like=draft.like)
 
 

@@ -277,6 +277,15 @@ async def test_a_batchs_chunks_are_workflows_of_their_own_and_it_ends_once_after
         assert batch["status"] == "succeeded" and batch["completed"] == 60, batch
         chunks = await DBOS.list_workflows_async(parent_workflow_id=created["batch_id"], queue_name=CHUNKS_QUEUE)
         assert sorted((c.status, c.output) for c in chunks) == [("SUCCESS", 10), ("SUCCESS", 25), ("SUCCESS", 25)]
+        paged, after = [], -1
+        while True:  # every draft once, in prospect order, each page after the last one's position
+            page = (await alice.get(created["links"]["drafts"], params={"limit": 25, "after": after})).json()
+            paged += page["data"]
+            if not page["has_more"]:
+                break
+            after = page["data"][-1]["position"]
+        assert [d["position"] for d in paged] == list(range(60))
+        assert [d["prospect"]["id"] for d in paged] == [p.get("id") or f"p{n + 1}" for n, p in enumerate(MANY)]
         for _ in range(300):
             if receiver.delivered():
                 break
