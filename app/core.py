@@ -29,6 +29,8 @@ class Services:
     wake_waiting: Callable[[set[str]], Awaitable[None]] | None = None
     # the graph whose deployment is one of a run's policies (app.policies, above the runs domain): such a run stays
     deployed_on: Callable[[AsyncSession, str], Awaitable[str | None]] | None = None
+    # how many sent drafts deleting a run deletes, and their graph (app.drafts, above the runs domain): kept unless asked
+    sent_drafts: Callable[[AsyncSession, str], Awaitable[tuple[int, str | None]]] | None = None
     # a new run's start from a policy (`init_from`, app.policies.warm_start.start_from): copies what it learned
     warm_start: Callable[..., Awaitable[dict | None]] | None = None
 

@@ -213,6 +213,19 @@ def batch_view(batch: DraftBatch) -> BatchOut:
                     finished_at=batch.finished_at, error=batch.error)
 
 
+async def sent_drafts(session: AsyncSession, run_id: str) -> tuple[int, str | None]:
+    """How many sent drafts (with a recorded outcome) deleting the run deletes, and on which graph: those its policies
+    wrote, and every draft of the batches it drafted as the champion (a batch goes with its run). They are logged
+    sends that evaluations of the policies drafting beside them read."""
+    owned = select(DraftBatch.id).where(DraftBatch.run_id == run_id)
+    count, graph_id = (await session.execute(
+        select(func.count(func.distinct(EmailRef.ref)), func.min(EmailRef.graph_id))
+        .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+        .where(EmailRef.draft_batch_id.is_not(None),
+               (EmailRef.run_id == run_id) | EmailRef.draft_batch_id.in_(owned)))).one()
+    return count, graph_id
+
+
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email, policy=policy_id(draft.run_id, draft.iteration),
                     judge_score=draft.judge_score, variant=draft.variant, propensity=draft.propensity, like=draft.like)

@@ -43,16 +43,17 @@ def _rate(x: float) -> float:
     return min(1.0, max(0.0, x))
 
 
-def _interval(value: float, se: float, ess: float | None = None) -> Estimate:
-    """The 90 % normal interval, clipped to rates with its value (an importance-weighted mean of 0/1 replies leaves
-    [0, 1] on few sends). Given `ess`, the effective sample size of such a mean, never narrower than the Wilson
-    interval of as many Bernoulli draws: sends that all got a reply, or none, would otherwise claim certainty (a
-    standard error of 0) and put a policy ahead on one send."""
+def _interval(value: float, se: float, floor_n: float | None = None) -> Estimate:
+    """The 90 % normal interval around the value clipped to a rate (an importance-weighted mean of 0/1 replies leaves
+    [0, 1] on few sends), itself clipped. Given `floor_n`, the effective sample size of such a mean, never narrower
+    than the Wilson interval of as many Bernoulli draws: sends that all got a reply, or none, would otherwise claim
+    certainty (a standard error of 0) and put a policy ahead on one send."""
+    value = _rate(value)
     low, high = _rate(value - Z_90 * se), _rate(value + Z_90 * se)
-    if ess:
-        wilson_low, wilson_high = wilson(_rate(value), ess)
+    if floor_n:
+        wilson_low, wilson_high = wilson(value, floor_n)
         low, high = min(low, wilson_low), max(high, wilson_high)
-    return Estimate(_rate(value), low, high)
+    return Estimate(value, low, high)
 
 
 def wilson(rate: float, n: float) -> tuple[float, float]:
@@ -83,7 +84,9 @@ def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
 def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Estimate:
     """mean of q̂ᵢ + wᵢ·(rᵢ − q̂ᵢ), q̂ᵢ the direct method's prediction for logged send i (one value: the same for all)."""
     terms = predicted + w * (rewards - predicted)
-    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))) if len(terms) > 1 else 0.0)
+    if len(terms) < 2:  # no spread to read a standard error from
+        return _interval(float(terms.mean()), 0.0, ess(w))
+    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))))
 
 
 def ess(w: np.ndarray) -> float:

@@ -165,7 +165,8 @@ class OutcomeModel:
 
     @property
     def fitted(self) -> bool:
-        """Whether any sent email's outcome is known: without one, the model predicts nothing, not a zero."""
+        """Whether any sent email is known to have been delivered: before that, the model predicts nothing, not a
+        zero."""
         return self.replies is not None
 
     def estimate(self, features: list[str], content_hash: str) -> Estimate:

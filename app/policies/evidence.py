@@ -94,5 +94,6 @@ def always_valid_margin(standard_error: float, sends: int, tuned_at: int = SEQUE
 
 
 def _standard_error(interval: Interval) -> float:
-    """From a 90 % interval clipped to [0, 1]: its wider half is the unclipped one."""
+    """From a 90 % interval clipped to [0, 1]: its wider half, the side clipping left whole (or the Wilson bound's,
+    where that reaches further)."""
     return max(interval.high - interval.value, interval.value - interval.low) / Z_90

@@ -100,7 +100,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     sequential = body.sequential if body.sequential is not None else bool(current and current.sequential)
     # the gate in force judges this very promotion: a PUT that lifts or loosens it does so for later ones
     gated = require or bool(current and current.require_evidence)
-    strict = sequential or bool(current and current.sequential)
+    strict = sequential or bool(current and current.require_evidence and current.sequential)
     evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
     if gated and incumbent is not None and incumbent != champion.id:

@@ -362,11 +362,12 @@ async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep, discard_s
         if svc.deployed_on is not None and (graph_id := await svc.deployed_on(session, run_id)):
             raise Conflict(f"a policy of run {run_id!r} is deployed on graph {graph_id!r}; deploy another first "
                            f"(PUT /graphs/{graph_id}/deployment)")
-        sent, graph_id = await repository.sent_drafts(session, run_id)
+        sent, graph_id = await svc.sent_drafts(session, run_id) if svc.sent_drafts else (0, None)
         if sent and not discard_sends:
-            raise Conflict(f"{sent} drafts of run {run_id!r} on graph {graph_id!r} were sent and have outcomes: they are "
-                           "logged sends that evaluations of the policies drafting beside them read, and deleting the run "
-                           "deletes them; DELETE with ?discard_sends=true to delete them with it")
+            raise Conflict(f"deleting run {run_id!r} deletes {sent} drafts on graph {graph_id!r} that were sent and have "
+                           "outcomes (its policies' drafts, and those of the batches it drafted as the champion): they are "
+                           "logged sends that evaluations of the policies drafting beside them read; DELETE with "
+                           "?discard_sends=true to delete them with it")
         await repository.delete_run(session, run, model_name(svc.settings, run_id))
     await anyio.to_thread.run_sync(delete_local_files, svc.settings, model_name(svc.settings, run_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.backends.specs import delete_stored_checkpoints
 from app.db import Database
 from app.outcomes import refs
-from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.models import EmailRef
 from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
@@ -278,16 +278,6 @@ async def last_trained_step(session: AsyncSession, run_id: str) -> int | None:
     training = await session.scalar(select(Iteration.training).where(
         Iteration.run_id == run_id, Iteration.training.is_not(None)).order_by(Iteration.iteration.desc()).limit(1))
     return None if training is None else int(training["step"])
-
-
-async def sent_drafts(session: AsyncSession, run_id: str) -> tuple[int, str | None]:
-    """How many drafts its policies wrote have a recorded outcome, and on which graph: those are logged sends that
-    every evaluation of a policy drafting beside them reads."""
-    count, graph_id = (await session.execute(
-        select(func.count(func.distinct(EmailRef.ref)), func.min(EmailRef.graph_id))
-        .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
-        .where(EmailRef.run_id == run_id, EmailRef.draft_batch_id.is_not(None)))).one()
-    return count, graph_id
 
 
 async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:

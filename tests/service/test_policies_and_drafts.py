@@ -398,7 +398,7 @@ async def test_before_any_outcome_an_evaluation_predicts_no_reply_rate_and_says_
     created = (await bob.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", f"{run_id}@0"]})).json()
     result = (await evaluated(bob, created["evaluation_id"]))["result"]
     assert "no email sent on this graph has a known outcome" in result["predicted_reply_reason"]
-    for policy in result["policies"]:  # null, never a zero: and no doubly robust estimate built on one
+    for policy in result["policies"]:  # null, never a zero
         assert policy["predicted_reply"] is None and policy["off_policy"]["dr"] is None, policy
         assert policy["held_out"] == 8 and policy["judge"] is not None
     twice = await bob.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", run_id]})
@@ -500,3 +500,20 @@ async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_disca
     assert len(outcomes) == len(drafts)
     assert (await alice.delete(f"/runs/{other}", params={"discard_sends": "true"})).status_code == 204
     assert (await alice.get(f"/runs/{other}")).status_code == 404
+
+    # a batch goes with the run whose policy drafted it as the champion: its challengers' sent drafts too
+    third = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(alice, third, timeout=300))["status"] == "succeeded"
+    assert (await alice.put("/graphs/demo/deployment", json={
+        "policy": f"{third}@1", "challengers": [{"policy": champion, "share": 0.5}], "force": True})).status_code == 200
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 4})).json()
+    assert (await drafted(alice, batch["batch_id"]))["status"] == "succeeded"
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    events = [{"ref": d["email"]["ref"], "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z",
+               "id": f"third-{d['email']['ref']}", "recipient": d["prospect"]["id"] + "@example.org"}
+              for d in drafts if d["policy"] == champion]  # only the challenger's drafts were sent
+    assert events and (await alice.post("/outcomes", json={"events": events})).json()["accepted"] == len(events)
+    assert (await alice.put("/graphs/demo/deployment", json={"policy": champion, "force": True})).status_code == 200
+    refused = await alice.delete(f"/runs/{third}")
+    assert refused.status_code == 409 and f"{len(events)} drafts" in refused.text, refused.text
+    assert (await alice.delete(f"/runs/{third}", params={"discard_sends": "true"})).status_code == 204

@@ -70,6 +70,13 @@ def test_an_importance_weighted_rate_beyond_one_is_clipped_with_its_interval():
     for estimate in (found.ips, found.snips, found.dr):
         assert 0 <= estimate.low <= estimate.value <= estimate.high <= 1, estimate
     assert found.ips.value == 1.0 and found.dr.value == 1.0
+    # four replied sends at 0.01 among 50: DR 6.6 ± 5.1 unclipped; around its clipped value it spans every rate,
+    # rather than collapsing to 1.0 [1.0, 1.0] and telling the gate it is certain
+    many = estimators.off_policy([1] * 4 + [0] * 46, [0.01] * 4 + [0.99] * 46, [1] * 4 + [0] * 46, arm=1, predicted=0.2)
+    assert (many.dr.value, many.dr.low, many.dr.high) == (1.0, 0.0, 1.0)
+    # one logged send has no spread to read a standard error from: DR keeps the Wilson interval of one draw
+    one = estimators.off_policy([1], [0.5], [1], arm=1, predicted=0.2)
+    assert one.dr.value == 1.0 and one.dr.low == pytest.approx(1 / (1 + Z_90**2))
 
 
 def test_no_sends_or_none_by_the_policy_give_no_estimate_and_say_why():
