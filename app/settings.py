@@ -101,7 +101,9 @@ class Settings(BaseSettings):
     art_project: str = Field("codreamer", description="ART's project name (its logs go under ART_PATH/<project>).")
     art_model_name: str = Field("model", description="The prefix of each run's model name (`<prefix>-<run id>`).")
     art_base_model: str = Field("Qwen/Qwen2.5-14B-Instruct", description="The base model the `serverless`, `local` and `tinker` backends train.")
-    art_path: str = Field(".art", description="Where ART writes each model's logs and checkpoints.")
+    art_path: str = Field(".art", description=(
+        "Where ART writes each model's logs and checkpoints. One per database: a worker removes the folders here of "
+        "runs its database does not have (those of deleted runs)."))
     wandb_api_key: str | None = Field(None, description="The `serverless` backend's key (W&B Training); with WEAVE_PROJECT, Weave tracing's.")
     weave_project: str | None = Field(None, description=(
         "With WANDB_API_KEY: trace rollouts and the loop's steps with Weave, and give each iteration a `trace_url`."))

@@ -29,8 +29,11 @@ RUN_TABLES = ("iterations", "trajectories", "node_scores", "node_score_changes",
 @pytest.fixture(scope="module")
 async def env(tmp_path_factory):
     path = tmp_path_factory.mktemp("lifecycle") / "db.sqlite"
+    # ART's folders in a directory of their own: another test's service, on another database, clears the folders of
+    # runs it does not know from a directory it shares (its housekeeping of deleted runs' files)
     settings = Settings(_env_file=None, database_url=f"sqlite:///{path}", environment="test",
-                        webhook_allow_private=True, webhook_retry_schedule=[0.2, 0.2])
+                        art_path=str(tmp_path_factory.mktemp("art")), webhook_allow_private=True,
+                        webhook_retry_schedule=[0.2, 0.2])
     app = create_app(settings)
     async with lifespan(app), connect(app) as client:
         yield client, path, settings
