@@ -517,3 +517,11 @@ async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_disca
     refused = await alice.delete(f"/runs/{third}")
     assert refused.status_code == 409 and f"{len(events)} drafts" in refused.text, refused.text
     assert (await alice.delete(f"/runs/{third}", params={"discard_sends": "true"})).status_code == 204
+
+
+async def test_shares_over_one_by_a_rounding_error_leave_the_champion_nothing_rather_than_less(world):
+    alice, _, run_id = world
+    answer = await alice.put("/graphs/demo/deployment", json={
+        "policy": f"{run_id}@2", "floor": 0, "force": True,
+        "challengers": [{"policy": f"{run_id}@1", "share": 0.5}, {"policy": f"{run_id}@0", "share": 0.5000000009}]})
+    assert answer.status_code == 200 and answer.json()["share"] == 0.0, answer.text
