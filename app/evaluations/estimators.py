@@ -64,14 +64,18 @@ def wilson(rate: float, n: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _standard_error(x: np.ndarray) -> float:
+    """Of the mean of x (0 with one value: no spread to read it from)."""
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
 def weights(arms: np.ndarray, propensities: np.ndarray, arm: int) -> np.ndarray:
     return np.where(arms == arm, 1.0 / propensities, 0.0)
 
 
 def ips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
     terms = w * rewards
-    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))) if len(terms) > 1 else 0.0,
-                     ess(w))
+    return _interval(float(terms.mean()), _standard_error(terms), ess(w))
 
 
 def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
@@ -84,9 +88,8 @@ def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
 def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Estimate:
     """mean of q̂ᵢ + wᵢ·(rᵢ − q̂ᵢ), q̂ᵢ the direct method's prediction for logged send i (one value: the same for all)."""
     terms = predicted + w * (rewards - predicted)
-    if len(terms) < 2:  # no spread to read a standard error from
-        return _interval(float(terms.mean()), 0.0, ess(w))
-    return _interval(float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms))))
+    # from one logged send no spread gives a standard error: the Wilson interval of one draw stands in
+    return _interval(float(terms.mean()), _standard_error(terms), ess(w) if len(terms) < 2 else None)
 
 
 def ess(w: np.ndarray) -> float:
@@ -114,4 +117,4 @@ def mean_interval(values: list[float]) -> Estimate | None:
     if not values:
         return None
     x = np.asarray(values, dtype=float)
-    return _interval(float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0)
+    return _interval(float(x.mean()), _standard_error(x))
