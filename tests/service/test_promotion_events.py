@@ -9,6 +9,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from app.main import create_app
+from app.policies.evidence import verdict
+from app.policies.schemas import EvaluationResult
 from app.settings import Settings
 from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
@@ -210,3 +212,41 @@ async def test_another_tenants_receiver_never_hears_a_promotion(world):
         bob.run_id}
     assert his["id"] not in {r["headers"]["webhook-id"] for r in alice.receiver.requests}
     assert (await bob.client.get(f"/runs/{alice.run_id}/events")).status_code == 404
+
+
+async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
+    """Evidence that the fixed-sample interval would take and the always-valid one would not: the deployment reading
+    the always-valid one refuses the PUT asking to read the other; a PUT keeping the champion loosens it for the next."""
+    _, bob = world
+    champion, challenger = f"{bob.run_id}@1", f"{bob.run_id}@0"
+    await put(bob, {"policy": champion, "challengers": [{"policy": challenger, "share": 0.5}], "require_evidence": True,
+                    "sequential": True})
+    prospects = [PROSPECT | {"id": f"s{n}", "name": f"Prospect {n}"} for n in range(60)]
+    batch = (await bob.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 11})).json()
+    assert (await settled(bob.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
+    drafts = (await bob.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    outcomes = []
+    for n, draft in enumerate(drafts):  # the challenger's drafts at every third position got a reply
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
+                         "recipient": who})
+        if draft["policy"] == challenger and n % 3 == 0:
+            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
+                             "recipient": who})
+    assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
+    created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
+    result = EvaluationResult.model_validate(evaluation["result"])
+    assert verdict(result, challenger, champion).ahead  # the case: the fixed-sample interval clears zero …
+    assert not verdict(result, challenger, champion, sequential=True).ahead  # … the always-valid one does not
+
+    loosening = await bob.client.put("/graphs/demo/deployment", json={"policy": challenger, "sequential": False})
+    assert loosening.status_code == 409 and "(always-valid)" in loosening.text
+    lifting = await bob.client.put("/graphs/demo/deployment", json={
+        "policy": challenger, "sequential": False, "require_evidence": False})
+    assert lifting.status_code == 409 and "(always-valid)" in lifting.text
+    loosened = await put(bob, {"policy": champion, "challengers": [{"policy": challenger, "share": 0.5}],
+                               "sequential": False})
+    assert (loosened["require_evidence"], loosened["sequential"]) == (True, False)
+    promoted = await put(bob, {"policy": challenger})
+    assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == created["evaluation_id"]
