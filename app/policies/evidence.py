@@ -10,7 +10,14 @@ Those intervals are fixed-sample ones: evaluating every week and promoting on th
 equal challenger more often than one look would. A deployment that asks for `sequential` evidence reads an
 always-valid interval of the difference instead (an asymptotic confidence sequence, Waudby-Smith et al. 2023, eq. 9,
 as GrowthBook's sequential testing uses): it holds at every look at once, so looking as often as one likes keeps the
-one-sided 5 % false-promotion rate, for an interval about 1.7 times as wide."""
+one-sided 5 % false-promotion rate, for an interval about 1.7 times as wide.
+
+Sends are the only evidence of replies, and a challenger has none until it drafts: on a line of improving policies a
+gate on sends deploys each one a week or more late. A deployment that asks for `judge_first` also takes the judge's
+held-out mean as evidence before the sends speak: a challenger whose 90 % interval of the difference of the two
+policies' judge means, on the same held-out prospects (counted as independent, which only widens it), lies above zero
+is ahead unless its sends put it behind; the sends alone can then bring the old champion back, so a policy that
+pleases the judge and not the recipients is deployed only until its sends show it."""
 
 import math
 from dataclasses import dataclass
@@ -33,6 +40,7 @@ class Verdict:
     estimator: str | None = None  # the estimates compared, when both had one (a promotion's event quotes them)
     challenger: Interval | None = None
     champion: Interval | None = None
+    behind: bool = False  # the interval of the difference lies below zero
 
 
 def _estimate(evaluation: PolicyEvaluation) -> tuple[str, Interval] | None:
@@ -48,11 +56,45 @@ def _said(name: str, interval: Interval) -> str:
     return f"{name} {interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequential: bool = False) -> Verdict:
+def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequential: bool = False,
+            judge_first: bool = False) -> Verdict:
     found = {p.policy: p for p in result.policies}
     if challenger not in found or champion not in found:
         return Verdict(False, f"no evaluation compares {challenger!r} with the champion {champion!r}: "
                               "POST /evaluations with both")
+    sends = _sends_verdict(found, challenger, champion, sequential)
+    if not judge_first or sends.ahead:
+        return sends
+    judged = _judge_verdict(found, challenger, champion, sequential)
+    if judged is None:
+        return sends
+    if judged.ahead and not sends.behind:
+        return judged
+    quoted = {"sequential": sends.sequential, "estimator": sends.estimator, "challenger": sends.challenger,
+              "champion": sends.champion, "behind": sends.behind}
+    if judged.ahead:
+        return Verdict(False, f"{judged.message}, but its sends put it behind: {sends.message}", **quoted)
+    return Verdict(False, f"{sends.message}; and {judged.message}", **quoted)
+
+
+def _judge_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str,
+                   sequential: bool) -> Verdict | None:
+    """The held-out judge's reading: None where either policy wrote for no held-out prospect."""
+    mine, theirs = found[challenger].judge, found[champion].judge
+    if mine is None or theirs is None:
+        return None
+    shown = (f"{challenger!r} {_said('judge', mine)} against the champion {champion!r} {_said('judge', theirs)} on "
+             f"{found[challenger].held_out} held-out prospects")
+    prospects = found[challenger].held_out + found[champion].held_out
+    difference, margin = compared(mine, theirs, sends=prospects if sequential else None)
+    said = (f"the difference {difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
+            + (" (always-valid)" if sequential else ""))
+    ahead = difference - margin > 0
+    quoted = {"estimator": "judge", "challenger": mine, "champion": theirs, "sequential": sequential}
+    return Verdict(ahead, f"{shown}: {said}, " + ("ahead" if ahead else "not ahead"), **quoted)
+
+
+def _sends_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str, sequential: bool) -> Verdict:
     estimates = {policy: _estimate(found[policy]) for policy in (challenger, champion)}
     for policy, estimate in estimates.items():
         if estimate is None:
@@ -68,7 +110,7 @@ def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequent
     if difference - margin > 0:
         return Verdict(True, f"{shown}: {said}, ahead", **estimates)
     if difference <= 0:
-        return Verdict(False, f"{shown}: {said}, not ahead", **estimates)
+        return Verdict(False, f"{shown}: {said}, not ahead", behind=difference + margin < 0, **estimates)
     more = max(math.ceil(n * (margin / difference) ** 2) - n for n in sends)
     return Verdict(False, f"{shown}: {said} holds zero; about {max(more, 1)} more sends of each would clear it at this "
                           "difference", **estimates)

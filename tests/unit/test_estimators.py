@@ -140,6 +140,49 @@ def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():
     assert (unknown.estimator, unknown.challenger, unknown.champion) == (None, None, None)
 
 
+def judged(challenger_judge: tuple[float, float, float], champion_judge: tuple[float, float, float],
+           challenger_sends: tuple[float, float, float] | None = None,
+           champion_sends: tuple[float, float, float] | None = None) -> EvaluationResult:
+    """Two policies' held-out judge means (20 prospects each) and, where given, their off-policy DR estimates."""
+    def policy(name, judge, sends):
+        interval = lambda t: {"value": t[0], "low": t[1], "high": t[2]}
+        off = ({"n": 500, "matched": 250, "ess": 250.0, "ips": None, "snips": None, "dr": interval(sends), "reason": None}
+               if sends else {"n": 0, "matched": 0, "ess": 0.0, "ips": None, "snips": None, "dr": None,
+                              "reason": "no logged sends older than the reply window"})
+        return {"policy": name, "held_out": 20, "judge": interval(judge), "predicted_reply": None, "off_policy": off}
+    return EvaluationResult.model_validate({"policies": [policy("new@1", challenger_judge, challenger_sends),
+                                                         policy("old@1", champion_judge, champion_sends)]})
+
+
+def test_judge_first_takes_the_held_out_judge_until_the_sends_put_the_challenger_behind():
+    # judge half-widths 0.03 and 0.04: the difference's is √(0.03² + 0.04²) = 0.05 < 0.06, ahead, with no send yet
+    before_sends = judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84))
+    assert not verdict(before_sends, "new@1", "old@1").ahead  # the sends alone: none yet
+    first = verdict(before_sends, "new@1", "old@1", judge_first=True)
+    assert first.ahead and first.estimator == "judge" and (first.challenger.value, first.champion.value) == (0.86, 0.80)
+    assert "the difference +0.060 [+0.010, +0.110], ahead" in first.message and "20 held-out prospects" in first.message
+    # 0.05 over 0.05 is not ahead: the same rule as the sends'
+    assert not verdict(judged((0.85, 0.82, 0.88), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True).ahead
+    # the sends put it behind (DR 0.20 ± 0.02 against 0.30 ± 0.02): the judge no longer counts
+    overruled = verdict(judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), (0.20, 0.18, 0.22), (0.30, 0.28, 0.32)),
+                        "new@1", "old@1", judge_first=True)
+    assert not overruled.ahead and overruled.behind and overruled.estimator == "DR"
+    assert "but its sends put it behind" in overruled.message
+    # sends that do not tell the two apart yet leave the judge's reading standing
+    unclear = judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), (0.28, 0.20, 0.36), (0.30, 0.22, 0.38))
+    assert verdict(unclear, "new@1", "old@1", judge_first=True).estimator == "judge"
+    # the sends putting it ahead decide, whatever the judge says
+    by_sends = verdict(judged((0.70, 0.67, 0.73), (0.80, 0.76, 0.84), (0.40, 0.38, 0.42), (0.30, 0.28, 0.32)),
+                       "new@1", "old@1", judge_first=True)
+    assert by_sends.ahead and by_sends.estimator == "DR"
+    # behind on the judge with sends that cannot tell: not ahead, and the message gives both readings
+    neither = verdict(judged((0.78, 0.75, 0.81), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True)
+    assert not neither.ahead and "no off-policy estimate" in neither.message and "not ahead" in neither.message
+    # always-valid over 40 held-out prospects (nρ² = 0.25315: √(2 · 1.25315 / 0.25315 · ln(√1.25315 / 0.1)) = 4.89013
+    # standard errors): 0.05 / 1.644854 · 4.89386 = 0.149 > 0.06
+    assert not verdict(before_sends, "new@1", "old@1", judge_first=True, sequential=True).ahead
+
+
 def test_the_observed_traffic_split_matches_the_shares():
     shares = [0.7, 0.2, 0.1]
     counts = [0, 0, 0]
