@@ -8,7 +8,7 @@ import pytest
 from app.drafts.service import choose_arm
 from app.evaluations import estimators
 from app.loop.schemas import Z_90
-from app.policies.evidence import always_valid_margin, verdict
+from app.policies.evidence import always_valid_margin, student_t_90, verdict
 from app.policies.schemas import EvaluationResult
 
 # Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
@@ -113,6 +113,12 @@ def test_a_challenger_is_ahead_when_the_interval_of_the_difference_clears_zero()
     assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1").ahead
 
 
+def test_student_t_quantile_by_its_expansion():
+    # tables: 2.1318 at 4 degrees of freedom, 1.8125 at 10, 1.7291 at 19, 1.6602 at 100
+    for df, table in ((4, 2.1318), (10, 1.8125), (19, 1.7291), (100, 1.6602)):
+        assert student_t_90(df) == pytest.approx(table, rel=0.01)
+
+
 def test_the_always_valid_margin_is_the_confidence_sequence_of_waudby_smith_et_al():
     # at alpha 0.1, ρ²·n* = −2 ln 0.1 + ln(−2 ln 0.1 + 1) = 4.60517 + 1.72369 = 6.32886; at n = n* = 1,000:
     # √(2 · 7.32886 / 6.32886 · ln(√7.32886 / 0.1)) = √(2.31601 · 3.29850) = 2.76394 standard errors
@@ -142,25 +148,33 @@ def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():
 
 def judged(challenger_judge: tuple[float, float, float], champion_judge: tuple[float, float, float],
            challenger_sends: tuple[float, float, float] | None = None,
-           champion_sends: tuple[float, float, float] | None = None) -> EvaluationResult:
+           champion_sends: tuple[float, float, float] | None = None, held_out: int = 20) -> EvaluationResult:
     """Two policies' held-out judge means (20 prospects each) and, where given, their off-policy DR estimates."""
     def policy(name, judge, sends):
         interval = lambda t: {"value": t[0], "low": t[1], "high": t[2]}
         off = ({"n": 500, "matched": 250, "ess": 250.0, "ips": None, "snips": None, "dr": interval(sends), "reason": None}
                if sends else {"n": 0, "matched": 0, "ess": 0.0, "ips": None, "snips": None, "dr": None,
                               "reason": "no logged sends older than the reply window"})
-        return {"policy": name, "held_out": 20, "judge": interval(judge), "predicted_reply": None, "off_policy": off}
+        return {"policy": name, "held_out": held_out, "judge": interval(judge), "predicted_reply": None, "off_policy": off}
     return EvaluationResult.model_validate({"policies": [policy("new@1", challenger_judge, challenger_sends),
                                                          policy("old@1", champion_judge, champion_sends)]})
 
 
 def test_judge_first_takes_the_held_out_judge_until_the_sends_put_the_challenger_behind():
-    # judge half-widths 0.03 and 0.04: the difference's is √(0.03² + 0.04²) = 0.05 < 0.06, ahead, with no send yet
+    # judge half-widths 0.03 and 0.04: the difference's is √(0.03² + 0.04²) = 0.05 with the normal quantile, with
+    # Student's t at 19 degrees of freedom (1.7291 against 1.6449) 0.05 · 1.0512 = 0.0526 < 0.06, ahead, with no send yet
     before_sends = judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84))
     assert not verdict(before_sends, "new@1", "old@1").ahead  # the sends alone: none yet
     first = verdict(before_sends, "new@1", "old@1", judge_first=True)
     assert first.ahead and first.estimator == "judge" and (first.challenger.value, first.champion.value) == (0.86, 0.80)
-    assert "the difference +0.060 [+0.010, +0.110], ahead" in first.message and "20 held-out prospects" in first.message
+    assert "the difference +0.060 [+0.007, +0.113], ahead" in first.message and "20 held-out prospects" in first.message
+    # at 5 prospects each (t at 4 degrees of freedom, 2.1153): 0.05 · 1.2860 = 0.0643 > 0.06; under 5, or scores that
+    # do not vary (the same prospect repeated), the judge's means are no evidence
+    assert not verdict(judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), held_out=5), "new@1", "old@1", judge_first=True).ahead
+    assert verdict(judged((0.87, 0.84, 0.90), (0.80, 0.76, 0.84), held_out=5), "new@1", "old@1", judge_first=True).ahead
+    few = verdict(judged((0.99, 0.98, 1.0), (0.50, 0.49, 0.51), held_out=4), "new@1", "old@1", judge_first=True)
+    assert not few.ahead and "at least 5 held-out prospects each" in few.message
+    assert not verdict(judged((0.86, 0.86, 0.86), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True).ahead
     # 0.05 over 0.05 is not ahead: the same rule as the sends'
     assert not verdict(judged((0.85, 0.82, 0.88), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True).ahead
     # the sends put it behind (DR 0.20 ± 0.02 against 0.30 ± 0.02): the judge no longer counts
