@@ -13,14 +13,14 @@ as GrowthBook's sequential testing uses): it holds at every look at once, so loo
 one-sided 5 % false-promotion rate, for an interval about 1.7 times as wide.
 
 Sends are the only evidence of replies, and a challenger has none until it drafts: on a line of improving policies a
-gate on sends deploys each one a week or more late. A deployment that asks for `judge_first` also takes the judge's
-held-out mean as evidence before the sends speak: a challenger whose 90 % interval of the difference of the two
-policies' judge means, on the same held-out prospects (counted as independent, which only widens it; Student's t for
-the fewer prospects, at least 5 each), lies above zero is ahead unless its sends put it behind; the sends alone can
-then bring the old champion back, so a policy that pleases the judge and not the recipients is deployed only until its
-sends show it."""
+gate on sends deploys each one a week or more late. A deployment that asks for `judge_first` also takes the judge as
+evidence before the sends speak. Both policies write for the same held-out prospects, with the same seeds, so the
+judge's scores compare prospect by prospect: a challenger whose 90 % interval of the mean paired difference (Student's
+t, at least 5 prospects) lies above zero is ahead unless its sends put it behind. The sends alone can then bring the
+old champion back, so a policy that pleases the judge and not the recipients is deployed only until its sends show it."""
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from app.loop.schemas import Z_90
@@ -31,7 +31,7 @@ from app.policies.schemas import EvaluationResult, Interval, PolicyEvaluation
 # four times as many: the hundreds to few thousands of sends at which a team's evaluations decide.
 SEQUENTIAL_TUNED_AT = 1_000
 ALPHA = 0.10  # two-sided, as the 90 % intervals
-MIN_JUDGED = 5  # held-out prospects per policy before the judge's means are evidence (`student_t_90` from 4 df)
+MIN_JUDGED = 5  # held-out prospects both policies wrote for before the judge's scores are evidence (t from 4 df)
 
 
 @dataclass(frozen=True)
@@ -81,24 +81,24 @@ def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequent
 
 def _judge_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str,
                    sequential: bool) -> Verdict | None:
-    """The held-out judge's reading: None where either policy wrote for no held-out prospect."""
-    mine, theirs = found[challenger].judge, found[champion].judge
-    if mine is None or theirs is None:
+    """The held-out judge's reading, prospect by prospect: None where either policy wrote for no held-out prospect."""
+    mine, theirs = found[challenger], found[champion]
+    if mine.judge is None or theirs.judge is None:
         return None
-    counts = (found[challenger].held_out, found[champion].held_out)
-    if min(counts) < MIN_JUDGED or mine.low == mine.high or theirs.low == theirs.high:
-        return Verdict(False, f"the judge's held-out means cannot tell them apart: they need at least {MIN_JUDGED} "
-                              "held-out prospects each, whose scores vary")
-    shown = (f"{challenger!r} {_said('judge', mine)} against the champion {champion!r} {_said('judge', theirs)} on "
-             f"{counts[0]} held-out prospects")
-    difference, margin = compared(mine, theirs, sends=sum(counts) if sequential else None)
-    if not sequential:  # a few prospects: Student's t at the smaller sample's degrees of freedom (Welch, conservative)
-        margin *= student_t_90(min(counts) - 1) / Z_90
-    said = (f"the difference {difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
-            + (" (always-valid)" if sequential else ""))
+    shared = sorted(mine.judge_scores.keys() & theirs.judge_scores.keys())
+    differences = [mine.judge_scores[p] - theirs.judge_scores[p] for p in shared]
+    if len(differences) < MIN_JUDGED or statistics.stdev(differences) == 0:
+        return Verdict(False, f"the judge's scores cannot tell them apart: that needs at least {MIN_JUDGED} held-out "
+                              "prospects both wrote for, whose differences vary")
+    n, difference = len(differences), statistics.fmean(differences)
+    standard_error = statistics.stdev(differences) / math.sqrt(n)
+    margin = always_valid_margin(standard_error, n) if sequential else student_t_90(n - 1) * standard_error
     ahead = difference - margin > 0
-    quoted = {"estimator": "judge", "challenger": mine, "champion": theirs, "sequential": sequential}
-    return Verdict(ahead, f"{shown}: {said}, " + ("ahead" if ahead else "not ahead"), **quoted)
+    said = (f"{challenger!r} {_said('judge', mine.judge)} against the champion {champion!r} "
+            f"{_said('judge', theirs.judge)}; prospect by prospect on {n} held-out prospects, the difference "
+            f"{difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
+            + (" (always-valid)" if sequential else "") + (", ahead" if ahead else ", not ahead"))
+    return Verdict(ahead, said, sequential=sequential, estimator="judge", challenger=mine.judge, champion=theirs.judge)
 
 
 def _sends_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str, sequential: bool) -> Verdict:

@@ -164,6 +164,9 @@ class PolicyEvaluation(BaseModel):
     policy: str
     held_out: int = Field(description="Held-out prospects it wrote for.")
     judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
+    judge_scores: dict[str, float] = Field(default_factory=dict, description=(
+        "The judge's score of its email to each held-out prospect, by the prospect's id: every policy writes for the "
+        "same prospects, so two policies compare prospect by prospect."))
     predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
     off_policy: OffPolicyOut
 

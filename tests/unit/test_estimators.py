@@ -146,54 +146,61 @@ def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():
     assert (unknown.estimator, unknown.challenger, unknown.champion) == (None, None, None)
 
 
-def judged(challenger_judge: tuple[float, float, float], champion_judge: tuple[float, float, float],
-           challenger_sends: tuple[float, float, float] | None = None,
-           champion_sends: tuple[float, float, float] | None = None, held_out: int = 20) -> EvaluationResult:
-    """Two policies' held-out judge means (20 prospects each) and, where given, their off-policy DR estimates."""
-    def policy(name, judge, sends):
-        interval = lambda t: {"value": t[0], "low": t[1], "high": t[2]}
+CHAMPION_SCORES = (0.60, 0.70, 0.80, 0.90, 0.75)  # five held-out prospects, far apart
+
+
+def judged(challenger_scores, champion_scores=CHAMPION_SCORES, challenger_sends=None, champion_sends=None) -> EvaluationResult:
+    """Two policies' judge scores per held-out prospect and, where given, their off-policy DR estimates."""
+    def policy(name, scores, sends):
+        interval = lambda t: {"value": t[0], "low": t[1], "high": t[2]}  # noqa: E731
         off = ({"n": 500, "matched": 250, "ess": 250.0, "ips": None, "snips": None, "dr": interval(sends), "reason": None}
                if sends else {"n": 0, "matched": 0, "ess": 0.0, "ips": None, "snips": None, "dr": None,
                               "reason": "no logged sends older than the reply window"})
-        return {"policy": name, "held_out": held_out, "judge": interval(judge), "predicted_reply": None, "off_policy": off}
-    return EvaluationResult.model_validate({"policies": [policy("new@1", challenger_judge, challenger_sends),
-                                                         policy("old@1", champion_judge, champion_sends)]})
+        mean = sum(scores) / len(scores)
+        return {"policy": name, "held_out": len(scores), "judge": interval((mean, mean - 0.1, mean + 0.1)),
+                "judge_scores": {f"h{i}": score for i, score in enumerate(scores)}, "predicted_reply": None,
+                "off_policy": off}
+    return EvaluationResult.model_validate({"policies": [policy("new@1", challenger_scores, challenger_sends),
+                                                         policy("old@1", champion_scores, champion_sends)]})
 
 
-def test_judge_first_takes_the_held_out_judge_until_the_sends_put_the_challenger_behind():
-    # judge half-widths 0.03 and 0.04: the difference's is √(0.03² + 0.04²) = 0.05 with the normal quantile, with
-    # Student's t at 19 degrees of freedom (1.7291 against 1.6449) 0.05 · 1.0512 = 0.0526 < 0.06, ahead, with no send yet
-    before_sends = judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84))
+def better_by(*differences: float) -> tuple[float, ...]:
+    return tuple(round(c + d, 10) for c, d in zip(CHAMPION_SCORES, differences, strict=True))
+
+
+def test_judge_first_compares_the_judges_scores_prospect_by_prospect_until_the_sends_put_the_challenger_behind():
+    # differences 0.02, 0.04, 0.06, 0.03, 0.05: mean 0.04, standard deviation √(0.001 / 4) = 0.015811, standard error
+    # 0.0070711; Student's t at 4 degrees of freedom 2.11456 (the expansion): half-width 0.014952
+    before_sends = judged(better_by(0.02, 0.04, 0.06, 0.03, 0.05))
     assert not verdict(before_sends, "new@1", "old@1").ahead  # the sends alone: none yet
     first = verdict(before_sends, "new@1", "old@1", judge_first=True)
-    assert first.ahead and first.estimator == "judge" and (first.challenger.value, first.champion.value) == (0.86, 0.80)
-    assert "the difference +0.060 [+0.007, +0.113], ahead" in first.message and "20 held-out prospects" in first.message
-    # at 5 prospects each (t at 4 degrees of freedom, 2.1153): 0.05 · 1.2860 = 0.0643 > 0.06; under 5, or scores that
-    # do not vary (the same prospect repeated), the judge's means are no evidence
-    assert not verdict(judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), held_out=5), "new@1", "old@1", judge_first=True).ahead
-    assert verdict(judged((0.87, 0.84, 0.90), (0.80, 0.76, 0.84), held_out=5), "new@1", "old@1", judge_first=True).ahead
-    few = verdict(judged((0.99, 0.98, 1.0), (0.50, 0.49, 0.51), held_out=4), "new@1", "old@1", judge_first=True)
-    assert not few.ahead and "at least 5 held-out prospects each" in few.message
-    assert not verdict(judged((0.86, 0.86, 0.86), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True).ahead
-    # 0.05 over 0.05 is not ahead: the same rule as the sends'
-    assert not verdict(judged((0.85, 0.82, 0.88), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True).ahead
+    assert first.ahead and first.estimator == "judge" and first.challenger.value == pytest.approx(0.79)
+    assert "on 5 held-out prospects, the difference +0.040 [+0.025, +0.055], ahead" in first.message
+    # the two policies' scores spread over 0.3: compared as two independent means, 0.04 would be nowhere near ahead
+    # the same mean difference, spread further (0.10, −0.04, 0.08, −0.02, 0.08: standard error 0.0290): not ahead
+    assert not verdict(judged(better_by(0.10, -0.04, 0.08, -0.02, 0.08)), "new@1", "old@1", judge_first=True).ahead
+    # four prospects, or differences that do not vary (one prospect repeated), are no evidence
+    few = verdict(judged(better_by(0.02, 0.04, 0.06, 0.03, 0.05)[:4], CHAMPION_SCORES[:4]), "new@1", "old@1",
+                  judge_first=True)
+    assert not few.ahead and "at least 5 held-out prospects both wrote for" in few.message
+    assert not verdict(judged((0.9,) * 5, (0.8,) * 5), "new@1", "old@1", judge_first=True).ahead
     # the sends put it behind (DR 0.20 ± 0.02 against 0.30 ± 0.02): the judge no longer counts
-    overruled = verdict(judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), (0.20, 0.18, 0.22), (0.30, 0.28, 0.32)),
-                        "new@1", "old@1", judge_first=True)
+    overruled = verdict(judged(better_by(0.02, 0.04, 0.06, 0.03, 0.05), CHAMPION_SCORES, (0.20, 0.18, 0.22),
+                               (0.30, 0.28, 0.32)), "new@1", "old@1", judge_first=True)
     assert not overruled.ahead and overruled.behind and overruled.estimator == "DR"
     assert "but its sends put it behind" in overruled.message
     # sends that do not tell the two apart yet leave the judge's reading standing
-    unclear = judged((0.86, 0.83, 0.89), (0.80, 0.76, 0.84), (0.28, 0.20, 0.36), (0.30, 0.22, 0.38))
+    unclear = judged(better_by(0.02, 0.04, 0.06, 0.03, 0.05), CHAMPION_SCORES, (0.28, 0.20, 0.36), (0.30, 0.22, 0.38))
     assert verdict(unclear, "new@1", "old@1", judge_first=True).estimator == "judge"
     # the sends putting it ahead decide, whatever the judge says
-    by_sends = verdict(judged((0.70, 0.67, 0.73), (0.80, 0.76, 0.84), (0.40, 0.38, 0.42), (0.30, 0.28, 0.32)),
-                       "new@1", "old@1", judge_first=True)
+    by_sends = verdict(judged(better_by(-0.1, -0.1, -0.1, -0.1, -0.2), CHAMPION_SCORES, (0.40, 0.38, 0.42),
+                              (0.30, 0.28, 0.32)), "new@1", "old@1", judge_first=True)
     assert by_sends.ahead and by_sends.estimator == "DR"
-    # behind on the judge with sends that cannot tell: not ahead, and the message gives both readings
-    neither = verdict(judged((0.78, 0.75, 0.81), (0.80, 0.76, 0.84)), "new@1", "old@1", judge_first=True)
+    # behind on the judge with no sends: not ahead, and the message gives both readings
+    neither = verdict(judged(better_by(-0.02, -0.04, -0.06, -0.03, -0.05)), "new@1", "old@1", judge_first=True)
     assert not neither.ahead and "no off-policy estimate" in neither.message and "not ahead" in neither.message
-    # always-valid over 40 held-out prospects (nρ² = 0.25315: √(2 · 1.25315 / 0.25315 · ln(√1.25315 / 0.1)) = 4.89013
-    # standard errors): 0.05 / 1.644854 · 4.89386 = 0.149 > 0.06
+    # always-valid over 5 prospects (nρ² = 0.031644: √(2 · 1.031644 / 0.031644 · ln(√1.031644 / 0.1)) = 12.2943
+    # standard errors): 0.0070711 · 12.2943 = 0.0869 > 0.04
     assert not verdict(before_sends, "new@1", "old@1", judge_first=True, sequential=True).ahead
 
 
