@@ -74,9 +74,10 @@ class DeploymentIn(BaseModel):
         "you like does not raise the rate at which a challenger no better than the champion is promoted (default: as "
         "the current deployment says; off for a graph's first)."))
     judge_first: bool | None = Field(None, description=(
-        "From now on, the judge's mean on held-out prospects is evidence too: a challenger its interval puts ahead is "
-        "ahead unless its sends put it behind, so a better policy need not wait for its own sends; the sends alone "
-        "can bring the old champion back (default: as the current deployment says; off for a graph's first)."))
+        "From now on, the judge is evidence too: a challenger whose scores on the evaluation's held-out prospects, "
+        "compared with the champion's prospect by prospect, put it ahead is ahead unless its sends put it behind, so "
+        "a better policy need not wait for its own sends; the sends alone can bring the old champion back (default: "
+        "as the current deployment says; off for a graph's first)."))
     force: bool = Field(False, description="Promote without the evidence `require_evidence` asks for; recorded.")
     traffic: Literal["fixed", "auto"] = Field("fixed", description=(
         "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
@@ -140,7 +141,7 @@ class DeploymentOut(BaseModel):
     challengers: list[Arm]
     require_evidence: bool
     sequential: bool = Field(description="The gate reads an always-valid interval of the difference.")
-    judge_first: bool = Field(description="The gate also reads the held-out judge's interval, until sends say otherwise.")
+    judge_first: bool = Field(description="The gate also reads the judge's held-out scores, until sends say otherwise.")
     traffic: Literal["fixed", "auto"]
     floor: float
     min_sends: int
