@@ -26,7 +26,10 @@ of a draft, P(open) · P(reply | open), is read only here.
   `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
   that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
   as good as the first policy), and the line goes on from its own last policy the week after;
-  `regret_regressing_auto_sequential` is the last with a `sequential` deployment. Three strategies meet
+  `regret_regressing_auto_sequential` is the last with a `sequential` deployment, and `regret_judge_first_auto` and
+  `regret_regressing_judge_first_auto` are the auto parts with a `judge_first` deployment: before each week's sends an
+  evaluation on held-out look-alikes compares the deployed policies, and a challenger the judge's scores put ahead
+  (prospect by prospect) is promoted then. Three strategies meet
   the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
     with `auto` traffic (part `regret_auto`: top-two Thompson sampling, a new challenger at an even share until it has
