@@ -26,10 +26,7 @@ of a draft, P(open) · P(reply | open), is read only here.
   `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
   that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
   as good as the first policy), and the line goes on from its own last policy the week after;
-  `regret_regressing_auto_sequential` is the last with a `sequential` deployment, and `regret_judge_first_auto` and
-  `regret_regressing_judge_first_auto` are the auto parts with a `judge_first` deployment: before each week's sends an
-  evaluation on held-out look-alikes compares the deployed policies, and a challenger the judge's scores put ahead
-  (prospect by prospect) is promoted then. Three strategies meet
+  `regret_regressing_auto_sequential` is the last with a `sequential` deployment. Three strategies meet
   the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
     with `auto` traffic (part `regret_auto`: top-two Thompson sampling, a new challenger at an even share until it has
@@ -245,33 +242,13 @@ def estimate_of(report: dict) -> dict | None:
     return off["dr"] or off["snips"]
 
 
-def promotion_order(result: dict, champion: str, challengers: list[str], judge_first: bool = False) -> list[str]:
-    """The challengers whose estimate is above the champion's, best first, then (`judge_first`) those whose held-out
-    judge mean is, best first: those worth asking `PUT` to promote."""
-    order = []
-    for read in (estimate_of, lambda p: p["judge"]) if judge_first else (estimate_of,):
-        found = {p["policy"]: read(p) for p in result["policies"]}
-        if found.get(champion) is None:
-            continue
-        ahead = [c for c in challengers if found.get(c) is not None and found[c]["value"] > found[champion]["value"]]
-        order += [c for c in sorted(ahead, key=lambda c: -found[c]["value"]) if c not in order]
-    return order
-
-
-async def promote(client, result: dict, champion: str, challengers: list[str], share: float | None,
-                  max_challengers: int, judge_first: bool, options: dict, refused: list | None = None) -> str | None:
-    """Asks `PUT` to promote each challenger the evaluation shows above the champion, best first, until one is accepted
-    (the old champion stays a challenger, so it can win its place back); the one promoted, or None. Refusals (409, the
-    gate) are added to `refused`."""
-    for candidate in promotion_order(result, champion, challengers, judge_first):
-        rest = [c for c in challengers if c != candidate] + [champion]
-        answer = await deploy_arms(client, candidate, rest[-max_challengers:], share, **options)
-        if answer.status_code == 409:
-            (refused if refused is not None else []).append(candidate)
-            continue
-        await _ok(answer)
-        return candidate
-    return None
+def promotion_order(result: dict, champion: str, challengers: list[str]) -> list[str]:
+    """The challengers whose estimate is above the champion's, best first: those worth asking `PUT` to promote."""
+    found = {p["policy"]: estimate_of(p) for p in result["policies"]}
+    if found.get(champion) is None:
+        return []
+    ahead = [c for c in challengers if found.get(c) is not None and found[c]["value"] > found[champion]["value"]]
+    return sorted(ahead, key=lambda c: -found[c]["value"])
 
 
 def worse_deployed(champions: list[str], quality: dict[str, float]) -> list[dict]:
@@ -522,10 +499,10 @@ def regressed_weeks(weeks: int, every: int | None) -> list[int]:
 
 def _regret_seed(args: tuple) -> dict:
     (seed, weeks, prospects_n, first_iterations, weekly_iterations, traffic, max_challengers, held_out, regressed,
-     sequential, judge_first) = args
+     sequential) = args
     share = traffic.get("share")
     options = {} if share is not None else {"traffic": "auto", "floor": traffic["floor"], "min_sends": traffic["min_sends"]}
-    options |= ({"sequential": True} if sequential else {}) | ({"judge_first": True} if judge_first else {})
+    options |= {"sequential": True} if sequential else {}
     _environment()
     from app.knowledge_graph.service import demo_graph
     from app.outcomes.simulated_team import SimulatedTeam
@@ -552,24 +529,14 @@ def _regret_seed(args: tuple) -> dict:
                         new = line = f"{run['run_id']}@{weekly_iterations}"
                     challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
-                    entry = {"week": week, "new": new, "regressed": week in regressed, "promoted_before_sends": None}
-                    if judge_first:  # the judge's evidence on held-out prospects comes before any send of the week
-                        held = [la.prospect for la in team.look_alikes(held_out, seed=70_000 + week_seed)]
-                        result = await evaluate(api.http, [champion, *challengers], held)
-                        entry["judged"] = {p["policy"]: _interval(p["judge"]) for p in result["policies"]}
-                        promoted = await promote(api.http, result, champion, challengers, share, max_challengers,
-                                                 judge_first, options)
-                        if promoted is not None:
-                            entry["promoted_before_sends"] = promoted
-                            challengers = [c for c in challengers if c != promoted] + [champion]
-                            champion, challengers = promoted, challengers[-max_challengers:]
                     look_alikes = team.look_alikes(prospects_n, seed=week_seed)
                     batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
-                    assert batch["policy"] == champion, (batch["policy"], champion)
+                    assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
                     sent = await send(api, team, look_alikes, gated, seed=week_seed)
                     always = await by_policy(api.http, look_alikes, gated, new, seed=week_seed)
                     kept = await by_policy(api.http, look_alikes, gated, never, seed=week_seed)
-                    entry |= {"champion": champion, "challengers": list(challengers),
+                    entry = {"week": week, "champion": champion, "challengers": list(challengers), "new": new,
+                             "regressed": week in regressed,
                              "drawn": {p: sum(d["policy"] == p for d in gated) for p in [champion, *challengers]},
                              "gated": float(np.sum(true_replies(team, look_alikes, gated))),
                              "always": float(np.sum(true_replies(team, look_alikes, always))),
@@ -579,12 +546,16 @@ def _regret_seed(args: tuple) -> dict:
                     result = await evaluate(api.http, [champion, *challengers], held)
                     entry["evidence"] = {p["policy"]: {"matched": p["off_policy"]["matched"],
                                                        "estimate": _interval(estimate_of(p))} for p in result["policies"]}
-                    entry["refused"] = []
-                    entry["promoted"] = await promote(api.http, result, champion, challengers, share, max_challengers,
-                                                      judge_first, options, refused=entry["refused"])
-                    if entry["promoted"] is not None:
-                        rest = [c for c in challengers if c != entry["promoted"]] + [champion]
-                        champion, challengers = entry["promoted"], rest[-max_challengers:]
+                    entry["promoted"], entry["refused"] = None, []
+                    for candidate in promotion_order(result, champion, challengers):
+                        rest = [c for c in challengers if c != candidate] + [champion]  # the old champion can win it back
+                        answer = await deploy_arms(api.http, candidate, rest[-max_challengers:], share, **options)
+                        if answer.status_code == 409:
+                            entry["refused"].append(candidate)
+                            continue
+                        await _ok(answer)
+                        entry["promoted"], champion, challengers = candidate, candidate, rest[-max_challengers:]
+                        break
                     entry["seconds"] = round(time.monotonic() - week_started, 1)
                     out.append(entry)
                 return {"seed": seed, "never": never, "weeks": out, "seconds": round(time.monotonic() - started, 1)}
@@ -607,9 +578,7 @@ def _summary(run: dict, prospects_n: int) -> dict:
             "refused_truly_worse": refused_worse,
             "challenger_drafts_share": by_challengers / sum(sum(w["drawn"].values()) for w in run["weeks"]),
             "quality": {p: round(q, 4) for p, q in quality.items()}, "champions": champions,
-            "promotions": [{"week": w["week"], "policy": p, "before_sends": before}
-                           for w in run["weeks"] for p, before in ((w.get("promoted_before_sends"), True),
-                                                                   (w["promoted"], False)) if p],
+            "promotions": [{"week": w["week"], "policy": w["promoted"]} for w in run["weeks"] if w["promoted"]],
             "refused": sum(len(w["refused"]) for w in run["weeks"]), "worse_deployed": worse,
             "longest_worse_weeks": max((s["weeks"] for s in worse), default=0), "better_challenger_waiting_weeks": waiting}
 
@@ -617,12 +586,10 @@ def _summary(run: dict, prospects_n: int) -> dict:
 def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
                    first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
                    traffic: dict | None = None, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
-                   regress_every: int | None = None, sequential: bool = False, judge_first: bool = False,
-                   workers: int = 2) -> dict:
+                   regress_every: int | None = None, sequential: bool = False, workers: int = 2) -> dict:
     """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`;
     `regress_every`: every so many weeks, the challenger is a run that did not continue the line; `sequential`: the
-    deployment reads the always-valid interval; `judge_first`: it also reads the held-out judge's, and each week an
-    evaluation before the sends may promote the week's challenger."""
+    deployment reads the always-valid interval."""
     from concurrent.futures import ProcessPoolExecutor
 
     traffic = traffic or {"share": CHALLENGER_SHARE}
@@ -631,15 +598,13 @@ def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int
     started, load = time.monotonic(), os.getloadavg()[0]
     with ProcessPoolExecutor(workers) as pool:
         runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, traffic,
-                                             max_challengers, held_out, regressed, sequential, judge_first)
-                                            for s in range(seeds)]))
+                                             max_challengers, held_out, regressed, sequential) for s in range(seeds)]))
     summaries = [_summary(r, prospects) for r in runs]
     totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
     return {
         "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
         "weekly_iterations": weekly_iterations, "traffic": "fixed" if "share" in traffic else "auto", **traffic,
         "max_challengers": max_challengers, "held_out": held_out, "regressed_weeks": regressed, "sequential": sequential,
-        "judge_first": judge_first,
         "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
                                        for s in ("gated", "always", "never")},
         "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
@@ -716,9 +681,7 @@ _REGRESSING = {"regress_every": REGRESS_EVERY}
 # where every third week's challenger did not continue it, with the fixed-sample or the always-valid (`sequential`) gate
 REGRET_PARTS = {"regret": {}, "regret_auto": _AUTO, "regret_regressing": _REGRESSING,
                 "regret_regressing_auto": _AUTO | _REGRESSING,
-                "regret_regressing_auto_sequential": _AUTO | _REGRESSING | {"sequential": True},
-                "regret_judge_first_auto": _AUTO | {"judge_first": True},
-                "regret_regressing_judge_first_auto": _AUTO | _REGRESSING | {"judge_first": True}}
+                "regret_regressing_auto_sequential": _AUTO | _REGRESSING | {"sequential": True}}
 # peeking: how often weekly looks promote a challenger, with either interval; replay: where gating beats always-promote
 PARTS = ("ope", *REGRET_PARTS, "peeking", "replay")
 

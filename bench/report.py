@@ -828,19 +828,16 @@ def promotion_section(pr: dict) -> list[str]:
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
         "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
-        "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `regret_judge_first_auto`, "
-        "`regret_regressing_judge_first_auto`, `peeking` or `replay` for one part); the code and what "
+        "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `peeking` or `replay` for one part); the code and what "
         "each figure means: `bench/promotion.py`.",
         "",
     ]
     if ope := pr.get("ope"):
         lines += ope_section(ope)
-    for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto", "regret_regressing_auto_sequential",
-                 "regret_judge_first_auto", "regret_regressing_judge_first_auto"):
+    for part in ("regret", "regret_auto", "regret_regressing", "regret_regressing_auto", "regret_regressing_auto_sequential"):
         if rg := pr.get(part):
             lines += regret_section(rg)
     lines += regressions_compared(pr)
-    lines += judge_first_compared(pr)
     if pk := pr.get("peeking"):
         lines += peeking_section(pk)
     if rp := pr.get("replay"):
@@ -983,33 +980,6 @@ def regressions_compared(pr: dict) -> list[str]:
     ]
 
 
-def judge_first_compared(pr: dict) -> list[str]:
-    """What reading the judge first changes, against the same loop on the sends alone (auto traffic), on either line."""
-    rows = []
-    for label, sends, judged in (("the line", "regret_auto", "regret_judge_first_auto"),
-                                 ("regressing challengers", "regret_regressing_auto", "regret_regressing_judge_first_auto")):
-        if (a := pr.get(sends)) and (b := pr.get(judged)):
-            before = sum(p.get("before_sends", False) for m in b["per_seed"] for p in m["promotions"])
-            rows.append(f"| {label} | {a['totals']['gated']:.1f} | {b['totals']['gated']:.1f} | "
-                        f"{b['totals']['always']:.1f} | {b['totals']['gated'] / b['totals']['always']:.1%} | "
-                        f"{b['promotions']} ({before} before the sends) | {b['longest_worse_weeks']} |")
-    if not rows:
-        return []
-    return [
-        "### Reading the judge first",
-        "",
-        "The gated loop with auto traffic, its deployment on the sends alone or reading the held-out judge first "
-        "(`judge_first`); always-promote on the same seeds, which meet the same challengers only in the first week "
-        "(later runs learn from what each loop sent). Expected replies over the 8 weeks, mean over seeds:",
-        "",
-        "| challengers | gated, sends alone | gated, judge first | always-promote beside it | judge first / always | "
-        "promotions | longest a worse policy stayed (weeks) |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-    ]
-
-
 def _sequential_compared(pr: dict) -> list[str]:
     fixed, sequential = pr.get("regret_regressing_auto"), pr.get("regret_regressing_auto_sequential")
     if not (fixed and sequential):
@@ -1033,8 +1003,7 @@ def regret_section(rg: dict) -> list[str]:
              else f"at a share of {rg['share']:g}")
     lines = [
         f"### Regret over {n} weeks, {'auto traffic' if auto else 'fixed shares'}"
-        f"{', challengers that regress' if regressed else ''}{', always-valid gate' if rg.get('sequential') else ''}"
-        f"{', the judge first' if rg.get('judge_first') else ''} "
+        f"{', challengers that regress' if regressed else ''}{', always-valid gate' if rg.get('sequential') else ''} "
         f"({_when(rg)}; {rg['seconds']:.0f} s, "
         f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
         "",
@@ -1054,13 +1023,7 @@ def regret_section(rg: dict) -> list[str]:
         + ("always-valid 90% interval of the difference (`sequential`)" if rg.get("sequential")
            else "90% interval of the difference")
         + " lies above zero, else 409); the "
-        "champion it replaces stays as a challenger. "
-        + ("The deployment reads the judge first (`judge_first`): before each week's sends, an evaluation compares the "
-           f"deployed policies on {rg['held_out']} held-out look-alikes, and a challenger whose judge mean is above the "
-           "champion's is put to `PUT`, accepted when the 90% interval of the difference of the judge means lies above "
-           "zero and its sends do not put it behind; after the sends, the sends' evidence as above (marked * where the "
-           "promotion came before the sends). " if rg.get("judge_first") else "")
-        + "**Always-promote**: the week's challenger writes every email. "
+        "champion it replaces stays as a challenger. **Always-promote**: the week's challenger writes every email. "
         "**Never-promote**: the first policy writes every email. Total = the sum of the true reply probabilities of "
         "the strategy's drafts over the weeks (expected replies).",
         "",
@@ -1084,8 +1047,7 @@ def regret_section(rg: dict) -> list[str]:
             f"seed {m['seed']}: first {m['quality'][m['champions'][0]]:.3f}, challengers "
             + ", ".join(f"{m['quality'][w['new']]:.3f}{'†' if w.get('regressed') else ''}" for w in m["weeks"])
             + f", {len(m['promotions'])} promotion(s)"
-            + (" (" + ", ".join(f"week {p['week']}{'*' if p.get('before_sends') else ''}" for p in m["promotions"])
-               + ")" if m["promotions"] else "")
+            + (" (" + ", ".join(f"week {p['week']}" for p in m["promotions"]) + ")" if m["promotions"] else "")
             + f", {m['refused']} refused by the gate" for m in seeds) + ".",
         "",
         f"- Gated ≥ always-promote: {totals['gated']:.1f} vs {totals['always']:.1f}, {_ok(totals['gated'] >= totals['always'])} "

@@ -117,14 +117,14 @@ async def evaluate_step(evaluation_id: str) -> str:
     reason = None if held_out else "every scenario of the graph trained one of the policies: give held-out prospects"
     reports = []
     for author in writers:
-        judged, predicted, likes = {}, [], []
+        judged, predicted, likes = [], [], []
         for position, prospect in enumerate(held_out):
             like, written = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
             if written.email is None:
                 continue
             email = written.email.email
             if written.score is not None:
-                judged[prospect["id"]] = written.score
+                judged.append(written.score)
             if model.fitted:
                 likes.append(like)
                 predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
@@ -142,8 +142,7 @@ async def evaluate_step(evaluation_id: str) -> str:
             off = estimators.OffPolicy(0, 0, 0.0, None, None, None, "it had no share in any batch whose sends have a "
                                                                     "known outcome")
         reports.append(PolicyEvaluation(
-            policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(list(judged.values()))),
-            judge_scores=judged,
+            policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(judged)),
             predicted_reply=_interval(predicted_reply),
             off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=_interval(off.ips),
                                     snips=_interval(off.snips), dr=_interval(off.dr), reason=off.reason)))

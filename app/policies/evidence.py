@@ -10,17 +10,9 @@ Those intervals are fixed-sample ones: evaluating every week and promoting on th
 equal challenger more often than one look would. A deployment that asks for `sequential` evidence reads an
 always-valid interval of the difference instead (an asymptotic confidence sequence, Waudby-Smith et al. 2023, eq. 9,
 as GrowthBook's sequential testing uses): it holds at every look at once, so looking as often as one likes keeps the
-one-sided 5 % false-promotion rate, for an interval about 1.7 times as wide.
-
-Sends are the only evidence of replies, and a challenger has none until it drafts: on a line of improving policies a
-gate on sends deploys each one a week or more late. A deployment that asks for `judge_first` also takes the judge as
-evidence before the sends speak. Both policies write for the same held-out prospects, with the same seeds, so the
-judge's scores compare prospect by prospect: a challenger whose 90 % interval of the mean paired difference (Student's
-t, at least 5 prospects) lies above zero is ahead unless its sends put it behind. The sends alone can then bring the
-old champion back, so a policy that pleases the judge and not the recipients is deployed only until its sends show it."""
+one-sided 5 % false-promotion rate, for an interval about 1.7 times as wide."""
 
 import math
-import statistics
 from dataclasses import dataclass
 
 from app.loop.schemas import Z_90
@@ -31,7 +23,6 @@ from app.policies.schemas import EvaluationResult, Interval, PolicyEvaluation
 # four times as many: the hundreds to few thousands of sends at which a team's evaluations decide.
 SEQUENTIAL_TUNED_AT = 1_000
 ALPHA = 0.10  # two-sided, as the 90 % intervals
-MIN_JUDGED = 5  # held-out prospects both policies wrote for before the judge's scores are evidence (t from 4 df)
 
 
 @dataclass(frozen=True)
@@ -42,7 +33,6 @@ class Verdict:
     estimator: str | None = None  # the estimates compared, when both had one (a promotion's event quotes them)
     challenger: Interval | None = None
     champion: Interval | None = None
-    behind: bool = False  # the interval of the difference lies below zero
 
 
 def _estimate(evaluation: PolicyEvaluation) -> tuple[str, Interval] | None:
@@ -58,50 +48,11 @@ def _said(name: str, interval: Interval) -> str:
     return f"{name} {interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequential: bool = False,
-            judge_first: bool = False) -> Verdict:
+def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequential: bool = False) -> Verdict:
     found = {p.policy: p for p in result.policies}
     if challenger not in found or champion not in found:
         return Verdict(False, f"no evaluation compares {challenger!r} with the champion {champion!r}: "
                               "POST /evaluations with both")
-    sends = _sends_verdict(found, challenger, champion, sequential)
-    if not judge_first or sends.ahead:
-        return sends
-    judged = _judge_verdict(found, challenger, champion, sequential)
-    if judged is None:
-        return sends
-    if judged.ahead and not sends.behind:
-        return judged
-    quoted = {"sequential": sends.sequential, "estimator": sends.estimator, "challenger": sends.challenger,
-              "champion": sends.champion, "behind": sends.behind}
-    if judged.ahead:
-        return Verdict(False, f"{judged.message}, but its sends put it behind: {sends.message}", **quoted)
-    return Verdict(False, f"{sends.message}; and {judged.message}", **quoted)
-
-
-def _judge_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str,
-                   sequential: bool) -> Verdict | None:
-    """The held-out judge's reading, prospect by prospect: None where either policy wrote for no held-out prospect."""
-    mine, theirs = found[challenger], found[champion]
-    if mine.judge is None or theirs.judge is None:
-        return None
-    shared = sorted(mine.judge_scores.keys() & theirs.judge_scores.keys())
-    differences = [mine.judge_scores[p] - theirs.judge_scores[p] for p in shared]
-    if len(differences) < MIN_JUDGED or statistics.stdev(differences) == 0:
-        return Verdict(False, f"the judge's scores cannot tell them apart: that needs at least {MIN_JUDGED} held-out "
-                              "prospects both wrote for, whose differences vary")
-    n, difference = len(differences), statistics.fmean(differences)
-    standard_error = statistics.stdev(differences) / math.sqrt(n)
-    margin = always_valid_margin(standard_error, n) if sequential else student_t_90(n - 1) * standard_error
-    ahead = difference - margin > 0
-    said = (f"{challenger!r} {_said('judge', mine.judge)} against the champion {champion!r} "
-            f"{_said('judge', theirs.judge)}; prospect by prospect on {n} held-out prospects, the difference "
-            f"{difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
-            + (" (always-valid)" if sequential else "") + (", ahead" if ahead else ", not ahead"))
-    return Verdict(ahead, said, sequential=sequential, estimator="judge", challenger=mine.judge, champion=theirs.judge)
-
-
-def _sends_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion: str, sequential: bool) -> Verdict:
     estimates = {policy: _estimate(found[policy]) for policy in (challenger, champion)}
     for policy, estimate in estimates.items():
         if estimate is None:
@@ -117,17 +68,10 @@ def _sends_verdict(found: dict[str, PolicyEvaluation], challenger: str, champion
     if difference - margin > 0:
         return Verdict(True, f"{shown}: {said}, ahead", **estimates)
     if difference <= 0:
-        return Verdict(False, f"{shown}: {said}, not ahead", behind=difference + margin < 0, **estimates)
+        return Verdict(False, f"{shown}: {said}, not ahead", **estimates)
     more = max(math.ceil(n * (margin / difference) ** 2) - n for n in sends)
     return Verdict(False, f"{shown}: {said} holds zero; about {max(more, 1)} more sends of each would clear it at this "
                           "difference", **estimates)
-
-
-def student_t_90(degrees_of_freedom: int) -> float:
-    """The two-sided 90 % quantile of Student's t, by its Cornish-Fisher expansion around the normal one (within 1 %
-    from 4 degrees of freedom: 2.115 against 2.132)."""
-    z, n = Z_90, degrees_of_freedom
-    return z + (z ** 3 + z) / (4 * n) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * n ** 2)
 
 
 def compared(mine: Interval, theirs: Interval, *, sends: int | None = None) -> tuple[float, float]:

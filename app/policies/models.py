@@ -28,7 +28,6 @@ class Deployment(Base):
     auto_promote: Mapped[bool] = mapped_column(default=False)  # promote a challenger once an evaluation puts it ahead
     require_evidence: Mapped[bool] = mapped_column(default=False)  # a new champion needs an evaluation putting it ahead
     sequential: Mapped[bool] = mapped_column(default=False)  # the gate reads an always-valid interval of the difference
-    judge_first: Mapped[bool] = mapped_column(default=False)  # … and the held-out judge's, until sends say otherwise
     forced: Mapped[bool] = mapped_column(default=False)  # promoted against (or without) the evidence, by request
     evaluation_id: Mapped[str | None] = mapped_column(String(40))  # the evaluation that justified the promotion
     trigger: Mapped[str] = mapped_column(String(16), default="request")  # or "auto_promote": an evaluation promoted it

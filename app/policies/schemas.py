@@ -73,11 +73,6 @@ class DeploymentIn(BaseModel):
         "From now on, the evidence is read with an always-valid interval of the difference, so evaluating as often as "
         "you like does not raise the rate at which a challenger no better than the champion is promoted (default: as "
         "the current deployment says; off for a graph's first)."))
-    judge_first: bool | None = Field(None, description=(
-        "From now on, the judge is evidence too: a challenger whose scores on the evaluation's held-out prospects, "
-        "compared with the champion's prospect by prospect, put it ahead is ahead unless its sends put it behind, so "
-        "a better policy need not wait for its own sends; the sends alone can bring the old champion back (default: "
-        "as the current deployment says; off for a graph's first)."))
     force: bool = Field(False, description="Promote without the evidence `require_evidence` asks for; recorded.")
     traffic: Literal["fixed", "auto"] = Field("fixed", description=(
         "`auto`: each batch's shares follow top-two Thompson sampling over the policies' reply rates."))
@@ -141,7 +136,6 @@ class DeploymentOut(BaseModel):
     challengers: list[Arm]
     require_evidence: bool
     sequential: bool = Field(description="The gate reads an always-valid interval of the difference.")
-    judge_first: bool = Field(description="The gate also reads the judge's held-out scores, until sends say otherwise.")
     traffic: Literal["fixed", "auto"]
     floor: float
     min_sends: int
@@ -165,9 +159,6 @@ class PolicyEvaluation(BaseModel):
     policy: str
     held_out: int = Field(description="Held-out prospects it wrote for.")
     judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
-    judge_scores: dict[str, float] = Field(default_factory=dict, description=(
-        "The judge's score of its email to each held-out prospect, by the prospect's id: every policy writes for the "
-        "same prospects, so two policies compare prospect by prospect."))
     predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
     off_policy: OffPolicyOut
 

@@ -53,8 +53,7 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
         return DeploymentOut(graph_id=graph_id, policy=None, share=None, challengers=[], require_evidence=False,
-                             sequential=False, judge_first=False, traffic="fixed",
-                             floor=DeploymentIn.model_fields["floor"].default,
+                             sequential=False, traffic="fixed", floor=DeploymentIn.model_fields["floor"].default,
                              min_sends=DeploymentIn.model_fields["min_sends"].default, auto_promote=False,
                              deployed_at=None, history=[])
     current = rows[0]
@@ -63,7 +62,6 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
     return DeploymentOut(graph_id=graph_id, policy=policy_id(current.run_id, current.iteration),
                          share=None if auto else champion_share([c.share for c in challengers]), challengers=challengers,
                          require_evidence=current.require_evidence, sequential=current.sequential,
-                         judge_first=current.judge_first,
                          traffic=current.traffic, floor=current.floor,
                          min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
                          history=[_record(row) for row in rows])
@@ -100,18 +98,15 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     current = await repository.current(session, graph_id, tenant)
     require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
     sequential = body.sequential if body.sequential is not None else bool(current and current.sequential)
-    judge_first = body.judge_first if body.judge_first is not None else bool(current and current.judge_first)
     # the gate in force judges this very promotion: a PUT that lifts or loosens it does so for later ones
-    enforced = bool(current and current.require_evidence)
-    gated = require or enforced
-    strict = sequential or (enforced and current.sequential)
-    lenient = judge_first and (not enforced or current.judge_first)
+    gated = require or bool(current and current.require_evidence)
+    strict = sequential or bool(current and current.require_evidence and current.sequential)
     evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
     if gated and incumbent is not None and incumbent != champion.id:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
         found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent,
-                         sequential=strict, judge_first=lenient) if evaluation
+                         sequential=strict) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.id!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -126,7 +121,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
-        require_evidence=require, sequential=sequential, judge_first=judge_first, forced=forced, evaluation_id=evaluation_id,
+        require_evidence=require, sequential=sequential, forced=forced, evaluation_id=evaluation_id,
         trigger="request")
     if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
         await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
@@ -146,7 +141,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
         found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion,
-                        sequential=current.sequential, judge_first=current.judge_first)
+                        sequential=current.sequential)
         if found.ahead:
             demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
             row = Deployment(
@@ -154,8 +149,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
-                require_evidence=current.require_evidence, sequential=current.sequential,
-                judge_first=current.judge_first, forced=False,
+                require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
                 evaluation_id=evaluation.id, trigger="auto_promote")
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)

@@ -87,10 +87,8 @@ class RunWaitingData(EventData):
 class PromotionEvidence(BaseModel):
     """What the evaluation showed of the new champion against the one it replaced, as the gate read it."""
 
-    estimator: Literal["DR", "SNIPS", "judge"] = Field(description=(
-        "DR where the outcome model could predict, else SNIPS; `judge`: the held-out judge's mean (a deployment with "
-        "`judge_first`, before the sends put the policy ahead)."))
-    policy: Interval = Field(description="The promoted policy's off-policy reply rate (with `judge`, its judge mean).")
+    estimator: Literal["DR", "SNIPS"] = Field(description="DR where the outcome model could predict, else SNIPS.")
+    policy: Interval = Field(description="The promoted policy's off-policy reply rate.")
     replaced: Interval = Field(description="The replaced champion's.")
     ahead: bool = Field(description="The 90 % interval of the difference between the two lies above zero.")
     sequential: bool = Field(False, description="That interval was the always-valid one (the deployment's `sequential`).")

@@ -250,35 +250,3 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
     assert (loosened["require_evidence"], loosened["sequential"]) == (True, False)
     promoted = await put(bob, {"policy": challenger})
     assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == created["evaluation_id"]
-
-
-async def test_judge_first_promotes_on_the_held_out_judge_alone_while_no_send_speaks(world):
-    alice, _ = world
-    drafted, silent = f"{alice.run_id}@0", f"{alice.run_id}@2"  # @2 has drafted nothing: no send speaks for it
-    kept = await put(alice, {"policy": drafted, "challengers": [{"policy": silent, "share": 0.5}], "sequential": False,
-                             "auto_promote": False, "require_evidence": True})
-    assert kept["require_evidence"] and not kept["judge_first"]
-    created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [silent, drafted]})).json()
-    evaluation = await settled(alice.client, f"/evaluations/{created['evaluation_id']}")
-    judged = {p["policy"]: p["judge"] for p in evaluation["result"]["policies"]}
-    leader, trailer = sorted((silent, drafted), key=lambda p: -judged[p]["value"])
-    if trailer != drafted:  # the one the held-out judge puts behind is the champion to replace
-        await put(alice, {"policy": trailer, "challengers": [{"policy": leader, "share": 0.5}], "force": True})
-    result = EvaluationResult.model_validate(evaluation["result"])
-    assert verdict(result, leader, trailer, judge_first=True).estimator == "judge"  # the case: ahead on the judge …
-    assert verdict(result, leader, trailer, judge_first=True).ahead and not verdict(result, leader, trailer).ahead
-
-    refused = await alice.client.put("/graphs/demo/deployment", json={"policy": leader})
-    assert refused.status_code == 409 and "no off-policy estimate" in refused.text  # … which the sends alone cannot say
-    asked = await alice.client.put("/graphs/demo/deployment", json={"policy": leader, "judge_first": True})
-    assert asked.status_code == 409  # the gate in force judges the PUT that loosens it
-    assert (await put(alice, {"policy": trailer, "challengers": [{"policy": leader, "share": 0.5}],
-                              "judge_first": True}))["judge_first"]
-    before = await promotions(alice)
-    promoted = await put(alice, {"policy": leader, "challengers": [{"policy": trailer, "share": 0.5}]})
-    [event] = (await promotions(alice))[len(before):]
-    assert promoted["history"][0]["evaluation"] == created["evaluation_id"] == event["data"]["evaluation"]
-    assert event["data"]["evidence"]["estimator"] == "judge" and event["data"]["evidence"]["ahead"] is True
-    assert (event["data"]["evidence"]["policy"], event["data"]["evidence"]["replaced"]) == (judged[leader], judged[trailer])
-    # the judge cannot bring the one it put behind back
-    assert (await alice.client.put("/graphs/demo/deployment", json={"policy": trailer})).status_code == 409

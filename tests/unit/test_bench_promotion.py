@@ -51,18 +51,6 @@ def test_promotion_order_reads_dr_else_snips_and_keeps_the_challengers_above_the
     assert promotion_order({"policies": [_report("champ", None, None), _report("x", 0.5, 0.5)]}, "champ", ["x"]) == []
 
 
-def test_promotion_order_with_the_judge_first_asks_for_the_sends_leaders_then_the_judges():
-    def report(policy, dr, judge):
-        return _report(policy, dr, None) | {"judge": {"value": judge, "low": judge - 0.02, "high": judge + 0.02}}
-    result = {"policies": [report("champ", 0.20, 0.80), report("x", 0.25, 0.70), report("y", None, 0.90),
-                           report("z", None, 0.85), report("w", 0.10, 0.79)]}
-    assert promotion_order(result, "champ", ["x", "y", "z", "w"]) == ["x"]
-    assert promotion_order(result, "champ", ["x", "y", "z", "w"], judge_first=True) == ["x", "y", "z"]
-    # no send of the champion yet: only the judge can name one
-    result["policies"][0] = report("champ", None, 0.80)
-    assert promotion_order(result, "champ", ["x", "y", "z", "w"], judge_first=True) == ["y", "z"]
-
-
 def test_worse_deployed_counts_the_weeks_a_policy_worse_than_the_one_it_replaced_stayed():
     quality = {"A": 0.2, "B": 0.1, "C": 0.3}
     assert worse_deployed(["A", "A", "B", "B", "C", "A"], quality) == [

@@ -280,8 +280,7 @@ async function showDeployments(into) {
         "Reply rate, off-policy (90 %)"].map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows)),
     h("p", { class: "muted" }, (deployment.require_evidence
-      ? `A new champion needs evidence${deployment.sequential ? " (always-valid intervals)" : ""}`
-        + `${deployment.judge_first ? ", the held-out judge's until its sends speak" : ""}. ` : "")
+      ? `A new champion needs evidence${deployment.sequential ? " (always-valid intervals)" : ""}. ` : "")
       + (evaluation ? `Evaluated ${when(evaluation.created_at)} (${evaluation.status}).` : "Not evaluated yet.")),
     promotions(deployment.history)));
   }
