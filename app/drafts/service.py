@@ -227,8 +227,9 @@ async def sent_drafts(session: AsyncSession, run_id: str) -> tuple[int, str | No
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
-    return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email, policy=policy_id(draft.run_id, draft.iteration),
-                    judge_score=draft.judge_score, variant=draft.variant, propensity=draft.propensity, like=draft.like)
+    return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
+                    policy=policy_id(draft.run_id, draft.iteration), judge_score=draft.judge_score,
+                    variant=draft.variant, propensity=draft.propensity, like=draft.like)
 
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
