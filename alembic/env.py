@@ -1,5 +1,5 @@
 """Alembic environment: migrates the database of `sqlalchemy.url` when the config sets one (the
-`app.migrations` helpers do), else of `DATABASE_URL` (the `alembic` command, run from the root)."""
+`app.kit.migrations` helpers do), else of `DATABASE_URL` (the `alembic` command, run from the root)."""
 
 from logging.config import fileConfig
 from pathlib import Path
@@ -8,8 +8,8 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 import app.models  # noqa: F401  (registers every table)
-from app.db import Base, driver_url
-from app.settings import get_settings
+from app.kit.db import Base, driver_url
+from app.kit.settings import get_settings
 
 config = context.config
 if config.config_file_name is not None:  # the alembic command: alembic.ini's logging

@@ -20,7 +20,7 @@ console = Console()
 @app.callback()
 def _commands() -> None:
     """CoDreamer: RL learning loops for sales emails."""
-    from app import logs
+    from app.kit import logs
 
     logs.install()  # a cancelled run is one log line, not DBOS's traceback
 
@@ -180,8 +180,8 @@ def _database_problem(settings) -> str | None:
     from sqlalchemy import create_engine, text
     from sqlalchemy.pool import NullPool
 
-    from app.db import driver_url
-    from app.logs import database_errors, database_problem
+    from app.kit.db import driver_url
+    from app.kit.logs import database_errors, database_problem
 
     try:
         if settings.is_sqlite:
@@ -207,13 +207,13 @@ def _settings_or_exit(*, service: bool = True, database: bool = False):
     `service`: the checks of `lifecycle.check` (API keys in production, the model backend);
     `database`: DATABASE_URL answers.
     """
-    from app.settings import get_settings
+    from app.kit.settings import get_settings
 
     try:
         settings = get_settings()
     except ValidationError as exc:
         _exit_with(f"codreamer cannot start: {_config_problem(exc)}")
-    from app import logs
+    from app.kit import logs
 
     logs.limit_repeats(settings.log_repeats, settings.log_repeat_period_s)
     if database and (problem := _database_problem(settings)):
@@ -289,7 +289,7 @@ def serve(
     import uvicorn
 
     from app.main import create_app
-    from app.serving import http_protocol
+    from app.kit.serving import http_protocol
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -322,9 +322,10 @@ def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `se
 
     settings = _settings_or_exit(database=True)
     from app import lifecycle
+    from app.engine.worker import start as start_worker, stop as stop_worker
 
     if child:
-        from app.worker_process import follow_parent
+        from app.kit.worker_process import follow_parent
 
         follow_parent()
     say = (lambda _: None) if child else console.print
@@ -334,15 +335,15 @@ def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `se
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):  # from the start: a signal during start-up stops right after it
             loop.add_signal_handler(signum, stopping.set)
-        services = await lifecycle.start(settings, worker=True, api=False)
+        services = await start_worker(settings, api=False)
         say(f"worker {settings.executor_id} running; Ctrl-C or SIGTERM stops it")
         if child:
-            from app.worker_process import forward_readiness
+            from app.kit.worker_process import forward_readiness
 
             await forward_readiness(services.api.health, stopping)
         await stopping.wait()
         say(f"worker {settings.executor_id} stopping (up to {settings.shutdown_drain_s:g} s for runs in flight)")
-        await lifecycle.stop(services)
+        await stop_worker(services)
 
     try:
         asyncio.run(main())
@@ -358,8 +359,8 @@ app.add_typer(db, name="db")
 @db.command()
 def upgrade() -> None:
     """Apply migrations to DATABASE_URL."""
-    from app import migrations
-    from app.logs import database_errors, database_problem
+    from app.kit import migrations
+    from app.kit.logs import database_errors, database_problem
 
     settings = _settings_or_exit(service=False)
     try:
@@ -372,9 +373,9 @@ def upgrade() -> None:
 @db.command()
 def check() -> None:
     """Exit 0 when DATABASE_URL is reachable and migrated (a health check for workers)."""
-    from app import migrations
-    from app.db import Database
-    from app.logs import database_problem
+    from app.kit import migrations
+    from app.kit.db import Database
+    from app.kit.logs import database_problem
 
     settings = _settings_or_exit(service=False)
 

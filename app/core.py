@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database
+from app.kit.db import Database
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
 from app.knowledge_graph.service import GraphCache, RunsOnGraph
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from app import lifecycle
+from app.engine import worker
 from app.events import service as events
 from app.events.models import Event
 from app.runs.events import TERMINAL_EVENTS
@@ -19,11 +19,11 @@ from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import GraphDocument
 from app.runs import queue, repository, service
 from app.runs.schemas import LearnLoopRequest
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 @asynccontextmanager
-async def local_service(data_dir: Path, settings: Settings) -> AsyncIterator[lifecycle.Process]:
+async def local_service(data_dir: Path, settings: Settings) -> AsyncIterator[worker.Worker]:
     """A worker on `data_dir/codreamer.sqlite` (ART's files under `data_dir/.art`), stopped on exit."""
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = settings.model_copy(update={
@@ -32,14 +32,14 @@ async def local_service(data_dir: Path, settings: Settings) -> AsyncIterator[lif
         "executor_id": f"local-{uuid.uuid4().hex[:8]}",
         "run_worker": True,
     })
-    process = await lifecycle.start(settings, worker=True)
+    process = await worker.start(settings)
     try:
         yield process
     finally:
-        await lifecycle.stop(process)
+        await worker.stop(process)
 
 
-async def add_graph(process: lifecycle.Process, document: GraphDocument) -> None:
+async def add_graph(process: worker.Worker, document: GraphDocument) -> None:
     async with process.api.db.transaction() as session:
         if await graphs.exists(session, document.id):
             raise ValueError(f"graph {document.id!r} already exists")
@@ -47,7 +47,7 @@ async def add_graph(process: lifecycle.Process, document: GraphDocument) -> None
 
 
 async def run_to_end(
-    process: lifecycle.Process, request: LearnLoopRequest, on_event: Callable[[Event], None] = lambda _: None,
+    process: worker.Worker, request: LearnLoopRequest, on_event: Callable[[Event], None] = lambda _: None,
     poll_s: float = 0.05,
 ) -> dict:
     """Starts a run as `POST /learn-loop` does, feeds its events to `on_event`, returns the finished run."""
@@ -66,5 +66,5 @@ async def run_to_end(
         await asyncio.sleep(poll_s)
 
 
-async def iterations(process: lifecycle.Process, run_id: str) -> list[dict]:
+async def iterations(process: worker.Worker, run_id: str) -> list[dict]:
     return await repository.iterations(process.api.db, run_id)

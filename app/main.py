@@ -1,14 +1,16 @@
 """The FastAPI application: each domain's routers, the HTTP edge's middleware and error handlers, and the lifespan."""
 
 import asyncio
+import importlib
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from app import docs, lifecycle
-from app.auth import ApiKeyAuth, parse_api_keys
-from app.deps import UNAUTHORIZED, api_key_scheme, reject_unknown_query_params
+from app.kit import docs
+from app import lifecycle
+from app.kit.auth import ApiKeyAuth, parse_api_keys
+from app.kit.deps import UNAUTHORIZED, api_key_scheme, reject_unknown_query_params
 from app.events.endpoints import document_webhooks
 from app.http import errors
 from app.http.health import router as health_router
@@ -22,9 +24,9 @@ from app.evaluations.endpoints import router as evaluations_router
 from app.runs.endpoints import render_ahead
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
-from app.settings import Settings, get_settings
+from app.kit.settings import Settings, get_settings
 from app.ui.endpoints import router as ui_router
-from app.worker_process import WorkerProcess
+from app.kit.worker_process import WorkerProcess
 
 PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
 PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/", "/outcomes/hooks/")  # StaticFiles refuses paths that escape its folder
@@ -39,7 +41,10 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         # With a child, that is the worker of EXECUTOR_ID, which recovers that id's runs; the API only enqueues.
-        services = await lifecycle.start(settings, worker=settings.run_worker and not separate)
+        # Without one, this process is a worker too: that module is named, not imported, so that nothing the API
+        # imports reaches the loop, ART or a workflow (an import-linter contract).
+        runner = importlib.import_module("app.engine.worker") if settings.run_worker and not separate else lifecycle
+        services = await runner.start(settings)
         app.state.services = services.api
         render_ahead(services.api.db)
         worker = None
@@ -51,14 +56,14 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
         finally:
             if worker is not None:
                 await asyncio.to_thread(worker.stop)
-            await lifecycle.stop(services)
+            await runner.stop(services)
 
     app = FastAPI(
         title="CoDreamer",
         version="0.1.0",
         summary="Reinforcement-learning learning loops for sales emails: generate, judge, GRPO, KG reweighting.",
         lifespan=lifespan,
-        docs_url=None,  # app.docs serves both pages with local assets
+        docs_url=None,  # app.kit.docs serves both pages with local assets
         redoc_url=None,
         generate_unique_id_function=docs.operation_id,
     )

@@ -1,7 +1,7 @@
 """Every table, imported in one place for Alembic and the metadata tests."""
 
 from app.backends.embedded.models import PolicyCheckpoint
-from app.db import Base
+from app.kit.db import Base
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
 from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
 from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, OutcomeSource

@@ -10,7 +10,7 @@ async def run_in_process(request, settings=None, *, details: bool = False) -> tu
     a benchmark process can set its environment first."""
     from app.local import local_service, run_to_end
     from app.runs import repository
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
         async with local_service(Path(data_dir), settings or Settings(_env_file=None)) as process:

@@ -44,7 +44,7 @@ def _run(args: tuple[str, str | None, int]) -> dict:
     from app.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     document = GraphDocument.model_validate_json(UNSEEN.read_text()) if graph == "unseen" else None
 

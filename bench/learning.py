@@ -40,7 +40,7 @@ def _curve(args: tuple) -> dict:
     from app.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     async def run():
         document = synthetic_document(SYNTHETIC_SEED) if graph == "synthetic" else None

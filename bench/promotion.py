@@ -17,7 +17,7 @@ of a draft, P(open) · P(reply | open), is read only here.
   scenario, so the sample's standard error is small (reported). Per volume and estimator: the share of seeds within
   ±0.03 of the true value, the bias (mean error), the spread (standard deviation of the error), the mean width of the
   90 % intervals and the share that hold the true value. A projection then replays the logging (90/10 draws, replies
-  drawn from the same true probabilities) with the service's own estimators (`app.evaluations.estimators`), with DR
+  drawn from the same true probabilities) with the service's own estimators (`app.stats.estimators`), with DR
   given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
@@ -94,11 +94,11 @@ def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: i
             tolerance: float = TOLERANCE) -> dict:
     """The logging replayed `repeats` times at `sends` sends: prospects drawn from the truth sample (each policy's
     true reply probability for them), the challenger drawn with probability `share`, a reply drawn from the drawn
-    policy's probability; the challenger's estimates by `app.evaluations.estimators` against the sample's true value.
+    policy's probability; the challenger's estimates by `app.stats.estimators` against the sample's true value.
     Per estimator, the share of repeats within ±tolerance: IPS, SNIPS, and `dr_perfect`, DR with the true probability
     of each prospect as its direct method: what DR gives with an outcome model that knew every prospect's rate
     exactly, the most any direct method can give (there is no outcome model here)."""
-    from app.evaluations.estimators import off_policy
+    from app.stats.estimators import off_policy
 
     rng = np.random.default_rng(seed)
     truth = float(challenger.mean())
@@ -115,24 +115,22 @@ def project(champion: np.ndarray, challenger: np.ndarray, share: float, sends: i
 
 
 def ahead(mine, theirs, sends: int | None = None) -> bool:
-    """The gate's rule (`app.policies.evidence.compared`) on two estimates of `app.evaluations.estimators`: the 90 %
+    """The gate's rule (`app.stats.intervals.compared`) on two estimates of `app.stats.estimators`: the 90 %
     interval of their difference lies above zero (given the `sends` both rest on, the always-valid interval)."""
-    from app.policies.evidence import compared
-    from app.policies.schemas import Interval
+    from app.stats.intervals import compared
 
-    mine, theirs = (Interval(value=e.value, low=e.low, high=e.high) for e in (mine, theirs))
     difference, margin = compared(mine, theirs, sends=sends)
     return difference - margin > 0
 
 
 def peeking(p: float, share: float, weekly_sends: int, weeks: int, repeats: int, seed: int,
             gap: float = 0.0, sequential: bool = False) -> list[float]:
-    """How often the gate (`app.policies.evidence.compared`, on SNIPS from `app.evaluations.estimators`; with
+    """How often the gate (`app.stats.intervals.compared`, on SNIPS from `app.stats.estimators`; with
     `sequential`, its always-valid interval) puts a challenger ahead when it looks every week: per week, the share of
     `repeats` in which some look so far cleared zero. Each week `weekly_sends` more sends, the challenger drawn with
     probability `share`; a reply is drawn with probability `p` for the champion's emails, `p + gap` for the
     challenger's."""
-    from app.evaluations.estimators import off_policy
+    from app.stats.estimators import off_policy
 
     rng = np.random.default_rng(seed)
     promoted_by = np.zeros(weeks)
@@ -157,17 +155,17 @@ def replay_regret(line: list[float], first: float, regressed: float, rate: float
     the line's `line[week]`, or `regressed` for a challenger that did not continue it (each week with probability
     `rate`, or in the weeks a tuple names, 1-based); the first policy, `first`, is the first champion. Each week: the
     challenger joins (up to `max_challengers`, the oldest leaves), `weekly` drafts are drawn at the shares of
-    `app.policies.traffic.auto_shares` (a new challenger's even share lasts until it has a week's even share of sends),
-    a reply is drawn for each, then every deployed policy's SNIPS estimate (`app.evaluations.estimators`) from every
-    send so far is compared with the champion's by the gate's rule (`app.policies.evidence.compared`; with
+    `app.stats.bandit.auto_shares` (a new challenger's even share lasts until it has a week's even share of sends),
+    a reply is drawn for each, then every deployed policy's SNIPS estimate (`app.stats.estimators`) from every
+    send so far is compared with the champion's by the gate's rule (`app.stats.intervals.compared`; with
     `sequential`, its always-valid interval), best estimate first; a promoted challenger's old champion stays as a
     challenger. Totals are expected replies (the true rates of the drafts), as in the regret parts. Per strategy: the
     mean total; the gated loop's mean difference from always-promote with its standard error, and the share of replays
     in which it is at least as large; the share of replays in which a policy worse than the champion it replaced was
     deployed, the longest such stretch in weeks and the largest such gap in true reply rate (`worse_deployed`, as in the
     regret parts)."""
-    from app.evaluations.estimators import off_policy
-    from app.policies.traffic import auto_shares
+    from app.stats.estimators import off_policy
+    from app.stats.bandit import auto_shares
 
     rng = np.random.default_rng(seed)
     min_sends = weekly // (1 + max_challengers)

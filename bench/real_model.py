@@ -45,7 +45,7 @@ def _healthy(port: int) -> bool:
 
 
 def settings_for(base_url: str):
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     return Settings(_env_file=None, model_backend="openai", openai_base_url=base_url, openai_api_key="k",
                     openai_model="smollm2", judge_model="openai/smollm2", judge_base_url=base_url, judge_api_key="k",

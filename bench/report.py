@@ -804,7 +804,7 @@ def ope_section(ope: dict) -> list[str]:
         "",
         f"Projection (not through the API): the logging replayed {ope['projection_repeats']} times per seed, prospects "
         f"drawn from each seed's truth sample with both policies' true probabilities, the same {1 - share:.0%}/{share:.0%} "
-        "draw, replies drawn from the true probabilities, estimates by the service's own `app.evaluations.estimators`; the "
+        "draw, replies drawn from the true probabilities, estimates by the service's own `app.stats.estimators`; the "
         "last column is DR with each prospect's true probability as its direct method, the most any outcome model can "
         "give DR:",
         "",
@@ -852,8 +852,8 @@ def replay_section(rp: dict, pr: dict) -> list[str]:
         f"### Where gating beats always-promote: a replay ({_when(rp)}; {rp['seconds']:.0f} s)",
         "",
         f"Not through the API: {rp['repeats']} replays per row of the regret parts' loop with `auto` traffic, by the "
-        "service's own rules (`app.policies.traffic.auto_shares`, SNIPS from `app.evaluations.estimators`, the gate's "
-        f"`app.policies.evidence.compared`), drawing each reply at the true rates the API measured: the line's "
+        "service's own rules (`app.stats.bandit.auto_shares`, SNIPS from `app.stats.estimators`, the gate's "
+        f"`app.stats.intervals.compared`), drawing each reply at the true rates the API measured: the line's "
         f"challengers {', '.join(f'{q:.3f}' for q in inputs['line'])} (part `regret_auto`, mean of its seeds), the first "
         f"policy {inputs['first']:.3f}, and {inputs['regressed']:.3f} for a challenger that did not continue the line "
         f"(part `regret_regressing_auto`). Each week's challenger is such a one with the row's chance. Over {weeks} weeks "
@@ -914,8 +914,8 @@ def peeking_section(pk: dict) -> list[str]:
         "",
         f"Not through the API: {pk['repeats']:,} replays per row of {n} weeks of {pk['weekly_sends']} sends, a "
         f"champion whose true reply rate is {pk['rate']:g} and a challenger better, as good or worse (the gap), drawn "
-        "at its share; after each week the gate's own rule (`app.policies.evidence.compared` on SNIPS from "
-        "`app.evaluations.estimators`) asks whether the 90% interval of the difference lies above zero: the "
+        "at its share; after each week the gate's own rule (`app.stats.intervals.compared` on SNIPS from "
+        "`app.stats.estimators`) asks whether the 90% interval of the difference lies above zero: the "
         "fixed-sample interval, or the always-valid one of a `sequential` deployment. The share of replays in which "
         "some look so far promoted the challenger:",
         "",

@@ -2,7 +2,7 @@
 
 A page asks for a part with a marker on a line of its own:
 
-- `<!-- generated: settings -->`: every setting of `app.settings.Settings` (its environment variable, default,
+- `<!-- generated: settings -->`: every setting of `app.kit.settings.Settings` (its environment variable, default,
   type and limits, and the field's description);
 - `<!-- generated: judge-spec -->`: the fields of one entry of the `JUDGES` setting;
 - `<!-- generated: cli -->`: the `codreamer` command line, from the Typer app in `app/cli.py`;
@@ -120,13 +120,13 @@ def fields_table(model, *, name_of) -> str:
 
 
 def settings_table() -> str:
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     return fields_table(Settings, name_of=str.upper)
 
 
 def judge_spec_table() -> str:
-    from app.settings import JudgeSpec
+    from app.kit.settings import JudgeSpec
 
     return fields_table(JudgeSpec, name_of=str)
 
@@ -187,7 +187,7 @@ def cli_reference() -> str:
 
 def openapi() -> dict:
     from app.main import create_app
-    from app.settings import Settings
+    from app.kit.settings import Settings
 
     return create_app(Settings(_env_file=None)).openapi()  # built, never started: no database, no socket
 

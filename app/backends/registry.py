@@ -7,7 +7,7 @@ import art
 
 from app.backends.embedded.backend import CheckpointStore, EmbeddedBackend
 from app.backends.specs import check_available, model_name
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 def create_backend(name: str, settings: Settings, store: CheckpointStore | None = None) -> art.Backend | None:

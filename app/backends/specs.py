@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.policy import DEFAULT_LEARNING_RATE
 from app.backends.embedded.repository import delete_model_checkpoints
-from app.settings import Settings
+from app.kit.settings import Settings
 
 ImportanceSampling = Literal["token", "sequence", "average", "geometric_average"]
 

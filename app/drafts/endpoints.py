@@ -7,12 +7,12 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.core import ServicesDep
-from app.docs import inline_refs
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.kit.docs import inline_refs
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.drafts import service
 from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
-from app.errors import invalid
-from app.pages import cursor_params
+from app.kit.errors import invalid
+from app.kit.pages import cursor_params
 
 router = APIRouter(tags=["drafts"])
 BatchId = Annotated[str, Path(min_length=1, max_length=40)]

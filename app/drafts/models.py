@@ -3,7 +3,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.drafts.schemas import BatchStatus
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.events.ssrf import WebhookURL
-from app.pages import Page
+from app.kit.pages import Page
 
 MAX_PROSPECTS = 1000
 NO_NUL = r"^[^\x00]*$"

@@ -18,8 +18,8 @@ from app.drafts.schemas import (
     CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
     ProspectOutcomes,
 )
-from app.db import utcnow
-from app.errors import Conflict, NotFound, invalid
+from app.kit.db import utcnow
+from app.kit.errors import Conflict, NotFound, invalid
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
@@ -30,7 +30,7 @@ from app.policies import repository as policies
 from app.policies import service as policy_service
 from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef, champion_share, policy_id
-from app.policies.traffic import auto_shares
+from app.stats.bandit import auto_shares
 from app.runs.service import request_hash
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within

@@ -14,10 +14,10 @@ from dbos import DBOS, WorkflowHandleAsync
 from sqlalchemy import select, update
 
 from app.agent.schemas import ScenarioContext
-from app.db import describe, utcnow
+from app.kit.db import describe, utcnow
 from app.policies.likeness import most_like
 from app.drafts.models import Draft, DraftBatch
-from app.drafts.queue import CHUNK_WORKFLOW_NAME, CHUNKS_QUEUE, WORKFLOW_NAME
+from app import tasks
 from app.drafts.schemas import BatchStatus, DraftEmail
 from app.events.relay import send_signed
 from app.events.service import new_id
@@ -32,7 +32,7 @@ from app.loop.generation import Policy
 from app.policies import repository as policies
 from app.policies.repository import LearnedPolicy
 from app.policies.schemas import PolicyRef
-from app.runs.executor import Executor, current
+from app.engine.executor import Executor, current
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
@@ -187,7 +187,7 @@ async def event_id_step() -> str:
     return new_id("evt")
 
 
-@DBOS.workflow(name=CHUNK_WORKFLOW_NAME)
+@DBOS.workflow(name=tasks.DRAFT_CHUNK.name)
 async def draft_chunk(batch_id: str, start: int, end: int) -> int:
     """Prospects `start` to `end` of a batch, on whichever worker dequeues them; returns how many it drafted."""
     return await draft_chunk_step(batch_id, start, end)
@@ -195,9 +195,9 @@ async def draft_chunk(batch_id: str, start: int, end: int) -> int:
 
 async def _chunks(batch_id: str, count: int) -> list[WorkflowHandleAsync[int]]:
     """The batch's chunks, enqueued; a replay gets the same workflows back (their ids follow from the batch's)."""
-    queue = await DBOS.retrieve_queue_async(CHUNKS_QUEUE)
+    queue = await DBOS.retrieve_queue_async(tasks.DRAFT_CHUNKS.name)
     if queue is None:
-        raise RuntimeError(f"DBOS has no queue {CHUNKS_QUEUE!r} (a worker registers it when it starts)")
+        raise RuntimeError(f"DBOS has no queue {tasks.DRAFT_CHUNKS.name!r} (a worker registers it when it starts)")
     return [await queue.enqueue_async(draft_chunk, batch_id, start, min(count, start + CHUNK))
             for start in range(0, count, CHUNK)]
 
@@ -207,7 +207,7 @@ def _failure(batch_id: str, exc: Exception) -> str:
     return str(exc) if isinstance(exc, DraftingFailed) else describe(exc)
 
 
-@DBOS.workflow(name=WORKFLOW_NAME)
+@DBOS.workflow(name=tasks.DRAFT_BATCH.name)
 async def draft_batch(batch_id: str) -> str:
     count = await start_step(batch_id)
     error = None

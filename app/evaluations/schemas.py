@@ -6,7 +6,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.drafts.schemas import ProspectIn, unique_prospect_ids
-from app.pages import Page
+from app.kit.pages import Page
 from app.policies.schemas import EvaluationResult
 
 MAX_POLICIES = 4

@@ -4,7 +4,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
-from app.errors import NotFound, invalid
+from app.kit.errors import NotFound, invalid
 from app.evaluations import queue
 from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationLinks, EvaluationOut
 from app.events.service import new_id

@@ -8,11 +8,11 @@ from datetime import timedelta
 from dbos import DBOS
 from sqlalchemy import and_, case, func, select
 
-from app.db import describe, utcnow
+from app.kit.db import describe, utcnow
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.workflow import writer, write_for
-from app.evaluations import estimators
-from app.evaluations.queue import WORKFLOW_NAME
+from app.stats import estimators
+from app import tasks
 from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
@@ -24,14 +24,10 @@ from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
 from app.policies.likeness import most_like
 from app.policies.models import Evaluation
-from app.policies.schemas import EvaluationResult, Interval, OffPolicyOut, PolicyEvaluation, PolicyRef
-from app.runs.executor import current
+from app.policies.schemas import EvaluationResult, OffPolicyOut, PolicyEvaluation, PolicyRef
+from app.engine.executor import current
 
 log = logging.getLogger("codreamer")
-
-
-def _interval(estimate: estimators.Estimate | None) -> Interval | None:
-    return None if estimate is None else Interval(value=estimate.value, low=estimate.low, high=estimate.high)
 
 
 async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list[tuple[str, int, str, int, float, int, dict]]:
@@ -142,10 +138,10 @@ async def evaluate_step(evaluation_id: str) -> str:
             off = estimators.OffPolicy(0, 0, 0.0, None, None, None, "it had no share in any batch whose sends have a "
                                                                     "known outcome")
         reports.append(PolicyEvaluation(
-            policy=mine, held_out=len(judged), judge=_interval(estimators.mean_interval(judged)),
-            predicted_reply=_interval(predicted_reply),
-            off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=_interval(off.ips),
-                                    snips=_interval(off.snips), dr=_interval(off.dr), reason=off.reason)))
+            policy=mine, held_out=len(judged), judge=estimators.mean_interval(judged),
+            predicted_reply=predicted_reply,
+            off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=off.ips,
+                                    snips=off.snips, dr=off.dr, reason=off.reason)))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
                               "predict from")
@@ -167,7 +163,7 @@ async def fail_step(evaluation_id: str, message: str) -> None:
             evaluation.status, evaluation.error, evaluation.finished_at = "failed", {"message": message}, utcnow()
 
 
-@DBOS.workflow(name=WORKFLOW_NAME)
+@DBOS.workflow(name=tasks.EVALUATION.name)
 async def evaluation(evaluation_id: str) -> str:
     try:
         return await evaluate_step(evaluation_id)

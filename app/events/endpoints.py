@@ -17,7 +17,7 @@ def _receiver(model: type) -> object:
     return receive
 
 
-WEBHOOK_TAG = "webhook events"  # listed after the API's own tags (app.docs.tag_order)
+WEBHOOK_TAG = "webhook events"  # listed after the API's own tags (app.kit.docs.tag_order)
 
 
 def document_webhooks(webhooks: APIRouter, models: Mapping[str, type]) -> None:

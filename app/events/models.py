@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.events.schemas import DeliveryStatus
 
 

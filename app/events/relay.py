@@ -39,12 +39,12 @@ import httpx
 from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database, utcnow
+from app.kit.db import Database, utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.schemas import DeliveryStatus
 from app.events.signing import SecretUnavailable, signed_headers
 from app.events.ssrf import UnsafeWebhookURL, resolve
-from app.settings import Settings
+from app.kit.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.pages import Page
+from app.kit.pages import Page
 
 
 class EventData(BaseModel):

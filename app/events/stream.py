@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import anyio
 from fastapi.sse import ServerSentEvent, format_sse_event
 
-from app.db import Database, describe
+from app.kit.db import Database, describe
 from app.events.models import Event
 from app.events.schemas import Catalogue
 from app.events.service import events_page

@@ -22,8 +22,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 
-from app.db import is_transient
-from app.errors import ServiceError
+from app.kit.db import is_transient
+from app.kit.errors import ServiceError
 
 log = logging.getLogger("codreamer")
 RETRY_AFTER_S = 5  # after a database outage
@@ -136,7 +136,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
-        """The client hung up (or was cut off, see app/serving.py) mid-body: not the server's error, and any
+        """The client hung up (or was cut off, see app/kit/serving.py) mid-body: not the server's error, and any
         stranger can cause it, so it leaves no log line; the answer reaches no one."""
         return JSONResponse({"detail": "the client disconnected before its request was read"}, status_code=400)
 

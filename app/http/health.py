@@ -3,7 +3,7 @@
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app import migrations
+from app.kit import migrations
 from app.core import ServicesDep
 
 router = APIRouter(tags=["health"])

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.http.errors import MAX_ERRORS, SURROGATE, validation_details
-from app.settings import Settings
+from app.kit.settings import Settings
 
 _INBOUND = re.compile(r"/outcomes/hooks/[^/]+/inbound(?:/mime)?")  # replies: their own limit, MAX_INBOUND_BYTES
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")  # \ud800-\udfff or \u0000 escaped in JSON text

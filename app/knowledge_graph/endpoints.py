@@ -4,12 +4,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
-from app.errors import NotFound
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
+from app.kit.errors import NotFound
 from app.knowledge_graph import repository, service, upload
 from app.knowledge_graph.schemas import GraphDocument, GraphList, GraphSummary, NodeDetail, NodePage, ScenarioList
 from app.knowledge_graph.service import GraphsDep, RunsOnGraphDep
-from app.pages import cursor_params
+from app.kit.pages import cursor_params
 
 router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
 IN_USE = {409: {"model": ErrorOut, "description": "The graph is in use by a run, or is shared and cannot be changed"}}

@@ -6,7 +6,7 @@ import json
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import utcnow
+from app.kit.db import utcnow
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario

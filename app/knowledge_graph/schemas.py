@@ -4,7 +4,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.pages import Page
+from app.kit.pages import Page
 
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL characters
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]

@@ -10,8 +10,8 @@ from typing import Annotated, Protocol
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database
-from app.errors import Conflict, NotFound
+from app.kit.db import Database
+from app.kit.errors import Conflict, NotFound
 from app.knowledge_graph import repository
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import GraphDocument

@@ -12,10 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from app.docs import inline_refs
-from app.errors import BadRequest
+from app.kit.docs import inline_refs
+from app.kit.errors import BadRequest
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 # The routes read the body themselves (read_upload), so FastAPI documents neither it nor its 422.

@@ -24,7 +24,7 @@ from app.loop.reward import Judge, blend, clamped
 from app.loop.rollout import rollout
 from app.loop.schemas import EndReason, RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.observability import traced
+from app.kit.observability import traced
 
 
 SAMPLED_ATTEMPTS = 3  # after a greedy rollout that wrote no email

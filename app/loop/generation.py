@@ -25,7 +25,7 @@ from app.loop.reward import Scorer, has_signal, rollout_seed
 from app.loop.rollout import rollout
 from app.loop.schemas import EndReason, RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.observability import traced
+from app.kit.observability import traced
 
 
 class _Transport(AiohttpTransport):

@@ -25,7 +25,7 @@ from app.agent.email_text import email_from_text, tool_call_from_text
 from app.agent.tools import TOOL_NAMES, TOOLS, AgentTools
 from app.loop.schemas import EndReason
 from app.loop.trajectory import EmailTrajectory
-from app.observability import traced
+from app.kit.observability import traced
 
 
 FINALIZE = {"type": "function", "function": {"name": "finalize_email"}}

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.settings import BackendName
+from app.kit.settings import BackendName
 
 
 class FeedbackMode(StrEnum):
@@ -99,17 +99,6 @@ class RewardStats(BaseModel):
     max: float = 0.0
     std: float = 0.0
     count: int = 0
-
-
-Z_90 = 1.644854  # an Interval's half-width in standard errors: the two-sided 90 % normal quantile
-
-
-class Interval(BaseModel):
-    """An estimate with its 90 % interval (an evaluation's, and the promotion events that quote it)."""
-
-    value: float
-    low: float = Field(description="The 90 % interval's lower end.")
-    high: float
 
 
 class TrainingOutcome(BaseModel):

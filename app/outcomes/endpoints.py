@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, status
 
 from app.core import ServicesDep
-from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.outcomes import service
 from app.outcomes.schemas import (
     IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,

@@ -8,7 +8,7 @@ from pydantic import (
     AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator,
 )
 
-from app.pages import Page
+from app.kit.pages import Page
 
 
 class OutcomeType(StrEnum):

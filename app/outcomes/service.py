@@ -12,14 +12,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database
-from app.errors import NotFound, TooManyRequests, Unauthorized, invalid
+from app.kit.db import Database
+from app.kit.errors import NotFound, TooManyRequests, Unauthorized, invalid
 from app.events.service import new_id
 from app.events.signing import SecretBox
-from app.settings import Settings
+from app.kit.settings import Settings
 from app.agent.schemas import Email
-from app.db import utcnow
+from app.kit.db import utcnow
 from app.loop.feedback import FeedbackSimulator
+from app.stats.intervals import Z_95, wilson
 from app.outcomes import inbound, inbound_pool, providers, repository, simulated
 from app.outcomes.models import OutcomeSource
 from app.outcomes.schemas import (
@@ -27,7 +28,6 @@ from app.outcomes.schemas import (
     OutcomeType, Provider, RunOutcomes, Sentiment, SentEmailOutcomes,
 )
 
-Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
 
 
@@ -211,17 +211,6 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
 # ---------------------------------------------------------------- reading back
 
 
-def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
-    """The Wilson score interval of a rate: honest at 0 of 3 or 3 of 3, where the normal approximation is not."""
-    if trials == 0:
-        return None
-    p = successes / trials
-    denominator = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def spearman(xs: list[float], ys: list[float]) -> float | None:
     """Rank correlation (ties share their mean rank); None below MIN_CALIBRATION_EMAILS pairs or with no spread."""
     if len(xs) < MIN_CALIBRATION_EMAILS:
@@ -257,7 +246,7 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
             positive_replies=tally["positive_replies"], bounces=tally["bounces"],
             open_rate=min(1.0, tally["opens"] / delivered) if delivered else None,
             reply_rate=min(1.0, tally["replies"] / delivered) if delivered else None,
-            reply_rate_interval=wilson_interval(min(tally["replies"], delivered), delivered),
+            reply_rate_interval=wilson(min(tally["replies"], delivered) / delivered, delivered, Z_95) if delivered else None,
             judge_score=scores.get(ref),
         ))
     paired = [(e.judge_score, e.reply_rate) for e in emails if e.judge_score is not None and e.reply_rate is not None]

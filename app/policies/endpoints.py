@@ -4,9 +4,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
-from app.errors import NotFound
-from app.pages import cursor_params
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
+from app.kit.errors import NotFound
+from app.kit.pages import cursor_params
 from app.policies import repository, service
 from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyList, PolicyOut
 from app.runs.repository import owned_run

@@ -3,7 +3,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, UTCDateTime, utcnow
+from app.kit.db import Base, UTCDateTime, utcnow
 
 
 class Deployment(Base):

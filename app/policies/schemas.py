@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.loop.schemas import Interval, RewardStats
-from app.pages import Page
+from app.loop.schemas import RewardStats
+from app.stats.intervals import Interval
+from app.kit.pages import Page
 
 _POLICY_ID = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
 

@@ -2,8 +2,8 @@
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import utcnow
-from app.errors import Conflict, NotFound, invalid
+from app.kit.db import utcnow
+from app.kit.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
 from app.policies.models import Deployment, Evaluation

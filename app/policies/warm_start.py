@@ -10,12 +10,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.repository import copy_checkpoint
 from app.backends.specs import model_name
-from app.errors import invalid
+from app.kit.errors import invalid
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.policies import repository, service
 from app.policies.likeness import most_like
 from app.runs.models import NodeScore, NodeScoreChange
-from app.settings import Settings
+from app.kit.settings import Settings
 
 CONTINUABLE = ("embedded", "openai")  # a checkpoint copied (embedded), or nothing to copy (a hosted model)
 

@@ -9,19 +9,19 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
-from app import conditional
+from app.kit import conditional
 from app.backends.specs import delete_local_files, model_name
-from app.conditional import NOT_MODIFIED, IfNoneMatch
+from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
-from app.db import Database
-from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
-from app.errors import Conflict, NotFound
+from app.kit.db import Database
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
+from app.kit.errors import Conflict, NotFound
 from app.events import service as events
 from app.events import stream
 from app.events.schemas import DeliveryList
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import RunOutcomes
-from app.pages import cursor_params
+from app.kit.pages import cursor_params
 from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run

@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field, create_model
 
 from app.agent.schemas import FinalEmail, PublishedEmail
 from app.events.schemas import Catalogue, EventData
-from app.loop.schemas import Interval, RewardStats
-from app.pages import Page
+from app.loop.schemas import RewardStats
+from app.stats.intervals import Interval
+from app.kit.pages import Page
 from app.runs.status import RunError, RunStatus
 
 

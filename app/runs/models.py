@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.runs.status import RunStatus
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ class Run(Base):
     __table_args__ = (Index("ix_runs_status_id", "status", "id"), Index("ix_runs_tenant_id", "tenant", "id"))
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # sortable by creation time
-    tenant: Mapped[str] = mapped_column(String(100), server_default="public")  # who created it (app.auth)
+    tenant: Mapped[str] = mapped_column(String(100), server_default="public")  # who created it (app.kit.auth)
     status: Mapped[RunStatus] = mapped_column(StrEnumText(RunStatus))
     graph_id: Mapped[str] = mapped_column(ForeignKey("graphs.id"))
     config: Mapped[dict]

@@ -6,7 +6,7 @@ from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import delete_stored_checkpoints
-from app.db import Database
+from app.kit.db import Database
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
 from app.runs.status import ACTIVE, RunStatus

@@ -11,8 +11,8 @@ from app.runs.status import RunError, RunStatus
 from app.loop.outcome_model import FeedbackSource
 from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
 from app.events.ssrf import WebhookURL
-from app.pages import Page
-from app.settings import BackendName
+from app.kit.pages import Page
+from app.kit.settings import BackendName
 
 
 class LearnLoopRequest(RunConfig):

@@ -11,11 +11,11 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from app.auth import OPEN_TENANT
+from app.kit.auth import OPEN_TENANT
 from app.backends.specs import SPECS, BackendUnavailable, check_available
 from app.core import Services
-from app.db import serialize_on
-from app.errors import Conflict, TooManyRequests, invalid
+from app.kit.db import serialize_on
+from app.kit.errors import Conflict, TooManyRequests, invalid
 from app.runs.status import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret

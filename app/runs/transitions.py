@@ -3,8 +3,8 @@
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import errors
-from app.db import utcnow
+from app.kit import errors
+from app.kit.db import utcnow
 from app.events import service as events
 from app.events.models import Event
 from app.events.schemas import EventData

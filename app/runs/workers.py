@@ -19,11 +19,13 @@ from dbos import DBOS
 from sqlalchemy import delete, select
 
 from app.backends.specs import delete_local_files, model_name
-from app.db import Database, utcnow
+from app.kit.db import Database, utcnow
 from app.runs.status import RunStatus
+from app import tasks
+from app.kit import durable
 from app.runs import queue, transitions
 from app.runs.models import Run, Worker
-from app.settings import Settings
+from app.kit.settings import Settings
 
 log = logging.getLogger("codreamer")
 ENDED_WORKFLOW = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
@@ -107,7 +109,7 @@ class Housekeeper:
             return []
         by_workflow = {queue.workflow_id(run_id, attempt): (run_id, attempt, status) for run_id, attempt, status in active}
         known = {w.workflow_id: w for w in await DBOS.list_workflows_async(workflow_ids=list(by_workflow))}
-        running_here = set(queue.running_here())
+        running_here = set(durable.running_here())
         stalled = {}
         ended = []
         for workflow_id, (run_id, attempt, status) in by_workflow.items():
@@ -120,7 +122,7 @@ class Housekeeper:
                                          "Resume it to continue.")
                 log.warning("run %s: its workflow ended in %s; marked failed (resumable)", run_id, state)
                 ended.append(run_id)
-            elif found is not None and found.app_version not in (None, queue.WORKFLOW_VERSION):
+            elif found is not None and found.app_version not in (None, tasks.APPLICATION_VERSION):
                 await DBOS.cancel_workflow_async(workflow_id)  # no worker of this version runs it; it would hold a queue slot
                 await self._fail(run_id, f"the service was upgraded while this run was in flight, and its workflow belongs to "
                                          f"another version ({found.app_version}); resume it to continue after its last "

@@ -21,8 +21,8 @@ from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from app.backends.specs import delete_local_files, delete_stored_checkpoints, model_name
-from app.db import describe, is_transient, utcnow
-from app.faults import fault_point
+from app.kit.db import describe, is_transient, utcnow
+from app.kit.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, choose_by_outcomes, write_email
@@ -36,13 +36,13 @@ from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
 from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
-from app.observability import call_with_trace
+from app.kit.observability import call_with_trace
 from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
 from app.runs import queue, repository, trajectories, transitions
-from app.runs.executor import current
+from app.engine.executor import current
 from app.runs.models import Iteration, Run
 from app.runs.events import Waiting
 from app.runs.records import (
@@ -481,7 +481,7 @@ async def let_go(run_id: str) -> None:
         await executor.release(run_id)
 
 
-@DBOS.workflow(name=queue.WORKFLOW_NAME)
+@DBOS.workflow(name=tasks.LEARNING_RUN.name)
 async def learning_run(run_id: str) -> str | None:
     """The run's status when its workflow ends; None when the run was deleted meanwhile."""
     interrupted = False

@@ -5,7 +5,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
-from app.errors import NotFound
+from app.kit.errors import NotFound
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}  # nothing else under /ui is served

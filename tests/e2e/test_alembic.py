@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app import migrations
+from app.kit import migrations
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from app.db import LISTEN_CHECK_S
+from app.kit.db import LISTEN_CHECK_S
 from app.knowledge_graph.service import demo_document
 from tests.support import (
     FreshPostgresDatabase, Server, TcpProxy, WorkerProcess, assert_exactly_once, require_postgres, wait_for,

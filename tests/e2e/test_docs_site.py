@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.settings import Settings
+from app.kit.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # mkdocs in a process whose sockets refuse to connect: a build that reached for the network would fail

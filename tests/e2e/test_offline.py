@@ -37,7 +37,7 @@ if sys.argv[1] == "run":
     except SystemExit as exit:
         assert not exit.code, exit.code
 if sys.argv[1] == "weave":
-    from app.observability import init_tracing
+    from app.kit.observability import init_tracing
     print("TRACING", init_tracing(sys.argv[2] or None, "codreamer-test"))
 print("ATTEMPTS " + json.dumps(attempts))
 """

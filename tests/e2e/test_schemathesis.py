@@ -9,7 +9,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, settings
 
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, Server, require_postgres
 
 KEY = "schema-key"

@@ -11,7 +11,7 @@ from app.local import add_graph, local_service, run_to_end
 from app.main import create_app
 from app.runs import repository
 from app.runs.schemas import LearnLoopRequest
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 

@@ -7,8 +7,8 @@ from dbos import DBOSClient, _dbos
 from app.knowledge_graph.service import demo_document
 from app.lifecycle import dbos_database_url
 from app.main import create_app
-from app.runs import queue
-from app.settings import Settings
+from app import tasks
+from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 SCENARIO = demo_document().scenarios[0].id
@@ -30,7 +30,7 @@ async def test_an_api_only_process_launches_no_dbos_yet_enqueues_and_cancels_run
     dbos = DBOSClient(system_database_url=dbos_database_url(settings))
     try:
         [queued] = await dbos.list_workflows_async(workflow_ids=[run_id])
-        assert (queued.status, queued.queue_name, queued.app_version) == ("ENQUEUED", queue.RUNS_QUEUE, queue.WORKFLOW_VERSION)
+        assert (queued.status, queued.queue_name, queued.app_version) == ("ENQUEUED", tasks.RUNS.name, tasks.APPLICATION_VERSION)
         assert (await client.post(f"/runs/{run_id}/cancel")).status_code == 202
         [cancelled] = await dbos.list_workflows_async(workflow_ids=[run_id])
         assert cancelled.status == "CANCELLED"

@@ -8,8 +8,8 @@ import logging
 import pytest
 from sqlalchemy import event, text
 
-from app.db import Database
-from app.settings import Settings
+from app.kit.db import Database
+from app.kit.settings import Settings
 
 WRITES = 20
 

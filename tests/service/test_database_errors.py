@@ -4,8 +4,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from app.db import create_engine
-from app.settings import Settings
+from app.kit.db import create_engine
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, require_postgres
 
 

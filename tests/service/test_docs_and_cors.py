@@ -8,7 +8,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 ORIGIN = "http://localhost:3000"

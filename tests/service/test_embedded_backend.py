@@ -11,7 +11,7 @@ import pytest
 from art.rewards import ruler_score_group
 from openai import AsyncOpenAI
 
-from app import supervision
+from app.kit import supervision
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
 from app.agent.prompt import initial_messages

@@ -15,7 +15,7 @@ from sqlalchemy import event
 from app.events import stream
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 STREAMS = 200

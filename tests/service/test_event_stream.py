@@ -9,7 +9,7 @@ from app.knowledge_graph.service import demo_document
 from app.local import local_service
 from app.runs import service as runs
 from app.runs.schemas import LearnLoopRequest
-from app.settings import Settings
+from app.kit.settings import Settings
 
 SCENARIO = demo_document().scenarios[0].id
 

@@ -11,7 +11,7 @@ import httpx
 
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import connect, finished, lifespan
 
 EXPORTS = 400

@@ -1,4 +1,4 @@
-"""`codreamer serve`'s HTTP protocol (app/serving.py) under uvicorn on a loopback port, with an app whose requests
+"""`codreamer serve`'s HTTP protocol (app/kit/serving.py) under uvicorn on a loopback port, with an app whose requests
 wait for the test: the connection cap's 503 when every connection is busy, and a body deadline that does not blame
 the client for the time the app took to read (tests/e2e/test_connection_bounds.py has the served app's bounds)."""
 
@@ -12,7 +12,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from app.serving import bounded_protocol
+from app.kit.serving import bounded_protocol
 from tests.support import free_port
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, chunked, connect, lifespan, require_postgres
 
 JSON = {"content-type": "application/json"}

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import update
 
-from app.db import Database
+from app.kit.db import Database
 from app.knowledge_graph.service import demo_document
 from app.runs import repository
 from app.runs.endpoints import RENDERED

@@ -9,10 +9,10 @@ from art.rewards.ruler import Response
 
 from app.knowledge_graph.service import demo_document, demo_graph
 from app.loop.reward import EXPLANATION_CHARS, RETRY_HINTS, Judge, JudgeError, JudgeStats
-from app.runs.executor import create_judge
+from app.engine.executor import create_judge
 from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.standins import UnreliableJudge
 from tests.support import connect, lifespan
 

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from app.db import LISTEN_CHECK_S, Database, KeptReads
+from app.kit.db import LISTEN_CHECK_S, Database, KeptReads
 from app.knowledge_graph.service import demo_document
-from app import conditional
+from app.kit import conditional
 from app.runs.endpoints import RENDERED
 from app.runs.repository import RUN_VERSIONS, version
-from app.settings import Settings
+from app.kit.settings import Settings
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
 
@@ -166,7 +166,7 @@ async def _true(value) -> bool:
 
 
 def test_the_trigger_announces_a_change_of_a_run_s_version_with_the_new_version_and_nothing_else(postgres_url):
-    from app import migrations
+    from app.kit import migrations
 
     migrations.upgrade(postgres_url)
     write(postgres_url, "INSERT INTO graphs (id, name, created_at) VALUES ('g', 'g', now())")
@@ -289,7 +289,7 @@ async def test_a_listener_that_hears_no_notices_keeps_nothing(postgres_url, capl
         finally:
             await db.close()
 
-    caplog.set_level(logging.INFO, logger="app.db")
+    caplog.set_level(logging.INFO, logger="app.kit.db")
     async with notice_dropping_proxy(postgres_url) as url:
         db = Database(Settings(_env_file=None, database_url=url))
         try:

@@ -15,8 +15,8 @@ from app.backends.specs import model_name
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs import workflow
-from app.runs.executor import current
-from app.settings import Settings
+from app.engine.executor import current
+from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import connect, finished, lifespan
 

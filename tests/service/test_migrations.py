@@ -11,9 +11,10 @@ from dbos import DBOS
 from sqlalchemy import create_engine
 
 import app.models  # noqa: F401
-from app import lifecycle, migrations
-from app.db import Base, driver_url
-from app.settings import Settings
+from app import lifecycle
+from app.kit import migrations
+from app.kit.db import Base, driver_url
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, require_postgres
 
 

@@ -8,7 +8,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from app.serving import bounded_protocol
+from app.kit.serving import bounded_protocol
 from tests.support import free_port
 
 WRITES: list[bytes] = []  # what the protocol handed the real transport, write by write

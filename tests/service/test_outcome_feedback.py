@@ -8,7 +8,7 @@ import asyncio
 
 from app.knowledge_graph.synthetic import synthetic_document
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.service.test_outcomes import BODY, event
 from tests.support import connect, finished, lifespan
 

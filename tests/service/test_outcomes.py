@@ -16,7 +16,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"

@@ -10,7 +10,7 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.policies import repository as policy_repository
-from app.settings import Settings
+from app.kit.settings import Settings
 from standardwebhooks.webhooks import Webhook
 
 from tests.standins import Receiver
@@ -266,7 +266,7 @@ MANY = [{"name": f"Prospect {n}", "company": f"Company {n}", "role": "CFO", "ind
 async def test_a_batchs_chunks_are_workflows_of_their_own_and_it_ends_once_after_all_of_them(world):
     from dbos import DBOS
 
-    from app.drafts.queue import CHUNKS_QUEUE
+    from app import tasks
 
     alice, _, run_id = world
     receiver = Receiver()
@@ -275,7 +275,7 @@ async def test_a_batchs_chunks_are_workflows_of_their_own_and_it_ends_once_after
                                                      "webhook_url": receiver.url})).json()
         batch = await drafted(alice, created["batch_id"])
         assert batch["status"] == "succeeded" and batch["completed"] == 60, batch
-        chunks = await DBOS.list_workflows_async(parent_workflow_id=created["batch_id"], queue_name=CHUNKS_QUEUE)
+        chunks = await DBOS.list_workflows_async(parent_workflow_id=created["batch_id"], queue_name=tasks.DRAFT_CHUNKS.name)
         assert sorted((c.status, c.output) for c in chunks) == [("SUCCESS", 10), ("SUCCESS", 25), ("SUCCESS", 25)]
         paged, after = [], -1
         while True:  # every draft once, in prospect order, each page after the last one's position

@@ -8,8 +8,8 @@ import asyncio
 
 from sqlalchemy import event, text
 
-from app.db import Database
-from app.settings import RUN_CONNECTIONS, Settings
+from app.kit.db import Database
+from app.kit.settings import RUN_CONNECTIONS, Settings
 
 WORKER_CONCURRENCY = 8
 ROUNDS = 5

@@ -11,7 +11,7 @@ from standardwebhooks import Webhook
 from app.main import create_app
 from app.policies.evidence import verdict
 from app.policies.schemas import EvaluationResult
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 

@@ -10,8 +10,8 @@ import pytest
 from app.knowledge_graph.service import demo_document
 from app.local import local_service
 from app.main import create_app
-from app.runs.executor import current
-from app.settings import Settings
+from app.engine.executor import current
+from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 CAP = 5

@@ -12,10 +12,10 @@ from app.knowledge_graph.service import demo_graph
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
 from app.loop.feedback import create_feedback
-from app.runs.executor import create_judge
+from app.engine.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import connect, finished, lifespan
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from app.knowledge_graph.service import demo_graph
 from app.main import create_app
 from app.outcomes.simulated_team import SimulatedTeam
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import connect, finished, lifespan
 
 SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]

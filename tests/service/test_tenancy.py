@@ -6,7 +6,7 @@ import pytest
 
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 BOB_KEY = "bob-secret-key"

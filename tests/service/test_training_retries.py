@@ -10,9 +10,9 @@ from app.knowledge_graph.service import demo_graph
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
 from app.loop.training import train
-from app.runs.executor import create_judge
+from app.engine.executor import create_judge
 from app.loop.schemas import RunConfig
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 TRAIN = RunConfig(learning_rate=0.05)

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from app import migrations
-from app.db import Database, utcnow
+from app.kit import migrations
+from app.kit.db import Database, utcnow
 from app.events import relay as relay_module
 from app.events import service as event_log
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
@@ -26,7 +26,7 @@ from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs import repository as runs_repository
 from app.runs.models import Run
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.standins import DripReceiver, Receiver
 from tests.support import connect, lifespan
 

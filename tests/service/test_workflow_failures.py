@@ -15,12 +15,13 @@ from app.lifecycle import dbos_database_url
 from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
 from app.local import local_service, run_to_end
+from app import tasks
 from app.runs import queue, repository, service, transitions, workflow
-from app.runs.executor import current
+from app.engine.executor import current
 from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
 from app.runs.workers import Housekeeper
 from app.runs.schemas import LearnLoopRequest
-from app.settings import Settings
+from app.kit.settings import Settings
 
 REQUEST = LearnLoopRequest(iterations=1, rollouts_per_group=2, scenario_ids=["scn-healthcare-cto"], max_turns=4)
 POINTS = ["start", "email:0", "generate:1", "score:1", "train:1", "reweight:1", "email:1", "publish:1", "finish"]
@@ -192,7 +193,7 @@ async def _in_flight_before_the_last_email(process, rewrite) -> tuple[str, dict,
 
 async def test_a_run_checkpointed_with_dict_outputs_resumes_on_typed_steps(process):
     run_id, first, email = await _in_flight_before_the_last_email(process, lambda step: _as_the_dict_steps_wrote_it(step["output"]))
-    forked = await DBOS.fork_workflow_async(run_id, email, application_version=queue.WORKFLOW_VERSION)
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=tasks.APPLICATION_VERSION)
     assert await forked.get_result() == "succeeded"
     async with process.api.db.read() as session:
         again = (await repository.iterations(process.api.db, run_id))[1]
@@ -208,7 +209,7 @@ async def test_a_checkpoint_that_no_longer_fits_fails_the_run_naming_its_step(pr
         return {"rewards": "not stats"} if step["function_name"] == "generate" else step["output"]
 
     run_id, _, email = await _in_flight_before_the_last_email(process, unreadable)
-    forked = await DBOS.fork_workflow_async(run_id, email, application_version=queue.WORKFLOW_VERSION)
+    forked = await DBOS.fork_workflow_async(run_id, email, application_version=tasks.APPLICATION_VERSION)
     assert await forked.get_result() == "failed"
     async with process.api.db.read() as session:
         run = await repository.get_run_view(session, run_id)

@@ -12,7 +12,7 @@ from app.backends.specs import SPECS, BackendUnavailable, EmbeddedOptions, Serve
 from app.backends.retry import is_transient
 from app.loop.training import train
 from app.loop.schemas import RunConfig
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 TRAIN = RunConfig(learning_rate=0.05)

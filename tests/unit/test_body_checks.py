@@ -7,7 +7,7 @@ import httpx
 
 from app.http.errors import excerpt
 from app.http.middleware import BodyLimit, json_body_errors
-from app.settings import Settings
+from app.kit.settings import Settings
 from tests.support import chunked
 
 

@@ -23,7 +23,7 @@ import typer
 import yaml
 
 from app import lifecycle
-from app.settings import Settings
+from app.kit.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

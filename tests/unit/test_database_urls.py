@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from app import migrations
-from app.db import driver_url
+from app.kit import migrations
+from app.kit.db import driver_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

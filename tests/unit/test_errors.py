@@ -4,7 +4,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.errors import BadRequest, Conflict, NotFound, ServiceError, TooManyRequests
+from app.kit.errors import BadRequest, Conflict, NotFound, ServiceError, TooManyRequests
 from app.http.errors import install_handlers
 from app.runs.transitions import Conflict as RunConflict, RunGone
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from app.drafts.service import choose_arm
-from app.evaluations import estimators
-from app.loop.schemas import Z_90
-from app.policies.evidence import always_valid_margin, verdict
+from app.stats import estimators
+from app.policies.evidence import verdict
+from app.stats.intervals import Z_90, always_valid_margin, wilson
 from app.policies.schemas import EvaluationResult
 
 # Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
@@ -57,7 +57,7 @@ def test_sends_that_all_replied_or_none_still_have_the_binomial_uncertainty_of_t
     assert not verdict(as_evaluated, "new@1", "old@1").ahead  # a reply against none, one send each: no evidence
     # with many sends the binomial floor is the normal interval's own width: 30 of 100 at propensity 1
     many = estimators.off_policy([1] * 100, [1.0] * 100, [1] * 30 + [0] * 70, arm=1, predicted=None).snips
-    low, high = estimators.wilson(0.3, 100)
+    low, high = wilson(0.3, 100)
     assert (many.low, many.high) == pytest.approx((min(low, 0.3 - Z_90 * math.sqrt(0.21) / 10),
                                                    max(high, 0.3 + Z_90 * math.sqrt(0.21) / 10)))
     assert high - low == pytest.approx(2 * Z_90 * math.sqrt(0.21) / 10, rel=0.02)
@@ -151,7 +151,7 @@ def test_the_observed_traffic_split_matches_the_shares():
 
 
 def test_auto_traffic_gives_a_policy_without_its_sends_an_even_share_and_the_rest_to_the_better_ones():
-    from app.policies.traffic import auto_shares
+    from app.stats.bandit import auto_shares
 
     assert auto_shares([(50, 5), (500, 100)], floor=0.01, min_sends=100, seed=1) == pytest.approx([0.5, 0.5])
     assert auto_shares([(0, 0), (99, 40), (20, 0)], floor=0.0, min_sends=100, seed=1) == pytest.approx([1 / 3] * 3)

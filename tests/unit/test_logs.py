@@ -6,7 +6,7 @@ import logging
 # At collection: importing DBOS runs `file` (its croniter asks for the word size), and a unit test may not start a process.
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSException, DBOSWorkflowCancelledError
 
-from app import logs
+from app.kit import logs
 
 
 def dbos_records(*records: tuple[int, str, BaseException | None]) -> list[logging.LogRecord]:

@@ -5,7 +5,8 @@ import pytest
 from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource, OutcomeModel, SentEmail
 from app.loop.reward import blend
 from app.outcomes import refs
-from app.outcomes.service import spearman, wilson_interval
+from app.outcomes.service import spearman
+from app.stats.intervals import Z_95, wilson
 
 K = 20.0
 
@@ -98,10 +99,9 @@ def test_an_email_sent_before_uses_its_own_outcomes_shrunk_toward_the_prediction
 
 
 def test_wilson_interval_figures():
-    assert wilson_interval(0, 0) is None
-    low, high = wilson_interval(1, 3)
+    low, high = wilson(1 / 3, 3, Z_95)
     assert (round(low, 4), round(high, 4)) == (0.0615, 0.7923)
-    low, high = wilson_interval(0, 10)
+    low, high = wilson(0, 10, Z_95)
     assert low == 0.0 and round(high, 4) == 0.2775
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from app.supervision import SupervisedChild, status_env
+from app.kit.supervision import SupervisedChild, status_env
 
 
 class ModelServerProcess(SupervisedChild):

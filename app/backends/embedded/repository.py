@@ -4,7 +4,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.models import PolicyCheckpoint
-from app.db import Database
+from app.kit.db import Database
 
 
 class DatabaseCheckpoints:

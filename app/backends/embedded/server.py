@@ -26,14 +26,14 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from app import logs
-from app.faults import injected_latency
+from app.kit import logs
+from app.kit.faults import injected_latency
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
-from app.heap import freeze_startup_heap
-from app.supervision import READY, report_status
+from app.kit.heap import freeze_startup_heap
+from app.kit.supervision import READY, report_status
 
 JUDGE_MODEL_NAME = "embedded-judge"
 

@@ -1,7 +1,7 @@
 """What a worker process holds to execute runs: backends, the judge, each run's model and client.
 
 DBOS steps are module functions, so the workflow reaches the worker's executor through
-`current()`; `lifecycle.start` installs it before DBOS launches.
+`current()`; `app.engine.worker.start` installs it before DBOS launches.
 """
 
 import asyncio
@@ -16,7 +16,7 @@ from app.backends.retry import retrying
 from app.core import Services
 from app.loop.generation import Policy
 from app.loop.reward import Judge
-from app.settings import Settings
+from app.kit.settings import Settings
 
 
 def create_judge(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> Judge:

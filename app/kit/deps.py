@@ -9,8 +9,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import Database
-from app.settings import Settings
+from app.kit.db import Database
+from app.kit.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="One of the API_KEYS, when that setting is non-empty.")
 
@@ -40,7 +40,7 @@ ReadSession = Annotated[AsyncSession, Depends(read_session)]
 
 
 async def get_tenant(request: Request) -> str:
-    """The caller's tenant, which `app.auth.ApiKeyAuth` put in the request's state."""
+    """The caller's tenant, which `app.kit.auth.ApiKeyAuth` put in the request's state."""
     return request.state.tenant
 
 

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from app.supervision import READY, SupervisedChild, report_status, status_env
+from app.kit.supervision import READY, SupervisedChild, report_status, status_env
 
 WORKER_NICENESS = 5  # below the API; the embedded model server, the worker's child, sits below both
 PARENT_ENV = "CODREAMER_SERVE_PID"  # set in the child: fault drills crash the whole service, not one process

@@ -15,7 +15,7 @@ import asyncio
 import os
 import signal
 
-from app.worker_process import crash_service
+from app.kit.worker_process import crash_service
 
 
 class InjectedFault(RuntimeError):

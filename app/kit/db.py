@@ -22,7 +22,7 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeDecorator
 
-from app.settings import Settings
+from app.kit.settings import Settings
 
 log = logging.getLogger(__name__)
 

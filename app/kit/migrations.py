@@ -12,13 +12,14 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db import driver_url
+from app.kit.db import driver_url
 
 
 def script_location() -> Path:
     """`app/_alembic/`: the folder itself in a wheel, a link to the root `alembic/` in a clone."""
-    packaged = Path(__file__).with_name("_alembic")
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "alembic"  # no links in the checkout
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_alembic"
+    return packaged if packaged.is_dir() else package.parent / "alembic"  # no links in the checkout
 
 
 def alembic_config(database_url: str) -> Config:

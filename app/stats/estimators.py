@@ -18,14 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.loop.schemas import Z_90
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    low: float
-    high: float
+from app.stats.intervals import Z_90, Interval, wilson
 
 
 @dataclass(frozen=True)
@@ -33,9 +26,9 @@ class OffPolicy:
     n: int  # logged sends considered
     matched: int  # of those, written by the evaluated policy
     ess: float  # effective sample size of the importance weights
-    ips: Estimate | None
-    snips: Estimate | None
-    dr: Estimate | None
+    ips: Interval | None
+    snips: Interval | None
+    dr: Interval | None
     reason: str | None  # why there is no estimate
 
 
@@ -43,7 +36,7 @@ def _rate(x: float) -> float:
     return min(1.0, max(0.0, x))
 
 
-def _interval(value: float, se: float, floor_n: float | None = None) -> Estimate:
+def _interval(value: float, se: float, floor_n: float | None = None) -> Interval:
     """The 90 % normal interval around the value clipped to a rate (an importance-weighted mean of 0/1 replies leaves
     [0, 1] on few sends), itself clipped. Given `floor_n`, the effective sample size of such a mean, never narrower
     than the Wilson interval of as many Bernoulli draws: sends that all got a reply, or none, would otherwise claim
@@ -53,15 +46,8 @@ def _interval(value: float, se: float, floor_n: float | None = None) -> Estimate
     if floor_n:
         wilson_low, wilson_high = wilson(value, floor_n)
         low, high = min(low, wilson_low), max(high, wilson_high)
-    return Estimate(value, low, high)
+    return Interval(value=value, low=low, high=high)
 
-
-def wilson(rate: float, n: float) -> tuple[float, float]:
-    """The 90 % Wilson score interval of a Bernoulli rate measured on n draws."""
-    z2 = Z_90**2 / n
-    centre = (rate + z2 / 2) / (1 + z2)
-    half = Z_90 * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n)) / (1 + z2)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _standard_error(x: np.ndarray) -> float:
@@ -73,19 +59,19 @@ def weights(arms: np.ndarray, propensities: np.ndarray, arm: int) -> np.ndarray:
     return np.where(arms == arm, 1.0 / propensities, 0.0)
 
 
-def ips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
+def ips(w: np.ndarray, rewards: np.ndarray) -> Interval:
     terms = w * rewards
     return _interval(float(terms.mean()), _standard_error(terms), ess(w))
 
 
-def snips(w: np.ndarray, rewards: np.ndarray) -> Estimate:
+def snips(w: np.ndarray, rewards: np.ndarray) -> Interval:
     total = w.sum()
     value = float((w * rewards).sum() / total)
     se = float(math.sqrt(((w * (rewards - value)) ** 2).sum()) / total)  # the delta method's standard error
     return _interval(value, se, ess(w))
 
 
-def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Estimate:
+def dr(w: np.ndarray, rewards: np.ndarray, predicted: float | np.ndarray) -> Interval:
     """mean of q̂ᵢ + wᵢ·(rᵢ − q̂ᵢ), q̂ᵢ the direct method's prediction for logged send i (one value: the same for all)."""
     terms = predicted + w * (rewards - predicted)
     # from one logged send no spread gives a standard error: the Wilson interval of one draw stands in
@@ -113,7 +99,7 @@ def off_policy(arms: list[int], propensities: list[float], rewards: list[float],
     return OffPolicy(n, matched, ess(w), ips(w, r), snips(w, r), None if q is None else dr(w, r, q), None)
 
 
-def mean_interval(values: list[float]) -> Estimate | None:
+def mean_interval(values: list[float]) -> Interval | None:
     if not values:
         return None
     x = np.asarray(values, dtype=float)

@@ -1,0 +1,1 @@
+"""Plumbing every domain may use: database, settings, logs, auth, errors, pages, processes. Imports no domain."""

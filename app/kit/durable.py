@@ -1,0 +1,68 @@
+"""Durable workflows as the API reaches them: enqueued, cancelled and messaged by name, through DBOS's client.
+
+The API never imports a workflow's module (the loop, ART and litellm: 2 s of CPU at start-up and 100 MB in every API
+process); only workers register and execute them. `app.tasks` lists every workflow and queue; this module knows none
+of them.
+"""
+
+from dataclasses import dataclass
+
+from dbos import DBOSClient, EnqueueOptions
+
+APPLICATION = "codreamer"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A durable workflow: its registered name, the queue it is enqueued on, the module a worker imports to register it,
+    and the version of its steps (bumped when their order, names or arguments change)."""
+
+    name: str
+    queue: Queue
+    module: str
+    version: int
+
+
+_client: DBOSClient | None = None
+_version: str | None = None
+
+
+def connect(system_database_url: str, application_version: str) -> None:
+    """Once DBOS's tables are there: a worker's DBOS launch, or an API's `DBOS.migrate`, makes them."""
+    global _client, _version
+    _client = DBOSClient(system_database_url=system_database_url, application_name=APPLICATION,
+                         system_database_pool_size=2, lazy=True)
+    _version = application_version
+
+
+def disconnect() -> None:
+    global _client
+    client, _client = _client, None
+    if client is not None:
+        client.destroy()
+
+
+def client() -> DBOSClient:
+    if _client is None:
+        raise RuntimeError("the workflow queue is not connected (the process has not started)")
+    return _client
+
+
+async def enqueue(workflow: Workflow, workflow_id: str, *args) -> None:
+    """Idempotent by the workflow id."""
+    options: EnqueueOptions = {"queue_name": workflow.queue.name, "workflow_name": workflow.name,
+                               "app_version": _version, "workflow_id": workflow_id}
+    await client().enqueue_async(options, *args)
+
+
+def running_here() -> list[str]:
+    """The workflow ids this process is executing now."""
+    from dbos import _dbos
+
+    instance = _dbos._dbos_global_instance
+    return instance._active_workflows_set.activeList() if instance is not None else []
