@@ -94,7 +94,7 @@ def run(
     from fastapi.exceptions import RequestValidationError
 
     from app.lifecycle import StartupError
-    from app.local import add_graph, iterations as run_iterations, local_service, run_to_end
+    from app.engine.local import add_graph, iterations as run_iterations, local_service, run_to_end
 
     async def main(data_dir: Path):
         async with local_service(data_dir, settings) as process:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from dbos import DBOS
 
 from app import lifecycle, tasks
-from app.engine import executor
+from app.engine.executor import Executor, install
 from app.events.relay import WebhookRelay
 from app.kit import durable, logs
 from app.kit.heap import freeze_startup_heap
@@ -22,7 +22,7 @@ log = logging.getLogger("codreamer")
 
 @dataclass
 class Worker(lifecycle.Process):
-    executor: executor.Executor | None = None
+    executor: Executor | None = None
     relay: WebhookRelay | None = None
     housekeeper: Housekeeper | None = None
     background: list[asyncio.Task] = field(default_factory=list)  # the relay and the housekeeping
@@ -37,9 +37,9 @@ async def start(settings: Settings, *, api: bool = True) -> Worker:
     worker = Worker(api=services)
     worker.relay = WebhookRelay(services.db, settings, runs_repository.webhook_secrets(services.secrets),
                                 services.secrets.open_url)
-    worker.executor = executor.Executor(services, wake_relay=worker.relay.wake)
+    worker.executor = Executor(services, wake_relay=worker.relay.wake)
     services.health.append(worker.executor.embedded.problem)
-    executor.install(worker.executor)
+    install(worker.executor)
     try:
         await _launch(settings, worker)
     except BaseException as exc:  # nothing DBOS started may keep the process alive
@@ -94,7 +94,7 @@ async def stop(worker: Worker) -> None:
 async def _close_executor(worker: Worker) -> None:
     if worker.executor is not None:
         await worker.executor.close()
-        executor.install(None)
+        install(None)
 
 
 async def stop_background(worker: Worker) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import and_, case, func, select
 
 from app.kit.db import describe, utcnow
 from app.drafts.models import Draft, DraftBatch
-from app.drafts.workflow import writer, write_for
+from app.drafts.writing import write_for, writer
 from app.stats import estimators
 from app import tasks
 from app.loop.features import content_hash, email_features, segment
@@ -52,7 +52,7 @@ def direct_method(author_training: list, held_out_likes: list[str], held_out_pre
                   prospects: list[dict]) -> list[float] | None:
     """DR's direct method for each logged send: the outcome model's mean predicted reply rate of the policy's emails to
     the held-out prospects that are like the same training scenario as the send's prospect (the policy writes for a
-    prospect with that scenario's learned state, `app.drafts.workflow.write_for`), or of all its held-out emails where
+    prospect with that scenario's learned state, `app.drafts.writing.write_for`), or of all its held-out emails where
     none is. A function of the prospect alone, never of which arm wrote the send: DR stays unbiased. None without any
     held-out email."""
     if not held_out_predictions:

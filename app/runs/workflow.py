@@ -41,6 +41,7 @@ from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
+from app import tasks
 from app.runs import queue, repository, trajectories, transitions
 from app.engine.executor import current
 from app.runs.models import Iteration, Run

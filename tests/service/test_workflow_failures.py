@@ -14,7 +14,7 @@ from app.events import service as events
 from app.lifecycle import dbos_database_url
 from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
-from app.local import local_service, run_to_end
+from app.engine.local import local_service, run_to_end
 from app import tasks
 from app.runs import queue, repository, service, transitions, workflow
 from app.engine.executor import current
