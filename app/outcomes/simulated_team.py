@@ -23,7 +23,7 @@ import numpy as np
 
 from app.agent.schemas import Email
 from app.knowledge_graph.graph import KnowledgeGraph
-from app.loop.feedback import FeedbackSimulator, create_feedback, reply_probabilities
+from app.loop.feedback import create_feedback, reply_probabilities
 from app.outcomes.schemas import OutcomeType
 from app.outcomes.simulated import BOUNCE_RATE, MACHINE_OPEN_RATE
 

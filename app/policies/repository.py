@@ -44,7 +44,7 @@ class LearnedPolicy:
 
 
 def _policy(run: Run, row: Iteration) -> LearnedPolicy:
-    config = EffectiveConfig.model_validate(run.config)
+    config = run.effective_config
     step = None
     if SPECS[config.backend].trainable:
         step = TrainingOutcome.model_validate(row.training).step if row.training else 0

@@ -26,7 +26,7 @@ from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
-    EffectiveConfig, IterationDetail, IterationList, IterationOut, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList,
+    IterationDetail, IterationList, IterationOut, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList,
     RunOut,
 )
 from app.runs.status import RunStatus
@@ -265,7 +265,7 @@ async def get_node_scores(
     over the run's scenarios (the mean of log-scores).
     """
     run = await _run_or_404(session, run_id, tenant)
-    scenario_ids = EffectiveConfig.model_validate(run.config).scenario_ids
+    scenario_ids = run.effective_config.scenario_ids
     if scenario_id is not None and scenario_id not in scenario_ids:
         raise NotFound(f"scenario {scenario_id!r} among the scenarios of run {run_id!r} not found")
     graph = await svc.graphs.get(run.graph_id)

@@ -1,10 +1,12 @@
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
+from app.runs.schemas import EffectiveConfig
 from app.runs.status import RunStatus
 
 if TYPE_CHECKING:
@@ -34,6 +36,11 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @cached_property
+    def effective_config(self) -> EffectiveConfig:
+        """`config` as the typed value it was stored from, parsed once per loaded row."""
+        return EffectiveConfig.model_validate(self.config)
 
 
 class Iteration(Base):

@@ -18,7 +18,6 @@ from app.knowledge_graph.models import Graph
 from app.runs import repository
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
 from app.runs.records import IterationRecord
-from app.runs.schemas import EffectiveConfig
 
 FULL_SCORES_MAX_NODES = 2000
 TRUNCATED_TOP = 500
@@ -99,11 +98,11 @@ async def record_iteration(session: AsyncSession, graph: KnowledgeGraph, run_id:
             await session.merge(NodeScore(run_id=run_id, scenario_id=scenario_id, node_id=node_id, score=score))
             session.add(NodeScoreChange(run_id=run_id, iteration=record.iteration, scenario_id=scenario_id, node_id=node_id, score=score))
     await session.flush()
-    mean = (await repository.current_scores(session, run_id)).mean(EffectiveConfig.model_validate(run.config).scenario_ids)
+    mean = (await repository.current_scores(session, run_id)).mean(run.effective_config.scenario_ids)
     changed_mean = {node_id: mean[node_id] for node_id in sorted({n for moved in record.changed.values() for n in moved})}
     session.add(Iteration.of(run_id, record, node_scores_changed=changed_mean, finished_at=utcnow()))
     if record.email is not None and record.email.ref is not None:
-        target = EffectiveConfig.model_validate(run.config).target_scenario_id
+        target = run.effective_config.target_scenario_id
         # merged: a run forked back before this iteration recorded its ref already
         await session.merge(repository.email_ref(run, graph, record.iteration, refs.PUBLISHED, target, record.email, record.email.score))
     if record.iteration > 0:

@@ -139,7 +139,7 @@ async def _run(run_id: str) -> tuple[Run, EffectiveConfig]:
         run = await session.get(Run, run_id)
     if run is None:
         raise transitions.RunGone(f"run {run_id!r} not found")
-    return run, EffectiveConfig.model_validate(run.config)
+    return run, run.effective_config
 
 
 async def _context(run_id: str) -> tuple[Run, EffectiveConfig, KnowledgeGraph, ScenarioScores]:
@@ -158,7 +158,7 @@ async def start_step(run_id: str) -> StartState:
     async with current().services.db.transaction() as session:
         run = await transitions.begin(session, run_id)
         status, total = run.status, run.iterations_total
-        config = EffectiveConfig.model_validate(run.config)
+        config = run.effective_config
         latest = await repository.latest_iteration(session, run_id)
     current().wake_relay()
     if status == RunStatus.RUNNING:
