@@ -24,7 +24,7 @@ from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
 from app.policies.likeness import most_like
 from app.policies.models import Evaluation
-from app.policies.schemas import EvaluationResult, OffPolicyOut, PolicyEvaluation, PolicyRef
+from app.policies.schemas import EvaluationResult, PolicyEvaluation, PolicyRef
 from app.engine.executor import current
 
 log = logging.getLogger("codreamer")
@@ -135,13 +135,11 @@ async def evaluate_step(evaluation_id: str) -> str:
             rewards=[float(row[5]) for row in rows], arm=1,
             predicted=direct_method(author.training, likes, predicted, [row[6] for row in rows]))
         if logged and not rows:
-            off = estimators.OffPolicy(0, 0, 0.0, None, None, None, "it had no share in any batch whose sends have a "
-                                                                    "known outcome")
+            off = estimators.OffPolicy(n=0, reason="it had no share in any batch whose sends have a known outcome")
         reports.append(PolicyEvaluation(
             policy=mine, held_out=len(judged), judge=estimators.mean_interval(judged),
             predicted_reply=predicted_reply,
-            off_policy=OffPolicyOut(n=off.n, matched=off.matched, ess=off.ess, ips=off.ips,
-                                    snips=off.snips, dr=off.dr, reason=off.reason)))
+            off_policy=off))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
                               "predict from")

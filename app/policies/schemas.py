@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.loop.schemas import RewardStats
+from app.stats.estimators import OffPolicy
 from app.stats.intervals import Interval
 from app.kit.pages import Page
 
@@ -145,23 +146,12 @@ class DeploymentOut(BaseModel):
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
 
 
-class OffPolicyOut(BaseModel):
-    n: int = Field(description="Logged sends with a known outcome on this graph, in the batches this policy had a "
-                               "share of.")
-    matched: int = Field(description="Of those, written by this policy.")
-    ess: float = Field(description="Effective sample size of the importance weights.")
-    ips: Interval | None
-    snips: Interval | None
-    dr: Interval | None
-    reason: str | None = Field(description="Why there is no estimate (never a zero in its place).")
-
-
 class PolicyEvaluation(BaseModel):
     policy: str
     held_out: int = Field(description="Held-out prospects it wrote for.")
     judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
     predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
-    off_policy: OffPolicyOut
+    off_policy: OffPolicy
 
 
 class EvaluationResult(BaseModel):

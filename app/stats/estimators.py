@@ -14,22 +14,23 @@ matplotlib (see the decision record); each estimator here is tested against a ca
 """
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
+from pydantic import BaseModel, Field
 
 from app.stats.intervals import Z_90, Interval, wilson
 
 
-@dataclass(frozen=True)
-class OffPolicy:
-    n: int  # logged sends considered
-    matched: int  # of those, written by the evaluated policy
-    ess: float  # effective sample size of the importance weights
-    ips: Interval | None
-    snips: Interval | None
-    dr: Interval | None
-    reason: str | None  # why there is no estimate
+class OffPolicy(BaseModel):
+    """A policy's off-policy estimates as an evaluation reports them: a new estimator is a function here and a field."""
+
+    n: int = Field(description="Logged sends with a known outcome on this graph, in the batches this policy had a "
+                               "share of.")
+    matched: int = Field(0, description="Of those, written by this policy.")
+    ess: float = Field(0.0, description="Effective sample size of the importance weights.")
+    ips: Interval | None = None
+    snips: Interval | None = None
+    dr: Interval | None = None
+    reason: str | None = Field(None, description="Why there is no estimate (never a zero in its place).")
 
 
 def _rate(x: float) -> float:
@@ -89,14 +90,15 @@ def off_policy(arms: list[int], propensities: list[float], rewards: list[float],
     `predicted`: DR's direct method, per logged send (or one value for every send); None: no DR estimate."""
     n = len(arms)
     if n == 0:
-        return OffPolicy(0, 0, 0.0, None, None, None, "no logged sends older than the reply window")
+        return OffPolicy(n=0, reason="no logged sends older than the reply window")
     a, p, r = np.asarray(arms), np.asarray(propensities, dtype=float), np.asarray(rewards, dtype=float)
     w = weights(a, p, arm)
     matched = int((a == arm).sum())
     if matched == 0:
-        return OffPolicy(n, 0, 0.0, None, None, None, "none of the logged sends was written by this policy")
+        return OffPolicy(n=n, reason="none of the logged sends was written by this policy")
     q = None if predicted is None else np.broadcast_to(np.asarray(predicted, dtype=float), r.shape)
-    return OffPolicy(n, matched, ess(w), ips(w, r), snips(w, r), None if q is None else dr(w, r, q), None)
+    return OffPolicy(n=n, matched=matched, ess=ess(w), ips=ips(w, r), snips=snips(w, r),
+                     dr=None if q is None else dr(w, r, q))
 
 
 def mean_interval(values: list[float]) -> Interval | None:
