@@ -93,8 +93,8 @@ def run(
     settings = _settings_or_exit()
     from fastapi.exceptions import RequestValidationError
 
-    from app.lifecycle import StartupError
-    from app.engine.local import add_graph, iterations as run_iterations, local_service, run_to_end
+    from app.lifecycle.api import StartupError
+    from app.lifecycle.local import add_graph, iterations as run_iterations, local_service, run_to_end
 
     async def main(data_dir: Path):
         async with local_service(data_dir, settings) as process:
@@ -219,7 +219,7 @@ def _settings_or_exit(*, service: bool = True, database: bool = False):
     if database and (problem := _database_problem(settings)):
         _exit_with(f"codreamer cannot start: {problem}")
     if service:
-        from app import lifecycle
+        from app.lifecycle import api as lifecycle
 
         try:
             lifecycle.check(settings)
@@ -321,8 +321,8 @@ def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `se
     import signal
 
     settings = _settings_or_exit(database=True)
-    from app import lifecycle
-    from app.engine.worker import start as start_worker, stop as stop_worker
+    from app.lifecycle import api as lifecycle
+    from app.lifecycle.worker import start as start_worker, stop as stop_worker
 
     if child:
         from app.kit.worker_process import follow_parent

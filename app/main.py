@@ -8,7 +8,7 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from app.kit import docs
-from app import lifecycle
+from app.lifecycle import api as lifecycle
 from app.kit.auth import ApiKeyAuth, parse_api_keys
 from app.kit.deps import UNAUTHORIZED, api_key_scheme, reject_unknown_query_params
 from app.events.endpoints import document_webhooks
@@ -43,7 +43,7 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
         # With a child, that is the worker of EXECUTOR_ID, which recovers that id's runs; the API only enqueues.
         # Without one, this process is a worker too: that module is named, not imported, so that nothing the API
         # imports reaches the loop, ART or a workflow (an import-linter contract).
-        runner = importlib.import_module("app.engine.worker") if settings.run_worker and not separate else lifecycle
+        runner = importlib.import_module("app.lifecycle.worker") if settings.run_worker and not separate else lifecycle
         services = await runner.start(settings)
         app.state.services = services.api
         render_ahead(services.api.db)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 
 async def run_in_process(request, settings=None, *, details: bool = False) -> tuple[dict, list[dict]]:
-    """One run through the service's own workflow (`app.engine.local`, as `codreamer run`) on a throwaway database: the
+    """One run through the service's own workflow (`app.lifecycle.local`, as `codreamer run`) on a throwaway database: the
     finished run and its iterations (with their trajectories when `details`). Imports the app only when called, so
     a benchmark process can set its environment first."""
-    from app.engine.local import local_service, run_to_end
+    from app.lifecycle.local import local_service, run_to_end
     from app.runs import repository
     from app.kit.settings import Settings
 

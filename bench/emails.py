@@ -1,5 +1,5 @@
 """Emails: what the embedded backend publishes and whether its judge can tell a good one, through the service's own
-workflow (`app.engine.local`, as `codreamer run`), K=4, 10 iterations.
+workflow (`app.lifecycle.local`, as `codreamer run`), K=4, 10 iterations.
 
 - The demo as `codreamer run --iterations 10` runs it (every scenario, simulated outcomes, exploration), seeds 0-2:
   the mean reward of iterations 8-10 against iteration 1, and the published emails' judge scores (the baseline,
@@ -41,7 +41,7 @@ def _run(args: tuple[str, str | None, int]) -> dict:
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
     from app.knowledge_graph.schemas import GraphDocument
-    from app.engine.local import add_graph, local_service, run_to_end
+    from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
     from app.kit.settings import Settings

@@ -28,7 +28,7 @@ LATE = 5  # the late reward: the mean of the last five iterations (16-20 of 20)
 
 
 def _curve(args: tuple) -> dict:
-    """One run through the service's own workflow (`app.engine.local`), as `codreamer run` executes it; a fifth element
+    """One run through the service's own workflow (`app.lifecycle.local`), as `codreamer run` executes it; a fifth element
     overrides request fields (the pipelining benchmark's)."""
     graph, variant, seed, iterations, *rest = args
     overrides = rest[0] if rest else {}
@@ -37,7 +37,7 @@ def _curve(args: tuple) -> dict:
     import app  # noqa: F401
     from app.knowledge_graph.service import hidden_preferences
     from app.knowledge_graph.synthetic import synthetic_document
-    from app.engine.local import add_graph, local_service, run_to_end
+    from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
     from app.kit.settings import Settings

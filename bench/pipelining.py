@@ -1,6 +1,6 @@
 """Pipelining: iterations per hour with `max_steps_off_policy` 0, 1 and 2, and what overlapping costs learning.
 
-Throughput: one run per setting through the service's own workflow (`app.engine.local`, as `codreamer run`), on the
+Throughput: one run per setting through the service's own workflow (`app.lifecycle.local`, as `codreamer run`), on the
 embedded backend with the orchestration benchmark's latencies injected into its model server (`LATENCY_AT`:
 0.5 s a policy turn, 2 s a judge call, 3 s a GRPO step, during which it keeps serving), so the run waits on
 its backend as it would on a hosted one. The rate counts iterations 1..N from the baseline's record to the

@@ -53,7 +53,7 @@ def settings_for(base_url: str):
 
 
 async def run_once(base_url: str) -> tuple[dict, list[dict]]:
-    """One run of RUN through `app.engine.local`; the run and its iterations' details."""
+    """One run of RUN through `app.lifecycle.local`; the run and its iterations' details."""
     from app.runs.schemas import LearnLoopRequest
 
     return await run_in_process(LearnLoopRequest(**RUN), settings_for(base_url), details=True)

@@ -177,7 +177,7 @@ def learning_section(lr: dict) -> list[str]:
     lines = [
         "## 3. Learning",
         "",
-        "Each variant runs through the service's own workflow (`app.engine.local`, as `codreamer run` does), K=4 rollouts per",
+        "Each variant runs through the service's own workflow (`app.lifecycle.local`, as `codreamer run` does), K=4 rollouts per",
         f"scenario, {n} iterations, seeds {lr['seeds']}; the curves are the mean reward per iteration, averaged over seeds.",
         "Variants: **full** (GRPO + KG reweighting), **GRPO only**, **KG only** (no GRPO), **neither**, and **in context**",
         "(no GRPO; KG reweighting plus the distilled exemplar and playbook in the prompts, as a fixed hosted model learns).",
@@ -437,7 +437,7 @@ def pipelining_section(pl: dict) -> list[str]:
         "## 9. Pipelined iterations",
         "",
         f"One run of {run['iterations']} iterations (K = {run['rollouts_per_group']}, {run['max_turns']} turns, one scenario, "
-        f"judge only) per setting, through `app.engine.local`, on the embedded backend with latencies injected into its model "
+        f"judge only) per setting, through `app.lifecycle.local`, on the embedded backend with latencies injected into its model "
         f"server (`LATENCY_AT`: {lat['model']} s a policy turn, {lat['judge']} s a judge call, {lat['train']} s a GRPO step, "
         "during which it keeps serving), one run at a time. Rate: iterations 1..N over the time from the baseline's "
         "record to the last.",
@@ -1136,7 +1136,7 @@ def emails_section(em: dict, machine: dict | None) -> list[str]:
         "",
         (f"Measured {machine['date']} on {machine['cores']} cores, {machine['memory_gib']} GiB; " if machine else "")
         + f"load average {em['load_average'][0]} before, {em['load_average'][1]} after; {em['seconds']:.0f} s. "
-        "Each run goes through the service's own workflow (`app.engine.local`), K=4, "
+        "Each run goes through the service's own workflow (`app.lifecycle.local`), K=4, "
         f"{em['iterations']} iterations; the demo as `codreamer run` runs it (every scenario, simulated outcomes, "
         "exploration on). Judge: the embedded judge's rubric (docs/architecture/embedded-backend.md).",
         "",

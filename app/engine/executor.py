@@ -1,7 +1,7 @@
 """What a worker process holds to execute runs: backends, the judge, each run's model and client.
 
 DBOS steps are module functions, so the workflow reaches the worker's executor through
-`current()`; `app.engine.worker.start` installs it before DBOS launches.
+`current()`; `app.lifecycle.worker.start` installs it before DBOS launches.
 """
 
 import asyncio

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from app.knowledge_graph.schemas import GraphDocument
-from app.engine.local import add_graph, local_service, run_to_end
+from app.lifecycle.local import add_graph, local_service, run_to_end
 from app.main import create_app
 from app.runs import repository
 from app.runs.schemas import LearnLoopRequest

@@ -5,7 +5,7 @@ import pytest
 from dbos import DBOSClient, _dbos
 
 from app.knowledge_graph.service import demo_document
-from app.lifecycle import dbos_database_url
+from app.lifecycle.api import dbos_database_url
 from app.main import create_app
 from app import tasks
 from app.kit.settings import Settings

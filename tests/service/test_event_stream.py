@@ -6,7 +6,7 @@ from app.events import stream
 from app.runs.events import CATALOGUE, TERMINAL_EVENTS, EventList
 from app.events.service import events_page
 from app.knowledge_graph.service import demo_document
-from app.engine.local import local_service
+from app.lifecycle.local import local_service
 from app.runs import service as runs
 from app.runs.schemas import LearnLoopRequest
 from app.kit.settings import Settings

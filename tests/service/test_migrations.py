@@ -11,7 +11,7 @@ from dbos import DBOS
 from sqlalchemy import create_engine
 
 import app.models  # noqa: F401
-from app import lifecycle
+from app.lifecycle import api as lifecycle
 from app.kit import migrations
 from app.kit.db import Base, driver_url
 from app.kit.settings import Settings

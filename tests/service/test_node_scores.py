@@ -6,7 +6,7 @@ import math
 import pytest
 from sqlalchemy import select
 
-from app.engine.local import local_service, run_to_end
+from app.lifecycle.local import local_service, run_to_end
 from app.main import create_app
 from app.runs.models import NodeScore, NodeScoreChange
 from app.runs.schemas import LearnLoopRequest

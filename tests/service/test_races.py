@@ -8,7 +8,7 @@ import art
 import pytest
 
 from app.knowledge_graph.service import demo_document
-from app.engine.local import local_service
+from app.lifecycle.local import local_service
 from app.main import create_app
 from app.engine.executor import current
 from app.kit.settings import Settings

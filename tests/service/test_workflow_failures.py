@@ -11,10 +11,10 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
-from app.lifecycle import dbos_database_url
+from app.lifecycle.api import dbos_database_url
 from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
-from app.engine.local import local_service, run_to_end
+from app.lifecycle.local import local_service, run_to_end
 from app import tasks
 from app.runs import queue, repository, service, transitions, workflow
 from app.engine.executor import current

@@ -22,13 +22,13 @@ import tomllib
 import typer
 import yaml
 
-from app import lifecycle
+from app.lifecycle import api as lifecycle
 from app.kit.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
-REQUIRED = ("SECRET_KEY", "API_KEYS")  # ENVIRONMENT=production refuses to start without them (app/lifecycle.py)
+REQUIRED = ("SECRET_KEY", "API_KEYS")  # ENVIRONMENT=production refuses to start without them (app/lifecycle/api.py)
 
 
 def compose_schema() -> dict:

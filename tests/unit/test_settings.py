@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from app.kit.auth import parse_api_keys
 from app.cli import _config_problem
-from app.lifecycle import StartupError, check  # at collection: importing DBOS runs `file`, a process
+from app.lifecycle.api import StartupError, check  # at collection: importing DBOS runs `file`, a process
 from app.kit.settings import JudgeSpec, Settings
 
 ORIGIN = "http://localhost:3000"

@@ -1,4 +1,4 @@
-"""Start-up and shut-down of the API's services, which every process opens (`app.engine.worker` adds a worker's)."""
+"""Start-up and shut-down of the API's services, which every process opens (`app.lifecycle.worker` adds a worker's)."""
 
 import asyncio
 import functools
@@ -83,7 +83,7 @@ def dbos_database_url(settings: Settings) -> str:
 
 @dataclass
 class Process:
-    """What `start` brought up: the API's services (a worker's process adds its own, `app.engine.worker.Worker`)."""
+    """What `start` brought up: the API's services (a worker's process adds its own, `app.lifecycle.worker.Worker`)."""
 
     api: Services
 

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 
 from dbos import DBOS
 
-from app import lifecycle, tasks
+from app import tasks
+
+from app.lifecycle import api as lifecycle
 from app.engine.executor import Executor, install
 from app.events.relay import WebhookRelay
 from app.kit import durable, logs
