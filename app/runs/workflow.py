@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from app.backends.specs import delete_local_files, delete_stored_checkpoints, model_name
+from app.backends.specs import SPECS, delete_local_files, delete_stored_checkpoints, model_name
 from app.db import describe, is_transient, utcnow
 from app.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
@@ -437,11 +437,11 @@ async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> Non
 
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
-    """Prunes an ART backend's checkpoints (keeping the latest and best), then marks the run succeeded. The embedded
-    backend's are a few kilobytes each: they all stay, so each of the run's policies can be deployed and drafted with."""
+    """Prunes the run's checkpoints (keeping the latest and best) where its backend does not keep them all, then marks
+    the run succeeded."""
     _, config = await _run(run_id)
     policy = await current().policy(run_id, config.backend)
-    if policy.model.trainable and config.train_policy and config.backend != "embedded":
+    if policy.model.trainable and config.train_policy and not SPECS[config.backend].keeps_every_checkpoint:
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     fault_point(Step.FINISH)
     async with current().services.db.transaction() as session:
