@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import Database
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
-from app.knowledge_graph.service import GraphCache, RunsOnGraph
+from app.knowledge_graph.service import GraphCache
 from app.settings import Settings
 
 
@@ -20,7 +20,6 @@ class Services:
     db: Database
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
-    runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
     feed: EventFeed  # live events: one poller per run, shared by all of its streams
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.

@@ -115,7 +115,6 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                                   runs_on_graph=runs_repository.runs_on_graph,
                                    deployed_on=policies_repository.deployed_graph, sent_drafts=drafts_service.sent_drafts,
                                    warm_start=warm_start.start_from, feed=EventFeed(db),
                                    wake_waiting=functools.partial(queue.wake_waiting, db)))
