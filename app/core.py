@@ -24,8 +24,6 @@ class Services:
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)
-    # told which runs got new outcomes, so that a run waiting for them goes on (set by the lifecycle: the runs' workflow)
-    wake_waiting: Callable[[set[str]], Awaitable[None]] | None = None
     # the graph whose deployment is one of a run's policies (app.policies, above the runs domain): such a run stays
     deployed_on: Callable[[AsyncSession, str], Awaitable[str | None]] | None = None
     # how many sent drafts deleting a run deletes, and their graph (app.drafts, above the runs domain): kept unless asked

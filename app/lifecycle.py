@@ -1,7 +1,6 @@
 """Start-up and shut-down shared by `codreamer serve` and `codreamer worker`."""
 
 import asyncio
-import functools
 import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -116,8 +115,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
                                    deployed_on=policies_repository.deployed_graph, sent_drafts=drafts_service.sent_drafts,
-                                   warm_start=warm_start.start_from, feed=EventFeed(db),
-                                   wake_waiting=functools.partial(queue.wake_waiting, db)))
+                                   warm_start=warm_start.start_from, feed=EventFeed(db)))
     process.api.health.append(db.problem)
     if worker:
         # Only a worker imports the loop (ART, litellm), and the workflow, which registers with DBOS before it launches.

@@ -16,6 +16,7 @@ from app.backends.retry import retrying
 from app.core import Services
 from app.loop.generation import Policy
 from app.loop.reward import Judge
+from app.runs.outcome_watch import OutcomeWatch
 from app.settings import Settings
 
 
@@ -30,6 +31,7 @@ class Executor:
         self.services = services
         self.settings = services.settings
         self.wake_relay = wake_relay
+        self.outcome_watch = OutcomeWatch(services.db)  # wakes the runs here that wait for outcomes
         self.embedded = EmbeddedBackend(store=DatabaseCheckpoints(services.db))
         self.judge: Judge = create_judge(self.settings, self.embedded)
         self._judges: dict[str, Judge] = {"default": self.judge}
@@ -85,6 +87,7 @@ class Executor:
         return run_id in self._policies
 
     async def close(self) -> None:
+        await self.outcome_watch.close()
         for run_id in list(self._policies):
             await self.release(run_id)
         for backend in {self.embedded, *self._backends.values()} - {None}:  # embedded: the judge's, if no run's

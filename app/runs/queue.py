@@ -1,15 +1,10 @@
-"""A run's durable workflow as the API reaches it: enqueued, cancelled and woken by name, through DBOS's client.
+"""A run's durable workflow as the API reaches it: enqueued and cancelled by name, through DBOS's client.
 
 The API never imports the workflow itself (the loop, ART and litellm: 2 s of CPU at start-up and 100 MB in every API
 process); only workers register and execute it (`app.runs.workflow`). Both enqueue the same way, here.
 """
 
 from dbos import DBOS, DBOSClient, EnqueueOptions
-from sqlalchemy import select
-
-from app.db import Database
-from app.runs.models import Run
-from app.runs.status import RunStatus
 
 RUNS_QUEUE = "runs"
 WORKFLOW_NAME = "learning_run"
@@ -18,7 +13,6 @@ WORKFLOW_NAME = "learning_run"
 # only when the steps' order or names change, as a checkpoint of the old order cannot be replayed.
 WORKFLOW_VERSION = "learning_run-2"
 APPLICATION = "codreamer"
-OUTCOMES_TOPIC = "outcomes"  # what a waiting run receives when outcomes arrive
 
 _client: DBOSClient | None = None
 
@@ -61,16 +55,6 @@ async def enqueue(run_id: str, attempt: int = 1) -> None:
 
 async def cancel(run_id: str, attempt: int) -> None:
     await _connected().cancel_workflow_async(workflow_id(run_id, attempt))
-
-
-async def wake_waiting(db: Database, run_ids: set[str]) -> None:
-    """Tells the runs among `run_ids` that wait for outcomes that some arrived: it ends their sleep early."""
-    async with db.read() as session:
-        rows = (await session.execute(select(Run.id, Run.attempt, Run.waiting).where(
-            Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
-    for run_id, attempt, waiting in rows:
-        if waiting:
-            await _connected().send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
 
 
 def running_here() -> list[str]:

@@ -44,6 +44,7 @@ from app.outcomes.schemas import IngestResult
 from app.runs import queue, repository, trajectories, transitions
 from app.runs.executor import current
 from app.runs.models import Iteration, Run
+from app.runs.outcome_watch import OUTCOMES_TOPIC
 from app.runs.events import Waiting
 from app.runs.records import (
     Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState, WaitState,
@@ -395,12 +396,12 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
 
 
-WAIT_POLL_S = 60.0  # a waiting run also looks this often (a wake sent while no worker held it is not lost, only late)
+WAIT_POLL_S = 60.0  # a waiting run also looks this often itself (its worker's outcome watch wakes it sooner)
 
 
 async def _wait_state(run_id: str, iteration: int, wait: FeedbackWait, until) -> WaitState:
     async with current().services.db.read() as session:
-        delivered = await outcome_repository.delivered(session, run_id, iteration)
+        delivered = (await outcome_repository.delivered(session, {run_id: iteration})).get(run_id, 0)
     remaining = (until - utcnow()).total_seconds()
     return WaitState(until=until, delivered=delivered, done=delivered >= wait.min_delivered or remaining <= 0,
                      remaining_s=max(0.0, remaining))
@@ -428,11 +429,17 @@ async def wait_check_step(run_id: str, iteration: int, wait: FeedbackWait, until
 
 
 async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> None:
-    """Durably: the deadline and each look are steps, each sleep a DBOS recv that ingestion's wake ends early."""
+    """Durably: the deadline and each look are steps, each sleep a DBOS recv that the worker's outcome watch ends
+    early when new outcomes are stored."""
     state = await wait_begin_step(run_id, iteration, wait)
-    while not state.done:
-        await DBOS.recv_async(queue.OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
-        state = await wait_check_step(run_id, iteration, wait, state.until)
+    watch = current().outcome_watch
+    try:
+        while not state.done:
+            watch.watch(run_id, DBOS.workflow_id, iteration, state.delivered)
+            await DBOS.recv_async(OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
+            state = await wait_check_step(run_id, iteration, wait, state.until)
+    finally:
+        watch.unwatch(run_id)
 
 
 @workflow_step(Step.FINISH)
