@@ -56,8 +56,8 @@ class OutcomeWatch:
             counts = await outcome_repository.delivered(session, {run_id: w.iteration for run_id, w in waiters.items()})
         for run_id, waiter in waiters.items():
             if counts.get(run_id, 0) > waiter.delivered:
-                waiter.delivered = counts[run_id]
                 await DBOS.send_async(waiter.workflow_id, "arrived", topic=OUTCOMES_TOPIC)
+                waiter.delivered = counts[run_id]  # once sent: a send that failed is tried again at the next look
 
     async def _look_while_waited(self) -> None:
         while self._waiters:
