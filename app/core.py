@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.kit.db import Database
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
-from app.knowledge_graph.service import GraphCache, RunsOnGraph
+from app.knowledge_graph.service import GraphCache
 from app.kit.settings import Settings
 
 
@@ -20,13 +20,10 @@ class Services:
     db: Database
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
-    runs_on_graph: RunsOnGraph  # the runs domain's count, handed down to the graph endpoints
     feed: EventFeed  # live events: one poller per run, shared by all of its streams
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)
-    # told which runs got new outcomes, so that a run waiting for them goes on (set by the lifecycle: the runs' workflow)
-    wake_waiting: Callable[[set[str]], Awaitable[None]] | None = None
     # the graph whose deployment is one of a run's policies (app.policies, above the runs domain): such a run stays
     deployed_on: Callable[[AsyncSession, str], Awaitable[str | None]] | None = None
     # how many sent drafts deleting a run deletes, and their graph (app.drafts, above the runs domain): kept unless asked

@@ -22,6 +22,7 @@ from app.policies.endpoints import router as policies_router
 from app.drafts.endpoints import router as drafts_router
 from app.evaluations.endpoints import router as evaluations_router
 from app.runs.endpoints import render_ahead
+from app.runs.endpoints import graphs_router as graph_changes_router
 from app.runs.endpoints import router as runs_router
 from app.runs.events import WEBHOOK_MODELS
 from app.kit.settings import Settings, get_settings
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     secured = {"dependencies": [Depends(api_key_scheme), Depends(reject_unknown_query_params)], "responses": UNAUTHORIZED}
     app.include_router(runs_router, **secured)
     app.include_router(graphs_router, **secured)
+    app.include_router(graph_changes_router, **secured)
     app.include_router(outcomes_router, **secured)
     app.include_router(policies_router, **secured)
     app.include_router(drafts_router, **secured)

@@ -5,16 +5,17 @@ from dataclasses import dataclass
 
 import art
 
-from app.backends.embedded.backend import CheckpointStore, EmbeddedBackend
+from app.backends.embedded.backend import EmbeddedBackend
 from app.backends.specs import check_available, model_name
 from app.kit.settings import Settings
 
 
-def create_backend(name: str, settings: Settings, store: CheckpointStore | None = None) -> art.Backend | None:
-    """The backend for `name`; None for `openai`, whose model needs no backend."""
+def create_backend(name: str, settings: Settings, embedded: EmbeddedBackend) -> art.Backend | None:
+    """The backend for `name`: `embedded` is the worker's own (which also serves its judge); None for `openai`, whose
+    model needs no backend."""
     check_available(name, settings)
     if name == "embedded":
-        return EmbeddedBackend(store)
+        return embedded
     if name == "openai":
         return None
     if name == "serverless":

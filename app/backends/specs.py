@@ -64,10 +64,17 @@ class TinkerOptions(Options):
     normalize_advantages: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BackendSpec:
+    """A backend's name and what it can do: code outside `app.backends` reads these flags, never the name."""
+
     name: str
     trainable: bool
+    # A run can start from one of its policies (`init_from`): its checkpoint is copied, or it has none to copy.
+    continuable: bool
+    # Every checkpoint of a finished run stays, so each of its policies can be deployed. Otherwise the run's end prunes
+    # all but the latest and best (ART's `delete_checkpoints`), and only its latest policy is deployable.
+    keeps_every_checkpoint: bool
     options: type[Options]
     default_learning_rate: float | None
     summary: str
@@ -76,11 +83,20 @@ class BackendSpec:
 SPECS = {
     spec.name: spec
     for spec in (
-        BackendSpec("embedded", True, EmbeddedOptions, DEFAULT_LEARNING_RATE, "CPU policy on loopback (the default)"),
-        BackendSpec("openai", False, Options, None, "any OpenAI-compatible model, not trained"),
-        BackendSpec("serverless", True, ServerlessOptions, 5e-6, "ART Serverless (W&B Training)"),
-        BackendSpec("local", True, LocalOptions, 5e-6, "ART LocalBackend on a CUDA GPU"),
-        BackendSpec("tinker", True, TinkerOptions, 1e-5, "ART TinkerBackend"),
+        # the embedded backend's checkpoints are a few kilobytes each, in our database: they all stay
+        BackendSpec(name="embedded", trainable=True, continuable=True, keeps_every_checkpoint=True,
+                    options=EmbeddedOptions, default_learning_rate=DEFAULT_LEARNING_RATE,
+                    summary="CPU policy on loopback (the default)"),
+        # a hosted model: no checkpoint to copy or to prune
+        BackendSpec(name="openai", trainable=False, continuable=True, keeps_every_checkpoint=True, options=Options,
+                    default_learning_rate=None, summary="any OpenAI-compatible model, not trained"),
+        # ART forks a checkpoint only through experimental members this service does not call
+        BackendSpec(name="serverless", trainable=True, continuable=False, keeps_every_checkpoint=False,
+                    options=ServerlessOptions, default_learning_rate=5e-6, summary="ART Serverless (W&B Training)"),
+        BackendSpec(name="local", trainable=True, continuable=False, keeps_every_checkpoint=False, options=LocalOptions,
+                    default_learning_rate=5e-6, summary="ART LocalBackend on a CUDA GPU"),
+        BackendSpec(name="tinker", trainable=True, continuable=False, keeps_every_checkpoint=False, options=TinkerOptions,
+                    default_learning_rate=1e-5, summary="ART TinkerBackend"),
     )
 }
 

@@ -16,6 +16,7 @@ from app.backends.retry import retrying
 from app.core import Services
 from app.loop.generation import Policy
 from app.loop.reward import Judge
+from app.engine.outcome_watch import OutcomeWatch
 from app.kit.settings import Settings
 
 
@@ -30,10 +31,11 @@ class Executor:
         self.services = services
         self.settings = services.settings
         self.wake_relay = wake_relay
+        self.outcome_watch = OutcomeWatch(services.db)  # wakes the runs here that wait for outcomes
         self.embedded = EmbeddedBackend(store=DatabaseCheckpoints(services.db))
         self.judge: Judge = create_judge(self.settings, self.embedded)
         self._judges: dict[str, Judge] = {"default": self.judge}
-        self._backends: dict[str, art.Backend | None] = {"embedded": self.embedded}
+        self._backends: dict[str, art.Backend | None] = {}
         self._policies: dict[str, Policy] = {}
         self._registering: dict[str, asyncio.Lock] = {}
 
@@ -46,7 +48,7 @@ class Executor:
 
     def backend(self, name: str) -> art.Backend | None:
         if name not in self._backends:
-            self._backends[name] = create_backend(name, self.settings)
+            self._backends[name] = create_backend(name, self.settings, self.embedded)
         return self._backends[name]
 
     async def policy(self, run_id: str, backend_name: str) -> Policy:
@@ -85,11 +87,11 @@ class Executor:
         return run_id in self._policies
 
     async def close(self) -> None:
+        await self.outcome_watch.close()
         for run_id in list(self._policies):
             await self.release(run_id)
-        for backend in self._backends.values():
-            if backend is not None:
-                await backend.close()
+        for backend in {self.embedded, *self._backends.values()} - {None}:  # embedded: the judge's, if no run's
+            await backend.close()
 
 
 _current: Executor | None = None

@@ -8,11 +8,9 @@ from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSess
 from app.kit.errors import NotFound
 from app.knowledge_graph import repository, service, upload
 from app.knowledge_graph.schemas import GraphDocument, GraphList, GraphSummary, NodeDetail, NodePage, ScenarioList
-from app.knowledge_graph.service import GraphsDep, RunsOnGraphDep
 from app.kit.pages import cursor_params
 
 router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
-IN_USE = {409: {"model": ErrorOut, "description": "The graph is in use by a run, or is shared and cannot be changed"}}
 NodesCursor = cursor_params(Annotated[str | None, Query(max_length=200, description="A node id: the page starts after it.")],
                             default_limit=100, max_limit=500)
 
@@ -74,34 +72,3 @@ async def get_graph(tenant: TenantDep, graph_id: str, db: DatabaseDep) -> Respon
     async with db.read() as session:
         await service.require_visible(session, graph_id, tenant)
     return Response(await service.document_json(db, graph_id), media_type="application/json")
-
-
-@router.put("/{graph_id}", response_model=GraphSummary, summary="Replace a knowledge graph",
-            responses={**IN_USE, **NOT_FOUND, **BODY_ERRORS, **upload.INVALID}, openapi_extra=upload.BODY)
-async def replace_graph(
-    tenant: TenantDep, graph_id: str, request: Request, db: DatabaseDep, settings: SettingsDep, graphs: GraphsDep,
-    runs_on_graph: RunsOnGraphDep,
-) -> GraphSummary:
-    """Validated as an upload; the document's `id` must be the path's. Refused (409) while a run on
-    the graph is queued or running. Finished runs keep their records; their node scores cover the
-    new graph's nodes (a node that vanished is no longer listed)."""
-    async with db.read() as session:  # before reading the body: a refusal costs no parsing
-        await service.require_changeable(session, graph_id, tenant)
-    document = await upload.read_upload(request, settings, path_id=graph_id)
-    async with db.transaction() as session:
-        await service.replace(session, document, tenant, runs_on_graph)
-    graphs.invalidate(graph_id)
-    return GraphSummary.of(document)
-
-
-@router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a knowledge graph",
-               responses={**IN_USE, **NOT_FOUND})
-async def delete_graph(
-    tenant: TenantDep, graph_id: str, db: DatabaseDep, graphs: GraphsDep, runs_on_graph: RunsOnGraphDep,
-) -> Response:
-    """Refused (409) while any run, finished or not, refers to the graph (delete those runs first),
-    and for the shared demo graph."""
-    async with db.transaction() as session:
-        await service.delete(session, graph_id, tenant, runs_on_graph)
-    graphs.invalidate(graph_id)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -5,7 +5,7 @@ import json
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -77,13 +77,6 @@ class GraphCache:
         self._graphs.pop(graph_id, None)
 
 
-class RunsOnGraph(Protocol):
-    """How many runs use a graph (only queued or running ones with `active_only`): the runs domain answers,
-    so that a graph in use is neither replaced nor deleted, without this domain knowing what a run is."""
-
-    async def __call__(self, session: AsyncSession, graph_id: str, *, active_only: bool) -> int: ...
-
-
 async def require_visible(session: AsyncSession, graph_id: str, tenant: str) -> None:
     """404 unless the graph is the tenant's own or a shared one (the demo)."""
     if not await repository.visible(session, graph_id, tenant):
@@ -119,33 +112,15 @@ async def create(session: AsyncSession, document: GraphDocument, tenant: str) ->
     await repository.save(session, document, tenant)
 
 
-async def replace(session: AsyncSession, document: GraphDocument, tenant: str, runs_on_graph: RunsOnGraph) -> None:
-    """Swaps the tenant's graph for the document; refused (409) while a run on it is queued or running,
-    since a run keeps the version it started with by refusal, not by a copy."""
-    await repository.lock(session, document.id)
-    await require_changeable(session, document.id, tenant)
-    if active := await runs_on_graph(session, document.id, active_only=True):
-        raise Conflict(f"graph {document.id!r} is in use by {active} queued or running run(s); "
-                       "wait for them to finish or cancel them")
-    await repository.replace(session, document)
-
-
-async def delete(session: AsyncSession, graph_id: str, tenant: str, runs_on_graph: RunsOnGraph) -> None:
-    """Removes the tenant's graph; refused (409) while any run, finished or not, refers to it."""
+async def lock_changeable(session: AsyncSession, graph_id: str, tenant: str) -> None:
+    """Locks the tenant's graph for its replacement or deletion in the caller's transaction (404 for a graph it cannot
+    see, 409 for a shared one); what else may hold the graph back (the runs on it) is the caller's to check."""
     await repository.lock(session, graph_id)
     await require_changeable(session, graph_id, tenant)
-    if runs := await runs_on_graph(session, graph_id, active_only=False):
-        raise Conflict(f"graph {graph_id!r} is in use by {runs} run(s); delete them first (DELETE /runs/{{id}})")
-    await repository.remove(session, graph_id)
 
 
 async def get_graph_cache(request: Request) -> GraphCache:
     return request.app.state.services.graphs
 
 
-async def get_runs_on_graph(request: Request) -> RunsOnGraph:
-    return request.app.state.services.runs_on_graph
-
-
 GraphsDep = Annotated[GraphCache, Depends(get_graph_cache)]
-RunsOnGraphDep = Annotated[RunsOnGraph, Depends(get_runs_on_graph)]

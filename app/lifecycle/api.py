@@ -1,7 +1,6 @@
 """Start-up and shut-down of the API's services, which every process opens (`app.lifecycle.worker` adds a worker's)."""
 
 import asyncio
-import functools
 import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +25,6 @@ from app.knowledge_graph.service import GraphCache, demo_document
 from app.outcomes import inbound_pool
 from app.policies import repository as policies_repository
 from app.policies import warm_start
-from app.runs import queue
-from app.runs import repository as runs_repository
 
 log = logging.getLogger("codreamer")
 
@@ -107,10 +104,8 @@ async def open_services(settings: Settings, *, api: bool = True) -> Services:
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     services = Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                        runs_on_graph=runs_repository.runs_on_graph,
                         deployed_on=policies_repository.deployed_graph, sent_drafts=drafts_service.sent_drafts,
-                        warm_start=warm_start.start_from, feed=EventFeed(db),
-                        wake_waiting=functools.partial(queue.wake_waiting, db))
+                        warm_start=warm_start.start_from, feed=EventFeed(db))
     services.health.append(db.problem)
     return services
 

@@ -20,7 +20,7 @@ SourceId = Annotated[str, Path(max_length=64)]
 async def report_outcomes(body: OutcomeBatch, svc: ServicesDep, tenant: TenantDep) -> IngestResult:
     """What happened to sent emails, by their `ref`: each event id counts once; a ref this tenant does not know is
     acknowledged and counted as unattributed."""
-    return await service.ingest(svc.db, svc.secrets, tenant, body.events, wake=svc.wake_waiting)
+    return await service.ingest(svc.db, svc.secrets, tenant, body.events)
 
 
 @router.post("/outcome-sources", response_model=OutcomeSourceCreated, status_code=status.HTTP_201_CREATED,
@@ -63,8 +63,7 @@ async def receive_provider_events(source_id: SourceId, request: Request, svc: Se
     """The provider's events, byte for byte as it sends them, verified by its scheme (SendGrid's ECDSA signature,
     Mailgun's HMAC with one-time tokens, Resend's Svix signature, Postmark's basic auth). Events of refs the source's
     tenant does not know are acknowledged and counted as unattributed, so the provider does not retry them."""
-    return await service.receive_webhook(svc.db, svc.secrets, source_id, request.headers, await request.body(),
-                                         wake=svc.wake_waiting)
+    return await service.receive_webhook(svc.db, svc.secrets, source_id, request.headers, await request.body())
 
 
 INBOUND_BODY = {"requestBody": {"content": {
@@ -88,8 +87,7 @@ async def receive_reply(source_id: SourceId, request: Request, svc: ServicesDep)
     reply's text is kept only with STORE_REPLY_TEXT. The message is parsed in a separate process within
     INBOUND_PARSE_TIMEOUT_S and the limits INBOUND_MAX_MIME_PARTS and INBOUND_MAX_MIME_DEPTH (422 beyond them)."""
     return await service.receive_reply(svc.db, svc.secrets, svc.settings, source_id, request.headers,
-                                       request.headers.get("content-type", ""), await request.body(),
-                                       wake=svc.wake_waiting)
+                                       request.headers.get("content-type", ""), await request.body())
 
 
 @hooks.post("/outcomes/hooks/{source_id}/inbound/mime", response_model=IngestResult,

@@ -49,10 +49,14 @@ async def insert_new(session: AsyncSession, rows: list[dict]) -> set[str]:
     return set((await session.scalars(statement, rows)).all())
 
 
-async def delivered(session: AsyncSession, run_id: str, iteration: int) -> int:
-    """Delivered events (every recipient) of the emails an iteration wrote."""
-    return await session.scalar(select(func.count()).select_from(OutcomeRecord).where(
-        OutcomeRecord.run_id == run_id, OutcomeRecord.iteration == iteration, OutcomeRecord.type == OutcomeType.DELIVERED))
+async def delivered(session: AsyncSession, iterations: dict[str, int]) -> dict[str, int]:
+    """Delivered events (every recipient) of the emails an iteration wrote, for each run's iteration given (one that
+    has none is left out)."""
+    rows = await session.execute(
+        select(OutcomeRecord.run_id, OutcomeRecord.iteration, func.count())
+        .where(OutcomeRecord.run_id.in_(iterations), OutcomeRecord.type == OutcomeType.DELIVERED)
+        .group_by(OutcomeRecord.run_id, OutcomeRecord.iteration))
+    return {run_id: count for run_id, iteration, count in rows if iterations[run_id] == iteration}
 
 
 async def counts_by_ref(session: AsyncSession, run_id: str) -> list[tuple[str, int, OutcomeType, bool, str | None, int]]:

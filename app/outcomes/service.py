@@ -4,7 +4,7 @@ import math
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 
 import polars as pl
@@ -31,38 +31,33 @@ from app.outcomes.schemas import (
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
 
 
-Wake = Callable[[set[str]], Awaitable[None]]  # told which runs got new outcomes (the runs waiting for them go on)
-
-
 INGEST_ATTEMPTS = 3  # a run deleted under a batch fails its insert once; the retry finds its refs gone
 
 
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
-                 texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None,
-                 wake: Wake | None = None) -> IngestResult:
+                 texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None) -> IngestResult:
     """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one.
 
     `nonce` (a signing key's hash, a one-time token) is recorded in the same transaction as the events: a request
     refused or failed for any reason leaves it unused, so the provider's retry is accepted. A run deleted while its
-    events are stored (a foreign-key violation) makes them unattributed: the batch is taken in again.
+    events are stored (a foreign-key violation) makes them unattributed: the batch is taken in again. A run waiting for
+    outcomes learns of them from its worker, which looks (`app.engine.outcome_watch`).
     """
     for attempt in range(INGEST_ATTEMPTS):
         try:
             async with db.transaction() as session:
                 if nonce is not None and not await repository.first_use(session, *nonce):
                     raise Unauthorized("this Mailgun token was used before (a replayed request)")
-                result, runs = await _store(session, box, tenant, events, source_id, texts)
+                result = await _store(session, box, tenant, events, source_id, texts)
             break
         except IntegrityError:
             if attempt == INGEST_ATTEMPTS - 1:
                 raise
-    if runs and wake is not None:
-        await wake(runs)
     return result
 
 
 async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: list[OutcomeEvent], source_id: str | None,
-                 texts: dict[str, str] | None) -> tuple[IngestResult, set[str]]:
+                 texts: dict[str, str] | None) -> IngestResult:
     known = await repository.origins(session, {event.ref for event in events if event.ref})
     rows, seen, unattributed, repeated = [], set(), 0, 0
     for event in events:
@@ -81,8 +76,7 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
             "text": (texts or {}).get(event.id),
         })
     stored = await repository.insert_new(session, rows) if rows else set()
-    result = IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
-    return result, {row["run_id"] for row in rows if row["event_id"] in stored}
+    return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
 
 
 # ---------------------------------------------------------------- sources
@@ -134,7 +128,7 @@ async def _verified_source(db: Database, box: SecretBox, source_id: str) -> tupl
 
 
 async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers: Mapping[str, str],
-                          body: bytes, wake: Wake | None = None) -> IngestResult:
+                          body: bytes) -> IngestResult:
     """Verifies the request by the source's provider's scheme (401, storing nothing, when it fails), then ingests."""
     source, material = await _verified_source(db, box, source_id)
     now, nonce = time.time(), None
@@ -155,11 +149,11 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
         raise Unauthorized(str(exc)) from None
     except ValueError as exc:
         raise invalid(None, str(exc)) from None
-    return await ingest(db, box, source.tenant, events, source_id=source.id, nonce=nonce, wake=wake)
+    return await ingest(db, box, source.tenant, events, source_id=source.id, nonce=nonce)
 
 
 async def receive_reply(db: Database, box: SecretBox, settings: Settings, source_id: str, headers: Mapping[str, str],
-                        content_type: str, body: bytes, wake: Wake | None = None) -> IngestResult:
+                        content_type: str, body: bytes) -> IngestResult:
     """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
 
     Postmark's inbound hook carries the source's basic auth; SendGrid signs no inbound mail, and the signature of
@@ -188,12 +182,12 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
                          recipient=inbound.storable_key(reply.sender.strip()) if reply.sender and reply.sender.strip()
                          else "unknown")
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
-    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts, wake=wake)
+    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
 
 
 async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
                          scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
-                         sends: int = simulated.SENDS, wake: Wake | None = None) -> IngestResult:
+                         sends: int = simulated.SENDS) -> IngestResult:
     """The demo's provider sends the email and reports back through the providers' own parsers and `ingest`.
 
     The campaign is dated a reply window back, so that its outcomes are mature when the next iteration is scored.
@@ -205,7 +199,7 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
         parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,
                                    id=reply.message_id, recipient=reply.sender))
-    return await ingest(db, box, tenant, parsed, wake=wake)
+    return await ingest(db, box, tenant, parsed)
 
 
 # ---------------------------------------------------------------- reading back

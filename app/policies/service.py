@@ -2,6 +2,7 @@
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.backends.specs import SPECS
 from app.kit.db import utcnow
 from app.kit.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
@@ -74,7 +75,7 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
         raise invalid(field, f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
     if not policy.run_status.terminal:
         raise invalid(field, f"run {policy.run_id!r} is {policy.run_status}; deploy its policies once it has finished")
-    if policy.backend != "embedded" and policy.training_step is not None:
+    if not SPECS[policy.backend].keeps_every_checkpoint and policy.training_step is not None:
         latest = await runs.latest_iteration(session, policy.run_id)
         if policy.iteration != latest:
             raise invalid(field, f"backend {policy.backend!r} keeps a finished run's latest and best checkpoints only: "

@@ -9,15 +9,13 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.repository import copy_checkpoint
-from app.backends.specs import model_name
+from app.backends.specs import SPECS, model_name
 from app.kit.errors import invalid
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.policies import repository, service
 from app.policies.likeness import most_like
 from app.runs.models import NodeScore, NodeScoreChange
 from app.kit.settings import Settings
-
-CONTINUABLE = ("embedded", "openai")  # a checkpoint copied (embedded), or nothing to copy (a hosted model)
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ async def prepare(session: AsyncSession, text: str, tenant: str, graph: Knowledg
     if policy.backend != backend:
         raise invalid("init_from", f"policy {policy.id!r} was learned with backend {policy.backend!r}: a run on "
                                    f"{backend!r} cannot continue its checkpoint")
-    if backend not in CONTINUABLE:
+    if not SPECS[backend].continuable:
         raise invalid("init_from", f"backend {backend!r} cannot continue a checkpoint here: ART forks a checkpoint only "
                                    "through experimental members this service does not call; start from scratch")
     learned = await repository.node_scores(session, policy)

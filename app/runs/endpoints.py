@@ -14,11 +14,15 @@ from app.backends.specs import delete_local_files, model_name
 from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
 from app.kit.db import Database
-from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
 from app.kit.errors import Conflict, NotFound
 from app.events import service as events
 from app.events import stream
 from app.events.schemas import DeliveryList
+from app.knowledge_graph import service as graph_service
+from app.knowledge_graph import upload
+from app.knowledge_graph.schemas import GraphSummary
+from app.knowledge_graph.service import GraphsDep
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import RunOutcomes
 from app.kit.pages import cursor_params
@@ -32,6 +36,9 @@ from app.runs.schemas import (
 from app.runs.status import RunStatus
 
 router = APIRouter(tags=["runs"])
+# A graph's replacement and deletion, which the runs on it hold back: served here, where the runs are counted.
+graphs_router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
+GRAPH_IN_USE = {409: {"model": ErrorOut, "description": "The graph is in use by a run, or is shared and cannot be changed"}}
 MAX_ITERATION = 2**31 - 1  # iteration numbers are 32-bit integers in the database
 IterationNumber = Path(ge=0, le=MAX_ITERATION, description="0 is the baseline.")
 CONFLICT = {409: {"model": ErrorOut, "description": "The run's state does not allow it"}}
@@ -437,3 +444,31 @@ async def get_run_outcomes(tenant: TenantDep, run_id: str, session: ReadSession)
     only), the reply rate's 95 % interval and the judge's score; and how well the judge's ranking matched replies."""
     await _run_or_404(session, run_id, tenant)
     return await outcomes.run_outcomes(session, run_id)
+
+
+@graphs_router.put("/{graph_id}", response_model=GraphSummary, summary="Replace a knowledge graph",
+                   responses={**GRAPH_IN_USE, **NOT_FOUND, **BODY_ERRORS, **upload.INVALID}, openapi_extra=upload.BODY)
+async def replace_graph(
+    tenant: TenantDep, graph_id: str, request: Request, db: DatabaseDep, settings: SettingsDep, graphs: GraphsDep,
+) -> GraphSummary:
+    """Validated as an upload; the document's `id` must be the path's. Refused (409) while a run on
+    the graph is queued or running. Finished runs keep their records; their node scores cover the
+    new graph's nodes (a node that vanished is no longer listed)."""
+    async with db.read() as session:  # before reading the body: a refusal costs no parsing
+        await graph_service.require_changeable(session, graph_id, tenant)
+    document = await upload.read_upload(request, settings, path_id=graph_id)
+    async with db.transaction() as session:
+        await service.replace_graph(session, document, tenant)
+    graphs.invalidate(graph_id)
+    return GraphSummary.of(document)
+
+
+@graphs_router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a knowledge graph",
+                      responses={**GRAPH_IN_USE, **NOT_FOUND})
+async def delete_graph(tenant: TenantDep, graph_id: str, db: DatabaseDep, graphs: GraphsDep) -> Response:
+    """Refused (409) while any run, finished or not, refers to the graph (delete those runs first),
+    and for the shared demo graph."""
+    async with db.transaction() as session:
+        await service.delete_graph(session, graph_id, tenant)
+    graphs.invalidate(graph_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

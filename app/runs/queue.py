@@ -1,15 +1,9 @@
-"""A run's durable workflow as the API reaches it: enqueued, cancelled and woken through DBOS's client."""
+"""A run's durable workflow as the API reaches it: enqueued and cancelled through DBOS's client."""
 
 from dbos import DBOS
-from sqlalchemy import select
 
 from app import tasks
 from app.kit import durable
-from app.kit.db import Database
-from app.runs.models import Run
-from app.runs.status import RunStatus
-
-OUTCOMES_TOPIC = "outcomes"  # what a waiting run receives when outcomes arrive
 
 
 def workflow_id(run_id: str, attempt: int) -> str:
@@ -23,16 +17,6 @@ async def enqueue(run_id: str, attempt: int = 1) -> None:
 
 async def cancel(run_id: str, attempt: int) -> None:
     await durable.client().cancel_workflow_async(workflow_id(run_id, attempt))
-
-
-async def wake_waiting(db: Database, run_ids: set[str]) -> None:
-    """Tells the runs among `run_ids` that wait for outcomes that some arrived: it ends their sleep early."""
-    async with db.read() as session:
-        rows = (await session.execute(select(Run.id, Run.attempt, Run.waiting).where(
-            Run.id.in_(run_ids), Run.status == RunStatus.RUNNING))).all()
-    for run_id, attempt, waiting in rows:
-        if waiting:
-            await durable.client().send_async(workflow_id(run_id, attempt), "arrived", topic=OUTCOMES_TOPIC)
 
 
 async def result(run_id: str, attempt: int = 1) -> str:

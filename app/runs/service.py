@@ -1,4 +1,5 @@
-"""Starting runs: the effective configuration, idempotent creation, and the workflow's enqueue.
+"""Starting runs: the effective configuration, idempotent creation, and the workflow's enqueue; and the changes to a
+graph that the runs on it hold back.
 
 `POST /learn-loop` and `codreamer run` both start runs here.
 """
@@ -10,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.auth import OPEN_TENANT
 from app.backends.specs import SPECS, BackendUnavailable, check_available
@@ -21,9 +23,11 @@ from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, redacted, resolve
 from app.knowledge_graph import repository as graphs
+from app.knowledge_graph import service as graph_service
+from app.knowledge_graph.schemas import GraphDocument
 from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
-from app.runs import queue
+from app.runs import queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
 
@@ -173,3 +177,21 @@ async def create_run(
     await queue.enqueue(run.id)
     note = "shown once: keep it, later responses never include it" if secret else None
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id)), False
+
+
+async def replace_graph(session: AsyncSession, document: GraphDocument, tenant: str) -> None:
+    """Swaps the tenant's graph for the document; refused (409) while a run on it is queued or running,
+    since a run keeps the version it started with by refusal, not by a copy."""
+    await graph_service.lock_changeable(session, document.id, tenant)
+    if active := await repository.runs_on_graph(session, document.id, active_only=True):
+        raise Conflict(f"graph {document.id!r} is in use by {active} queued or running run(s); "
+                       "wait for them to finish or cancel them")
+    await graphs.replace(session, document)
+
+
+async def delete_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:
+    """Removes the tenant's graph; refused (409) while any run, finished or not, refers to it."""
+    await graph_service.lock_changeable(session, graph_id, tenant)
+    if runs := await repository.runs_on_graph(session, graph_id, active_only=False):
+        raise Conflict(f"graph {graph_id!r} is in use by {runs} run(s); delete them first (DELETE /runs/{{id}})")
+    await graphs.remove(session, graph_id)

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from app.backends.specs import delete_local_files, delete_stored_checkpoints, model_name
+from app.backends.specs import SPECS, delete_local_files, delete_stored_checkpoints, model_name
 from app.kit.db import describe, is_transient, utcnow
 from app.kit.faults import fault_point
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
@@ -42,9 +42,10 @@ from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
 from app import tasks
-from app.runs import queue, repository, trajectories, transitions
+from app.runs import repository, trajectories, transitions
 from app.engine.executor import current
 from app.runs.models import Iteration, Run
+from app.engine.outcome_watch import OUTCOMES_TOPIC
 from app.runs.events import Waiting
 from app.runs.records import (
     Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState, WaitState,
@@ -396,12 +397,12 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
 
 
-WAIT_POLL_S = 60.0  # a waiting run also looks this often (a wake sent while no worker held it is not lost, only late)
+WAIT_POLL_S = 60.0  # a waiting run also looks this often itself (its worker's outcome watch wakes it sooner)
 
 
 async def _wait_state(run_id: str, iteration: int, wait: FeedbackWait, until) -> WaitState:
     async with current().services.db.read() as session:
-        delivered = await outcome_repository.delivered(session, run_id, iteration)
+        delivered = (await outcome_repository.delivered(session, {run_id: iteration})).get(run_id, 0)
     remaining = (until - utcnow()).total_seconds()
     return WaitState(until=until, delivered=delivered, done=delivered >= wait.min_delivered or remaining <= 0,
                      remaining_s=max(0.0, remaining))
@@ -429,20 +430,26 @@ async def wait_check_step(run_id: str, iteration: int, wait: FeedbackWait, until
 
 
 async def await_outcomes(run_id: str, iteration: int, wait: FeedbackWait) -> None:
-    """Durably: the deadline and each look are steps, each sleep a DBOS recv that ingestion's wake ends early."""
+    """Durably: the deadline and each look are steps, each sleep a DBOS recv that the worker's outcome watch ends
+    early when new outcomes are stored."""
     state = await wait_begin_step(run_id, iteration, wait)
-    while not state.done:
-        await DBOS.recv_async(queue.OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
-        state = await wait_check_step(run_id, iteration, wait, state.until)
+    watch = current().outcome_watch
+    try:
+        while not state.done:
+            watch.watch(run_id, DBOS.workflow_id, iteration, state.delivered)
+            await DBOS.recv_async(OUTCOMES_TOPIC, timeout_seconds=min(WAIT_POLL_S, state.remaining_s))
+            state = await wait_check_step(run_id, iteration, wait, state.until)
+    finally:
+        watch.unwatch(run_id)
 
 
 @workflow_step(Step.FINISH)
 async def finish_step(run_id: str) -> None:
-    """Prunes an ART backend's checkpoints (keeping the latest and best), then marks the run succeeded. The embedded
-    backend's are a few kilobytes each: they all stay, so each of the run's policies can be deployed and drafted with."""
+    """Prunes the run's checkpoints (keeping the latest and best) where its backend does not keep them all, then marks
+    the run succeeded."""
     _, config = await _run(run_id)
     policy = await current().policy(run_id, config.backend)
-    if policy.model.trainable and config.train_policy and config.backend != "embedded":
+    if policy.model.trainable and config.train_policy and not SPECS[config.backend].keeps_every_checkpoint:
         await policy.model.delete_checkpoints(best_checkpoint_metric="train/reward")
     fault_point(Step.FINISH)
     async with current().services.db.transaction() as session:

@@ -1,5 +1,5 @@
 """A run waiting for outcomes survives kill -9: it resumes waiting under the same deadline and goes on when they arrive;
-on PostgreSQL the API's word that they arrived wakes it at once."""
+on PostgreSQL outcomes stored by the API wake it at once (its worker watches for them)."""
 
 import time
 
@@ -43,8 +43,8 @@ def test_kill_9_while_waiting_then_restart_the_run_waits_again_and_completes_whe
 
 
 def test_on_postgresql_outcomes_posted_to_the_api_wake_the_worker_s_waiting_run_at_once(tmp_path):
-    """The API tells the run through DBOS's client, launching no DBOS of its own; the waiting workflow hears it from
-    the notice of DBOS's trigger, not at the end of its minute-long receive."""
+    """The API only stores the outcomes; the worker sees them within a second and tells its waiting workflow, which
+    hears it from the notice of DBOS's trigger, not at the end of its minute-long receive."""
     require_postgres()
     database = FreshPostgresDatabase()
     server = Server(tmp_path, {"DATABASE_URL": database.url, "EXECUTOR_ID": "waiter-pg"})

@@ -1,7 +1,9 @@
 """Backend selection, per-backend options, which failures are transient, a fixed model, and the
 art.Backend protocol the embedded backend implements."""
 
+import ast
 import inspect
+from pathlib import Path
 
 import art
 import httpx
@@ -50,6 +52,47 @@ def test_each_backend_accepts_only_its_own_options():
     with pytest.raises(ValueError):
         SPECS["openai"].options.model_validate({"scale_rewards": True})
     assert not SPECS["openai"].trainable and SPECS["openai"].default_learning_rate is None
+
+
+# What each backend can do, as the code outside app/backends reads it: `continuable` lets `init_from` start a run from
+# a policy (app/policies/warm_start.py), `keeps_every_checkpoint` spares a finished run's checkpoints from pruning
+# (app/runs/workflow.py) and makes each of its policies deployable (app/policies/service.py).
+ABILITIES = {
+    "embedded": {"trainable": True, "continuable": True, "keeps_every_checkpoint": True},
+    "openai": {"trainable": False, "continuable": True, "keeps_every_checkpoint": True},
+    "serverless": {"trainable": True, "continuable": False, "keeps_every_checkpoint": False},
+    "local": {"trainable": True, "continuable": False, "keeps_every_checkpoint": False},
+    "tinker": {"trainable": True, "continuable": False, "keeps_every_checkpoint": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_each_backend_s_abilities_are_flags_of_its_spec(name):
+    spec = SPECS[name]
+    assert {flag: getattr(spec, flag) for flag in ABILITIES[name]} == ABILITIES[name]
+
+
+def _names_a_backend(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value in SPECS for n in ast.walk(node))
+
+
+def test_no_code_outside_the_backends_tells_a_backend_by_its_name():
+    """A comparison with a backend's name (`backend != "embedded"`) or a tuple of names (`CONTINUABLE`) outside
+    app/backends is a spec's flag in hiding: a new backend would have to find it."""
+    app = Path(__file__).parents[2] / "app"
+    found = []
+    for path in app.rglob("*.py"):
+        if path.is_relative_to(app / "backends"):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            named = (isinstance(node, ast.Compare) and "backend" in ast.unparse(node) and _names_a_backend(node)) or (
+                isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) > 1
+                and all(isinstance(e, ast.Constant) and e.value in SPECS for e in node.elts)
+                and not path.name == "settings.py")  # BackendName: the settings cannot import the specs
+            if named:
+                found.append(f"{path.relative_to(app.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "ask the backend's spec for the ability instead:\n" + "\n".join(found)
 
 
 def test_transient_failures_are_told_apart():
