@@ -7,9 +7,8 @@ from fastapi import APIRouter, Path, Request, status
 from app.core import ServicesDep
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.outcomes import service
-from app.outcomes.schemas import (
-    IngestResult, OutcomeBatch, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut,
-)
+from app.outcomes.schemas import IngestResult, OutcomeBatch
+from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut
 
 router = APIRouter(tags=["outcomes"])
 SourceId = Annotated[str, Path(max_length=64)]

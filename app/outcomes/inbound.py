@@ -1,6 +1,6 @@
-"""Replies to the emails the service wrote, from what an inbound route posts: a raw RFC 822 message, SendGrid
-Inbound Parse's form (with the raw message), Mailgun's route forward (its raw MIME or its parsed fields) or
-Postmark's inbound JSON.
+"""Replies to the emails the service wrote: the parts every inbound shape shares. A raw RFC 822 message is read
+here; a provider's own shape (SendGrid Inbound Parse's form, Mailgun's route forward, Postmark's inbound JSON) is
+read by its module in `app.outcomes.providers`, with the header, text and attribution rules below.
 
 A reply is attributed to its email by the ref (`eml_…`) in the Message-ID the email was sent with,
 `<eml_…@DOMAIN>`, which the reply quotes in `In-Reply-To` / `References`; failing that, by a plus-address
@@ -15,21 +15,18 @@ runs it in worker processes under a time budget, never on the API's event loop. 
 too (`Limits`): MIME parts and their nesting are counted while the message is parsed, and the reply cutter
 sees a bounded text whose long lines are hidden from it (see `new_text`).
 """
-
 import email
 import email.parser
 import email.policy
 import hashlib
-import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.feedparser import BytesFeedParser
 from email.message import EmailMessage, Message
 from email.utils import getaddresses, parsedate_to_datetime
 from html.parser import HTMLParser
-from typing import Any
 from urllib.parse import parse_qsl
 
 from mailparser_reply import EmailReplyParser
@@ -131,7 +128,7 @@ class _Headers:
         return self.message.get_content_type()
 
 
-class _PairHeaders:
+class PairHeaders:
     """Headers a provider already parsed, as (name, value) pairs (Postmark's `Headers`, Mailgun's `message-headers`)."""
 
     def __init__(self, pairs: Iterable[tuple[str, str]]):
@@ -196,7 +193,7 @@ def _occurred_at(value: str | None, now: datetime | None) -> datetime:
 MAX_FROM_CHARS = 2000  # of a From value, what the address parser reads (it recurses on nested comments)
 
 
-def _sender(headers) -> str | None:
+def sender_of(headers) -> str | None:
     try:
         addresses = getaddresses([value[:MAX_FROM_CHARS] for value in headers.all("From")])
     except RecursionError:
@@ -240,7 +237,7 @@ class _HtmlText(HTMLParser):
             self.parts.append(data)
 
 
-def _html_text(html: str) -> str:
+def html_text(html: str) -> str:
     parser = _HtmlText()
     parser.feed(html)
     parser.close()
@@ -262,7 +259,7 @@ def _body_text(message: EmailMessage, limits: Limits) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
-        return _html_text(content[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR])
+        return html_text(content[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR])
     return content
 
 
@@ -326,8 +323,10 @@ def _parse_message(raw: bytes, limits: Limits) -> EmailMessage:
     return message
 
 
-def _reply(headers, text: str, *, domain: str, now: datetime | None, limits: Limits, fallback_id: bytes,
-           extra_refs: Iterable[str | None] = (), sender: str | None = None) -> InboundReply:
+def reply_of(headers, text: str, *, domain: str, now: datetime | None, limits: Limits, fallback_id: bytes,
+             extra_refs: Iterable[str | None] = (), sender: str | None = None) -> InboundReply:
+    """The reply in a message's headers (`_Headers`, or a provider's `PairHeaders`) and text; `fallback_id` is
+    digested into its event id when it has no Message-ID."""
     ref = (_ref_from_ids(headers.first("In-Reply-To"), domain)
            or _ref_from_ids(" ".join(headers.all("References")), domain)
            or _ref_from_addresses(headers))
@@ -338,7 +337,7 @@ def _reply(headers, text: str, *, domain: str, now: datetime | None, limits: Lim
     return InboundReply(
         ref=ref, message_id=message_id and _storable(message_id),
         event_id=storable_key(message_id) if message_id else "sha256:" + hashlib.sha256(fallback_id).hexdigest(),
-        auto=_is_auto(headers), sender=sender or _sender(headers),
+        auto=_is_auto(headers), sender=sender or sender_of(headers),
         occurred_at=_occurred_at(headers.first("Date"), now), text=new_text(text, limits.max_text_chars),
     )
 
@@ -356,22 +355,10 @@ def parse_reply(raw: bytes, *, domain: str, now: datetime | None = None, limits:
         return None
     if headers.content_type() == "multipart/report":
         return None
-    return _reply(headers, _body_text(message, limits), domain=domain, now=now, limits=limits, fallback_id=raw)
+    return reply_of(headers, _body_text(message, limits), domain=domain, now=now, limits=limits, fallback_id=raw)
 
 
-# ---------------------------------------------------------------- providers' inbound formats
-
-
-def parse_sendgrid_inbound(form: Mapping[str, str | bytes]) -> bytes:
-    """The raw message from SendGrid Inbound Parse's form, posted with "POST the raw, full MIME message"
-    on: its `email` field. Raises ValueError when the form has none (that setting is off)."""
-    raw = form.get("email")
-    if isinstance(raw, bytes) and raw.strip():
-        return raw
-    if isinstance(raw, str) and raw.strip():
-        return raw.encode("utf-8", errors="surrogateescape")
-    raise ValueError("the SendGrid Inbound Parse form has no 'email' field: turn on "
-                     "\"POST the raw, full MIME message\" for this host")
+# ---------------------------------------------------------------- forms
 
 
 def form_fields(content_type: str, body: bytes, limits: Limits = Limits()) -> dict[str, bytes]:
@@ -410,99 +397,3 @@ def form_fields(content_type: str, body: bytes, limits: Limits = Limits()) -> di
             raise
         raise Refused(f"the body is no readable form: {str(exc)[:200]}") from None
     return fields
-
-
-def _text_field(fields: Mapping[str, bytes], name: str) -> str:
-    return fields.get(name, b"").decode("utf-8", "replace")
-
-
-def parse_mailgun_inbound(fields: Mapping[str, bytes], *, domain: str, now: datetime | None = None,
-                          limits: Limits = Limits()) -> InboundReply | None:
-    """The reply in Mailgun's route forward: its `body-mime` (a route to a URL ending in "mime") is the raw message;
-    otherwise its parsed fields: `message-headers` (a JSON list of [name, value]), the `In-Reply-To`, `References`,
-    `Message-Id`, `Date` and `To` fields where they come on their own, `from` / `sender`, `recipient` (the envelope
-    address, which may be a plus-address) and `body-plain` (else `stripped-text`)."""
-    if fields.get("body-mime", b"").strip():
-        return parse_reply(fields["body-mime"], domain=domain, now=now, limits=limits)
-    try:
-        listed = json.loads(fields.get("message-headers") or b"[]")
-    except (ValueError, RecursionError):
-        raise Refused("Mailgun's message-headers is not a JSON list of [name, value] pairs") from None
-    pairs = [(str(item[0]), str(item[1])) for item in listed if isinstance(item, list) and len(item) == 2] \
-        if isinstance(listed, list) else []
-    given = {name.lower() for name, _ in pairs}
-    for name in ("In-Reply-To", "References", "Message-Id", "Date", "To", "From"):
-        if name.lower() not in given and _text_field(fields, name).strip():
-            pairs.append((name, _text_field(fields, name)))
-    if "from" not in given and "From" not in fields and _text_field(fields, "from").strip():
-        pairs.append(("From", _text_field(fields, "from")))
-    if _text_field(fields, "recipient").strip():
-        pairs.append(("Delivered-To", _text_field(fields, "recipient")))
-    headers = _PairHeaders(pairs)
-    if not headers.pairs or headers.content_type() == "multipart/report":
-        return None
-    text = _text_field(fields, "body-plain") or _text_field(fields, "stripped-text")
-    sender = _sender(headers) or (_text_field(fields, "sender").strip() or None)
-    return _reply(headers, text, domain=domain, now=now, limits=limits, fallback_id=json.dumps(sorted(
-        (k, v.decode("latin-1")) for k, v in fields.items() if k not in ("signature", "timestamp", "token"))).encode(),
-        sender=sender)
-
-
-def _json_text(record: Mapping[str, Any], key: str) -> str:
-    value = record.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def parse_postmark_inbound(body: bytes, *, domain: str, now: datetime | None = None,
-                           limits: Limits = Limits()) -> InboundReply | None:
-    """The reply in Postmark's inbound webhook JSON: `Headers` ([{"Name", "Value"}], with In-Reply-To, References
-    and Message-ID), `From` / `FromFull`, `To`, `Cc`, `OriginalRecipient`, the plus-address part `MailboxHash` (also
-    per address in `ToFull` / `CcFull`), `Date`, and `TextBody` (else `HtmlBody`, else `StrippedTextReply`). The
-    event id is the Message-ID header, else Postmark's `MessageID`."""
-    try:
-        record = json.loads(body)
-    except (ValueError, RecursionError):
-        raise Refused("the body is not JSON (Postmark's inbound webhook posts a JSON object)") from None
-    if not isinstance(record, dict) or not any(key in record for key in ("MessageID", "FromFull", "Headers")):
-        raise Refused("the JSON body is not Postmark's inbound webhook (no MessageID, FromFull or Headers)")
-    listed = record.get("Headers")
-    pairs = [(str(item.get("Name", "")), str(item.get("Value", ""))) for item in listed
-             if isinstance(item, dict)] if isinstance(listed, list) else []
-    given = {name.lower() for name, _ in pairs}
-    for name in ("From", "To", "Cc", "Date"):
-        if name.lower() not in given and _json_text(record, name).strip():
-            pairs.append((name, _json_text(record, name)))
-    if _json_text(record, "OriginalRecipient").strip():
-        pairs.append(("Delivered-To", _json_text(record, "OriginalRecipient")))
-    if "message-id" not in given and _json_text(record, "MessageID").strip():
-        pairs.append(("Message-ID", "postmark:" + _json_text(record, "MessageID").strip()))
-    headers = _PairHeaders(pairs)
-    hashes = [_json_text(record, "MailboxHash")]
-    for key in ("ToFull", "CcFull", "BccFull"):
-        if isinstance(record.get(key), list):
-            hashes += [_json_text(entry, "MailboxHash") for entry in record[key] if isinstance(entry, dict)]
-    sender_full = record.get("FromFull")
-    sender = _json_text(sender_full, "Email").strip() if isinstance(sender_full, dict) else ""
-    html = _json_text(record, "HtmlBody")[:limits.max_text_chars * HTML_CHARS_PER_TEXT_CHAR]
-    text = _json_text(record, "TextBody") or _html_text(html) or _json_text(record, "StrippedTextReply")
-    return _reply(headers, text, domain=domain, now=now, limits=limits, fallback_id=body, extra_refs=hashes,
-                  sender=sender or None)
-
-
-def read_inbound(content_type: str, body: bytes, *, domain: str, now: datetime | None = None,
-                 limits: Limits = Limits()) -> InboundReply | None:
-    """Whichever shape the inbound route was posted: Postmark's JSON (`application/json`), a form (SendGrid Inbound
-    Parse's `email`, or Mailgun's forward), or else the raw RFC 822 message. None when it is no reply; Refused when
-    it cannot be read within `limits` or is a form of neither provider."""
-    kind = content_type.split(";")[0].strip().lower()
-    if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
-        return parse_postmark_inbound(body, domain=domain, now=now, limits=limits)
-    if kind in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        fields = form_fields(content_type, body, limits)
-        if fields.get("email", b"").strip():
-            return parse_reply(parse_sendgrid_inbound(fields), domain=domain, now=now, limits=limits)
-        if any(name in fields for name in ("body-mime", "message-headers", "body-plain")):
-            return parse_mailgun_inbound(fields, domain=domain, now=now, limits=limits)
-        raise Refused("the form has neither SendGrid Inbound Parse's 'email' field (turn on \"POST the raw, full "
-                      "MIME message\" for this host) nor Mailgun's 'body-mime' or 'message-headers'")
-    return parse_reply(body, domain=domain, now=now, limits=limits)

@@ -6,7 +6,8 @@ and SIGTERM waited with it). A thread would free the loop but not bound the time
 parse that runs away keeps a core, and the GIL it takes turn by turn, until it ends. A process can be stopped:
 pebble's ProcessPool ends the worker whose task passes its timeout and starts a fresh one, and the request is answered
 422 at once. The pool starts with the first inbound message a process receives (spawned: a clean interpreter that
-imports only app.outcomes.inbound, not a fork of the API with its threads and connections).
+imports only the parsers, app.outcomes.inbound and the providers' modules, not a fork of the API with its threads and
+connections).
 """
 
 import asyncio
@@ -19,6 +20,7 @@ from datetime import datetime
 from pebble import ProcessExpired, ProcessPool
 
 from app.outcomes import inbound
+from app.outcomes.providers import read_inbound
 
 log = logging.getLogger("codreamer")
 QUEUED_PER_WORKER = 4  # messages waiting for a worker, per worker, before the next one is answered 429
@@ -31,10 +33,10 @@ class Busy(Exception):
 
 def read_in_worker(content_type: str, body: bytes, domain: str, limits: inbound.Limits,
                    now: datetime | None = None) -> inbound.InboundReply | None:
-    """`inbound.read_inbound` in a worker: any failure on the sender's input (an unforeseen parser error, a
+    """`read_inbound` in a worker: any failure on the sender's input (an unforeseen parser error, a
     RecursionError, memory) comes back as a refusal naming its kind, never a traceback."""
     try:
-        return inbound.read_inbound(content_type, body, domain=domain, now=now, limits=limits)
+        return read_inbound(content_type, body, domain=domain, now=now, limits=limits)
     except inbound.Refused:
         raise
     except (Exception, RecursionError, MemoryError) as exc:

@@ -4,7 +4,8 @@ from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
-from app.outcomes.schemas import OutcomeType, Provider, Sentiment
+from app.outcomes.providers import Provider
+from app.outcomes.schemas import OutcomeType, Sentiment
 
 
 class EmailRef(Base):

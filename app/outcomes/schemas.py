@@ -2,13 +2,11 @@
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from pydantic import (
-    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator,
+    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
 )
-
-from app.kit.pages import Page
 
 
 class OutcomeType(StrEnum):
@@ -26,13 +24,6 @@ class Sentiment(StrEnum):
     POSITIVE = "positive"
     NEUTRAL = "neutral"
     NEGATIVE = "negative"
-
-
-class Provider(StrEnum):
-    SENDGRID = "sendgrid"
-    MAILGUN = "mailgun"
-    POSTMARK = "postmark"
-    RESEND = "resend"
 
 
 # PostgreSQL text cannot hold NUL: refused here, as a 422 naming the field, rather than by the database
@@ -90,65 +81,9 @@ class IngestResult(BaseModel):
     unattributed: int = Field(description="Events with no ref, or one the tenant does not know: acknowledged, not stored.")
 
 
-Secret = Annotated[str, StringConstraints(min_length=8, max_length=4096, strip_whitespace=True)]
-
-
-class OutcomeSourceCreate(BaseModel):
-    """An email provider's webhooks, with what verifies them: SendGrid's `verification_key` (the Event Webhook's
-    ECDSA public key, base64), Mailgun's `signing_key` (the HTTP webhook signing key), Resend's `secret` (`whsec_…`);
-    Postmark needs none (the answer carries basic-auth credentials for its webhook URL, shown once)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: Provider
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)] | None = None
-    verification_key: Secret | None = None
-    signing_key: Secret | None = None
-    secret: Secret | None = None
-
-    NEEDS: ClassVar[dict[Provider, str]] = {Provider.SENDGRID: "verification_key", Provider.MAILGUN: "signing_key", Provider.RESEND: "secret"}
-
-    @model_validator(mode="after")
-    def _material_fits_the_provider(self) -> "OutcomeSourceCreate":
-        given = {name for name in ("verification_key", "signing_key", "secret") if getattr(self, name) is not None}
-        needed = self.NEEDS.get(self.provider)
-        if needed is not None and needed not in given:
-            raise ValueError(f"provider {self.provider.value} needs `{needed}`")
-        if given - {needed}:
-            raise ValueError(f"provider {self.provider.value} takes no {', '.join(f'`{name}`' for name in sorted(given - {needed}))}")
-        return self
-
-    def material(self) -> str:
-        return getattr(self, self.NEEDS[self.provider]) if self.provider in self.NEEDS else ""
-
-
 class BasicAuth(BaseModel):
     username: str
     password: str
-
-
-class OutcomeSourceOut(BaseModel):
-    id: str
-    provider: Provider
-    name: str | None
-    url: str = Field(description="Point the provider's event webhook here (no API key: the provider's signature).")
-    inbound_url: str = Field(description=(
-        "Point inbound mail here: raw RFC 822, SendGrid Inbound Parse (raw message), Mailgun forward() (or `…/mime`), or "
-        "Postmark inbound JSON."))
-    created_at: datetime
-
-    @classmethod
-    def of(cls, source) -> "OutcomeSourceOut":
-        return cls(id=source.id, provider=source.provider, name=source.name, url=f"/outcomes/hooks/{source.id}",
-                   inbound_url=f"/outcomes/hooks/{source.id}/inbound", created_at=source.created_at)
-
-
-class OutcomeSourceCreated(OutcomeSourceOut):
-    basic_auth: BasicAuth | None = Field(None, description="Postmark only: the webhook URL's credentials, shown this once.")
-
-
-class OutcomeSourceList(Page[OutcomeSourceOut]):
-    pass
 
 
 class SentEmailOutcomes(BaseModel):

@@ -1,7 +1,6 @@
 """Taking outcomes in (from the caller, a provider's webhook or a reply) and reading them back per run."""
 
 import math
-import secrets
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -21,12 +20,15 @@ from app.agent.schemas import Email
 from app.kit.db import utcnow
 from app.loop.feedback import FeedbackSimulator
 from app.stats.intervals import Z_95, wilson
-from app.outcomes import inbound, inbound_pool, providers, repository, simulated
+from app.outcomes import inbound, inbound_pool, repository, simulated
 from app.outcomes.models import OutcomeSource
+from app.outcomes.providers import PROVIDERS
+from app.outcomes.providers.base import BadSignature
+from app.outcomes.providers.sendgrid import parse_sendgrid
 from app.outcomes.schemas import (
-    BasicAuth, Calibration, IngestResult, OutcomeEvent, OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut,
-    OutcomeType, Provider, RunOutcomes, Sentiment, SentEmailOutcomes,
+    Calibration, IngestResult, OutcomeEvent, OutcomeType, RunOutcomes, Sentiment, SentEmailOutcomes,
 )
+from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut
 
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
 
@@ -47,7 +49,7 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
         try:
             async with db.transaction() as session:
                 if nonce is not None and not await repository.first_use(session, *nonce):
-                    raise Unauthorized("this Mailgun token was used before (a replayed request)")
+                    raise Unauthorized("this request's one-time token was used before (a replayed request)")
                 result = await _store(session, box, tenant, events, source_id, texts)
             break
         except IntegrityError:
@@ -83,18 +85,14 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
 
 
 async def create_source(db: Database, box: SecretBox, tenant: str, body: OutcomeSourceCreate) -> OutcomeSourceCreated:
-    """The provider's verification material is sealed; Postmark's basic-auth password is made here and shown once."""
+    """The provider's verification material is sealed; credentials the provider makes (Postmark's basic-auth
+    password) are shown once."""
     source_id = new_id("src")
-    basic_auth = None
-    material = body.material()
-    if body.provider == Provider.SENDGRID:
-        try:
-            providers.load_sendgrid_key(material)
-        except ValueError as exc:
-            raise invalid("verification_key", str(exc)) from None
-    if body.provider == Provider.POSTMARK:
-        basic_auth = BasicAuth(username=source_id, password=secrets.token_urlsafe(24))
-        material = basic_auth.password
+    provider = PROVIDERS[body.provider]
+    try:
+        material, basic_auth = provider.credentials(source_id, body.material())
+    except ValueError as exc:
+        raise invalid(provider.credential, str(exc)) from None
     source = OutcomeSource(id=source_id, tenant=tenant, provider=body.provider, name=body.name, secret=box.seal(material))
     async with db.transaction() as session:
         session.add(source)
@@ -131,24 +129,15 @@ async def receive_webhook(db: Database, box: SecretBox, source_id: str, headers:
                           body: bytes) -> IngestResult:
     """Verifies the request by the source's provider's scheme (401, storing nothing, when it fails), then ingests."""
     source, material = await _verified_source(db, box, source_id)
-    now, nonce = time.time(), None
+    provider = PROVIDERS[source.provider]
     try:
-        if source.provider == Provider.SENDGRID:
-            providers.verify_sendgrid(headers, body, public_key=material, now=now)
-            events = providers.parse_sendgrid(body)
-        elif source.provider == Provider.MAILGUN:
-            nonce = (box.pseudonym(material), providers.verify_mailgun(body, signing_key=material, now=now))
-            events = providers.parse_mailgun(body)
-        elif source.provider == Provider.RESEND:
-            providers.verify_resend(headers, body, secret=material, now=now)
-            events = providers.parse_resend(headers, body)
-        else:
-            providers.check_basic_auth(headers.get("authorization"), source.id, material)
-            events = providers.parse_postmark(body)
-    except providers.BadSignature as exc:
+        token = provider.verify(headers, body, material=material, source_id=source.id, now=time.time())
+        events = provider.parse(headers, body)
+    except BadSignature as exc:
         raise Unauthorized(str(exc)) from None
     except ValueError as exc:
         raise invalid(None, str(exc)) from None
+    nonce = (box.pseudonym(material), token) if token is not None else None
     return await ingest(db, box, source.tenant, events, source_id=source.id, nonce=nonce)
 
 
@@ -156,16 +145,15 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
                         content_type: str, body: bytes) -> IngestResult:
     """A reply becomes a `replied` event (an auto-reply an `auto_replied` one) of the email it answers.
 
-    Postmark's inbound hook carries the source's basic auth; SendGrid signs no inbound mail, and the signature of
-    Mailgun's forward is not checked here, so their inbound URL (unguessable) is the credential. Checked first: a
-    message is parsed (in a parser process, within INBOUND_PARSE_TIMEOUT_S) only for a known source.
+    The source's provider checks its credentials first (Postmark's basic auth; where a provider signs no inbound
+    post, the unguessable inbound URL is the credential): a message is parsed (in a parser process, within
+    INBOUND_PARSE_TIMEOUT_S) only for a known source.
     """
     source, material = await _verified_source(db, box, source_id)
-    if source.provider == Provider.POSTMARK:
-        try:
-            providers.check_basic_auth(headers.get("authorization"), source.id, material)
-        except providers.BadSignature as exc:
-            raise Unauthorized(str(exc)) from None
+    try:
+        PROVIDERS[source.provider].verify_inbound(headers, material=material, source_id=source.id)
+    except BadSignature as exc:
+        raise Unauthorized(str(exc)) from None
     limits = inbound.Limits(max_text_chars=settings.inbound_max_text_chars, max_mime_parts=settings.inbound_max_mime_parts,
                             max_mime_depth=settings.inbound_max_mime_depth)
     try:
@@ -194,7 +182,7 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
     """
     sent_at = utcnow() - timedelta(seconds=settings.reply_window_s + 3600)
     events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at, sends)
-    parsed = providers.parse_sendgrid(events)
+    parsed = parse_sendgrid(events)
     for raw in replies:
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
         parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,

@@ -6,9 +6,9 @@ from email.message import EmailMessage
 
 import pytest
 
-from app.outcomes.inbound import (
-    MAX_HEADER_LINE_CHARS, Limits, Refused, new_text, parse_reply, parse_sendgrid_inbound, read_inbound, storable_key,
-)
+from app.outcomes.inbound import MAX_HEADER_LINE_CHARS, Limits, Refused, new_text, parse_reply, storable_key
+from app.outcomes.providers import read_inbound
+from app.outcomes.providers.sendgrid import parse_sendgrid_inbound
 
 DOMAIN = "mail.codreamer.test"
 REF = "eml_k3j4h5g6f7d8s9a0q1w2"

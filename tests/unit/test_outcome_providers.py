@@ -1,5 +1,5 @@
 """Providers' webhook requests, signed with each provider's real scheme under keys made here, verified and
-mapped to outcome events (app/outcomes/providers.py). Payloads are shaped as each provider documents them."""
+mapped to outcome events (app/outcomes/providers/). Payloads are shaped as each provider documents them."""
 
 import base64
 import hashlib
@@ -15,19 +15,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 from starlette.datastructures import Headers
 
-from app.outcomes.providers import (
-    TOLERANCE_S,
-    BadSignature,
-    check_basic_auth,
-    load_sendgrid_key,
-    parse_mailgun,
-    parse_postmark,
-    parse_resend,
-    parse_sendgrid,
-    verify_mailgun,
-    verify_resend,
-    verify_sendgrid,
-)
+from app.outcomes.providers.base import TOLERANCE_S, BadSignature
+from app.outcomes.providers.mailgun import parse_mailgun, verify_mailgun
+from app.outcomes.providers.postmark import check_basic_auth, parse_postmark
+from app.outcomes.providers.resend import parse_resend, verify_resend
+from app.outcomes.providers.sendgrid import load_sendgrid_key, parse_sendgrid, verify_sendgrid
 from app.outcomes.schemas import OutcomeType
 
 REF = "eml_k3j4h5g6f7d8s9a0q1w2"
