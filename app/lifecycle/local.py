@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from app.engine import worker
+from app.lifecycle import worker
 from app.events import service as events
 from app.events.models import Event
 from app.runs.events import TERMINAL_EVENTS
