@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import Database
 from app.events.signing import SecretBox
@@ -27,12 +26,6 @@ class Services:
     health: list[Callable[[], str | None]] = field(default_factory=list)
     # told which runs got new outcomes, so that a run waiting for them goes on (set by the lifecycle: the runs' workflow)
     wake_waiting: Callable[[set[str]], Awaitable[None]] | None = None
-    # the graph whose deployment is one of a run's policies (app.policies, above the runs domain): such a run stays
-    deployed_on: Callable[[AsyncSession, str], Awaitable[str | None]] | None = None
-    # how many sent drafts deleting a run deletes, and their graph (app.drafts, above the runs domain): kept unless asked
-    sent_drafts: Callable[[AsyncSession, str], Awaitable[tuple[int, str | None]]] | None = None
-    # a new run's start from a policy (`init_from`, app.policies.warm_start.start_from): copies what it learned
-    warm_start: Callable[..., Awaitable[dict | None]] | None = None
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request

@@ -22,10 +22,7 @@ from app.heap import freeze_startup_heap
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.drafts import queue as drafts_queue
-from app.drafts import service as drafts_service
 from app.observability import init_tracing
-from app.policies import repository as policies_repository
-from app.policies import warm_start
 from app.outcomes import inbound_pool
 from app.runs import queue
 from app.runs import repository as runs_repository
@@ -115,9 +112,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     process = Process(api=Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                                   runs_on_graph=runs_repository.runs_on_graph,
-                                   deployed_on=policies_repository.deployed_graph, sent_drafts=drafts_service.sent_drafts,
-                                   warm_start=warm_start.start_from, feed=EventFeed(db),
+                                   runs_on_graph=runs_repository.runs_on_graph, feed=EventFeed(db),
                                    wake_waiting=functools.partial(queue.wake_waiting, db)))
     process.api.health.append(db.problem)
     if worker:

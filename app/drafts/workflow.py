@@ -27,12 +27,12 @@ from app.loop.features import content_hash, email_features, segment
 from app.loop.reward import Judge, rollout_seed
 from app.outcomes import refs
 from app.outcomes.models import EmailRef
-from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.loop.generation import Policy
-from app.policies import repository as policies
-from app.policies.repository import LearnedPolicy
-from app.policies.schemas import PolicyRef
+from app.policies import store
+from app.policies.models import Policy as KeptPolicy
 from app.runs.executor import Executor, current
+from app.runs.schemas import EffectiveConfig
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
@@ -57,9 +57,11 @@ async def start_step(batch_id: str) -> int:
 
 @dataclass
 class Writer:
-    """A policy as it drafts: its model pinned to its checkpoint, what it learned per training scenario, its judge."""
+    """A kept policy as it drafts: its model pinned to its checkpoint, what it learned per training scenario (as kept),
+    its run's configuration, its judge."""
 
-    policy: LearnedPolicy
+    policy: KeptPolicy
+    config: EffectiveConfig
     model: Policy
     scores: ScenarioScores
     lessons: dict
@@ -67,20 +69,20 @@ class Writer:
     judge: Judge
 
 
-async def writer(executor: Executor, graph: KnowledgeGraph, run_id: str, iteration: int) -> Writer:
+async def writer(executor: Executor, graph: KnowledgeGraph, policy_id: str) -> Writer:
     async with executor.services.db.read() as session:
-        policy = await policies.find(session, PolicyRef(run_id, iteration))
-        if policy is None:
-            raise DraftingFailed(f"policy {run_id}@{iteration} is gone")
-        scores = await policies.node_scores(session, policy)
-        lessons = await policies.lessons(session, policy) or {}
-    model = await executor.policy(policy.run_id, policy.backend)
+        policy = await session.get(KeptPolicy, policy_id)
+    if policy is None:
+        raise DraftingFailed(f"policy {policy_id} is gone")
+    config = EffectiveConfig.model_validate(policy.config)
+    model = await executor.policy(store.serving_key(policy), policy.backend)
     if policy.training_step is not None:
         model = model.at(policy.training_step)
-    training = [graph.scenarios[s] for s in policy.config.scenario_ids if s in graph.scenarios]
+    training = [graph.scenarios[s] for s in config.scenario_ids if s in graph.scenarios]
     if not training:
-        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.id!r} was trained on")
-    return Writer(policy, model, scores, lessons, training, executor.judge_named(policy.config.judge))
+        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.source!r} was trained on")
+    scores = ScenarioScores({s: NodeScores(nodes) for s, nodes in policy.node_scores.items()})
+    return Writer(policy, config, model, scores, policy.lessons or {}, training, executor.judge_named(config.judge))
 
 
 async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict, seed: int) -> tuple[str, Written]:
@@ -91,7 +93,7 @@ async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict
     scenario = Scenario.model_construct(id=prospect_record["id"], prospect=prospect, goal=prospect_record["goal"],
                                         seed_nodes=like.seed_nodes)
     context = author.lessons.get(like.id)
-    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.policy.config, author.judge,
+    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.config, author.judge,
                                 ScenarioContext.model_validate(context) if context else None, seed=seed)
     return like.id, written
 
@@ -111,12 +113,12 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
     if not pending:
         return 0
     graph = await services.graphs.get(batch.graph_id)
-    writers = {key: await writer(executor, graph, *key) for key in sorted({(row.run_id, row.iteration) for row in pending})}
+    writers = {key: await writer(executor, graph, key) for key in sorted({row.policy_id for row in pending})}
     gate = asyncio.Semaphore(services.settings.rollout_concurrency)
 
     async def draft(row: Draft) -> tuple[str, Written]:
         async with gate:
-            return await write_for(writers[row.run_id, row.iteration], graph, row.prospect,
+            return await write_for(writers[row.policy_id], graph, row.prospect,
                                    rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
 
     drafted = await asyncio.gather(*(draft(row) for row in pending))
@@ -129,7 +131,8 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
                 session.add(EmailRef(
-                    ref=ref, tenant=batch.tenant, run_id=row.run_id, iteration=row.iteration, slot=row.position,
+                    ref=ref, tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id, iteration=row.iteration,
+                    slot=row.position,
                     graph_id=batch.graph_id, scenario_id=like, judge_score=written.score,
                     features=email_features(email, row.prospect["name"], row.prospect["company"],
                                             segment(row.prospect["role"], row.prospect["industry"])),
