@@ -44,7 +44,9 @@ class Draft(Base):
     batch_id: Mapped[str] = mapped_column(ForeignKey("draft_batches.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     prospect: Mapped[dict]  # app.drafts.schemas.DraftProspect, its id and goal filled in
-    policy_id: Mapped[str] = mapped_column(String(40))  # the policy that writes it, drawn by share
+    # the policy that writes it, drawn by share (None: written before policies were kept apart from runs, by one whose
+    # run was deleted before then)
+    policy_id: Mapped[str | None] = mapped_column(String(40))
     run_id: Mapped[str] = mapped_column(String(40))  # and its alias, `run_id`@`iteration`
     iteration: Mapped[int]
     like: Mapped[str | None] = mapped_column(String(200))  # the training scenario whose learned state it used

@@ -47,7 +47,8 @@ class Deployment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     graph_id: Mapped[str] = mapped_column(String(200), ForeignKey("graphs.id", ondelete="CASCADE"))
     tenant: Mapped[str] = mapped_column(String(100))
-    policy_id: Mapped[str] = mapped_column(String(40), index=True)
+    # None: a policy whose run was deleted before policies were kept apart from runs (its history only)
+    policy_id: Mapped[str | None] = mapped_column(String(40), index=True)
     run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
     # up to three challengers beside the champion: [{"policy_id", "run_id", "iteration", "share"}], the champion takes
