@@ -1,4 +1,5 @@
-"""What a run has learned once an iteration was recorded, addressed as `<run_id>@<k>`, and the policy a graph writes with."""
+"""Policies as the API shows them (kept ones by id `pol_…`, any by alias `<run_id>@<k>`), and the policy a graph
+writes with."""
 
 from datetime import datetime
 from typing import Literal
