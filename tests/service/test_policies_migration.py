@@ -129,6 +129,13 @@ def test_the_policies_runs_named_are_kept_and_named_by_id(database_url):
             connection.execute(sa.text("DELETE FROM runs WHERE id = :id"), {"id": RUN})
             assert connection.execute(sa.text("SELECT count(*) FROM drafts")).scalar_one() == 2
             assert connection.execute(sa.text("SELECT count(*) FROM outcome_events")).scalar_one() == 1
+        # back to 0013: what no longer has a run goes, and so do the policies' checkpoint copies
+        command.downgrade(migrations.alembic_config(database_url), "0013")
+        with engine.begin() as connection:
+            assert connection.execute(sa.text("SELECT count(*) FROM drafts")).scalar_one() == 0
+            assert connection.execute(sa.text("SELECT count(*) FROM outcome_events")).scalar_one() == 0
+            assert connection.execute(sa.text("SELECT model_name FROM policy_checkpoints")).scalars().all() == [
+                f"model-{RUN}"] * 2
     finally:
         engine.dispose()
 
