@@ -123,15 +123,12 @@ async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, p
             return None
 
 
-async def deployed_on(session: AsyncSession, policy_id_: str) -> str | None:
-    """The graph whose current deployment drafts with this policy (as its champion or a challenger)."""
-    latest = (select(func.max(Deployment.id).label("id")).group_by(Deployment.graph_id, Deployment.tenant).subquery())
-    current = await session.execute(select(Deployment.graph_id, Deployment.policy_id, Deployment.challengers)
-                                    .join(latest, latest.c.id == Deployment.id))
-    for graph_id, champion, challengers in current:
-        if policy_id_ == champion or any(c["policy_id"] == policy_id_ for c in challengers or []):
-            return graph_id
-    return None
+async def deployed(session: AsyncSession, policy: Policy) -> bool:
+    """The current deployment of the policy's graph (a policy deploys on its own graph only) drafts with it, as its
+    champion or a challenger."""
+    deployment = await current(session, policy.graph_id, policy.tenant)
+    return deployment is not None and (deployment.policy_id == policy.id or any(
+        c.get("policy_id") == policy.id for c in deployment.challengers or []))
 
 
 async def is_deployed(session: AsyncSession, graph_id: str, tenant: str, source: str) -> bool:

@@ -74,9 +74,9 @@ async def deletable(session: AsyncSession, policy_id_: str, tenant: str, discard
     policy = await store.owned(session, policy_id_, tenant)
     if policy is None:
         raise NotFound(f"policy {policy_id_[:120]!r} not found")
-    if graph_id := await repository.deployed_on(session, policy.id):
-        raise Conflict(f"policy {policy.id!r} is deployed on graph {graph_id!r}; deploy another first "
-                       f"(PUT /graphs/{graph_id}/deployment)")
+    if await repository.deployed(session, policy):
+        raise Conflict(f"policy {policy.id!r} is deployed on graph {policy.graph_id!r}; deploy another first "
+                       f"(PUT /graphs/{policy.graph_id}/deployment)")
     if sent and not discard_sends:
         raise Conflict(f"deleting policy {policy.id!r} deletes {sent} drafts on graph {policy.graph_id!r} that were sent "
                        "and have outcomes (those it wrote, and those of the batches it drafted as the champion): they are "
