@@ -226,6 +226,7 @@ async def test_a_run_continues_from_a_policy(world):
     fintech = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-fintech-cto"})).json()
     assert fintech["scores"] in (like["scores"], learned["scores"])
     assert (await alice.get(f"/policies/{new_id}@0")).json()["training_step"] == 0
+    assert (await alice.get(f"/policies/{run_id}@2")).json()["kept"] is True  # forked, so kept
 
     for init_from, says in ((f"{run_id}@7", "not found"), ("nope@1", "not found")):
         answer = await alice.post("/learn-loop", json=BODY | {"init_from": init_from})
