@@ -589,6 +589,14 @@ async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
     assert done["status"] == "succeeded" and (done["policy"], done["policy_id"]) == (f"{run}@1", policy["id"]), done
     drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
     assert all(d["email"] and d["policy_id"] == policy["id"] for d in drafts)
+    # its sends' outcomes are still attributed, its run gone
+    ref = drafts[0]["email"]["ref"]
+    reported = await alice.post("/outcomes", json={"events": [{"ref": ref, "type": "replied", "id": "kept-reply",
+                                                               "occurred_at": "2026-11-20T09:30:00Z",
+                                                               "recipient": "tomasz@example.org"}]})
+    assert reported.json() == {"accepted": 1, "duplicates": 0, "unattributed": 0}, reported.text
+    replied = (await alice.get(f"/draft-batches/{batch['batch_id']}/outcomes")).json()["data"]
+    assert [o["replies"] for o in replied if o["ref"] == ref] == [1]
     # a run forks it by id, starting from its node scores
     forked = await alice.post("/learn-loop", json=BODY | {"iterations": 1, "init_from": policy["id"]})
     assert forked.status_code == 202, forked.text
@@ -602,10 +610,12 @@ async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
     assert report["status"] == "succeeded" and report["policies"] == [f"{run}@1", f"{fork}@1"], report
     assert report["policy_ids"][0] == policy["id"] and report["policy_ids"][1].startswith("pol_")
 
-    # deployed, it stays; once another is deployed it goes, and the batch it drafted goes with it
-    refused = await alice.delete(f"/policies/{policy['id']}")
+    # deployed, it stays; once another is deployed, it goes with its sent drafts discarded, and its batch with it
+    refused = await alice.delete(f"/policies/{policy['id']}", params={"discard_sends": "true"})
     assert refused.status_code == 409 and "deployed on graph 'demo'" in refused.text, refused.text
     assert (await alice.put("/graphs/demo/deployment", json={"policy": f"{fork}@1"})).status_code == 200, "ungated"
-    assert (await alice.delete(f"/policies/{policy['id']}")).status_code == 204
+    refused = await alice.delete(f"/policies/{policy['id']}")
+    assert refused.status_code == 409 and "1 drafts" in refused.text, refused.text
+    assert (await alice.delete(f"/policies/{policy['id']}", params={"discard_sends": "true"})).status_code == 204
     for gone in (f"/policies/{policy['id']}", f"/policies/{run}@1", f"/draft-batches/{batch['batch_id']}"):
         assert (await alice.get(gone)).status_code == 404, gone
