@@ -1,11 +1,10 @@
 """What every request and every run needs, built once at start-up; the lifespan puts it on `app.state`."""
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.db import Database
 from app.events.signing import SecretBox
@@ -24,12 +23,6 @@ class Services:
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)
-    # the graph whose deployment is one of a run's policies (app.policies, above the runs domain): such a run stays
-    deployed_on: Callable[[AsyncSession, str], Awaitable[str | None]] | None = None
-    # how many sent drafts deleting a run deletes, and their graph (app.drafts, above the runs domain): kept unless asked
-    sent_drafts: Callable[[AsyncSession, str], Awaitable[tuple[int, str | None]]] | None = None
-    # a new run's start from a policy (`init_from`, app.policies.warm_start.start_from): copies what it learned
-    warm_start: Callable[..., Awaitable[dict | None]] | None = None
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency would cost a thread-pool hop per request

@@ -6,10 +6,10 @@ from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenari
 from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
 from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, OutcomeSource
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
-from app.policies.models import Deployment, Evaluation
+from app.policies.models import Deployment, Evaluation, Policy
 from app.drafts.models import Draft, DraftBatch
 
 __all__ = [
     "Base", "Deployment", "Evaluation", "Draft", "DraftBatch", "EmailRef", "Event", "Graph", "GraphEdge", "GraphNode", "GraphScenario", "IdempotencyKey", "Iteration", "NodeScore",
-    "NodeScoreChange", "OutcomeNonce", "OutcomeRecord", "OutcomeSource", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery", "Worker",
+    "NodeScoreChange", "OutcomeNonce", "OutcomeRecord", "OutcomeSource", "Policy", "PolicyCheckpoint", "Run", "TrajectoryRecord", "WebhookAttempt", "WebhookDelivery", "Worker",
 ]

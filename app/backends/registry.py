@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import art
 
 from app.backends.embedded.backend import EmbeddedBackend
-from app.backends.specs import check_available, model_name
+from app.backends.specs import base_model, check_available, model_name
 from app.kit.settings import Settings
 
 
@@ -37,14 +37,12 @@ def create_model(name: str, settings: Settings, run_id: str) -> art.Model:
     model_name_ = model_name(settings, run_id)
     if name == "openai":
         return art.Model(
-            name=model_name_, project=settings.art_project, inference_model_name=settings.openai_model,
+            name=model_name_, project=settings.art_project, inference_model_name=base_model(name, settings),
             inference_base_url=settings.openai_base_url or "https://api.openai.com/v1",
             inference_api_key=settings.openai_api_key or "not-needed", report_metrics=[], base_path=settings.art_path,
         )
-    base_model = "embedded" if name == "embedded" else settings.art_base_model
-    return art.TrainableModel(
-        name=model_name_, project=settings.art_project, base_model=base_model, report_metrics=[], base_path=settings.art_path
-    )
+    return art.TrainableModel(name=model_name_, project=settings.art_project, base_model=base_model(name, settings),
+                              report_metrics=[], base_path=settings.art_path)
 
 
 @dataclass(frozen=True)

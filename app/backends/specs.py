@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.embedded.policy import DEFAULT_LEARNING_RATE
-from app.backends.embedded.repository import delete_model_checkpoints
+from app.backends.embedded.repository import copy_checkpoint, delete_model_checkpoints
 from app.kit.settings import Settings
 
 ImportanceSampling = Literal["token", "sequence", "average", "geometric_average"]
@@ -78,6 +78,8 @@ class BackendSpec:
     options: type[Options]
     default_learning_rate: float | None
     summary: str
+    # its checkpoints live in our database (copied with a kept policy); otherwise at the provider, under the run's name
+    stores_checkpoints: bool = False
 
 
 SPECS = {
@@ -85,7 +87,7 @@ SPECS = {
     for spec in (
         # the embedded backend's checkpoints are a few kilobytes each, in our database: they all stay
         BackendSpec(name="embedded", trainable=True, continuable=True, keeps_every_checkpoint=True,
-                    options=EmbeddedOptions, default_learning_rate=DEFAULT_LEARNING_RATE,
+                    options=EmbeddedOptions, default_learning_rate=DEFAULT_LEARNING_RATE, stores_checkpoints=True,
                     summary="CPU policy on loopback (the default)"),
         # a hosted model: no checkpoint to copy or to prune
         BackendSpec(name="openai", trainable=False, continuable=True, keeps_every_checkpoint=True, options=Options,
@@ -139,6 +141,13 @@ def model_name(settings: Settings, run_id: str) -> str:
     return f"{settings.art_model_name}-{run_id}"
 
 
+def base_model(name: str, settings: Settings) -> str:
+    """The model a backend's policies start from (or serve, for `openai`)."""
+    if name == "embedded":
+        return "embedded"
+    return settings.openai_model if name == "openai" else settings.art_base_model
+
+
 def delete_local_files(settings: Settings, model_name: str) -> None:
     """What ART wrote for a model on this machine (its history and trajectory logs, with full conversations)."""
     shutil.rmtree(Path(settings.art_path) / settings.art_project / "models" / model_name, ignore_errors=True)
@@ -147,3 +156,9 @@ def delete_local_files(settings: Settings, model_name: str) -> None:
 async def delete_stored_checkpoints(session: AsyncSession, model_name: str) -> None:
     """The checkpoints a backend keeps in our database (the embedded one's), in the caller's transaction."""
     await delete_model_checkpoints(session, model_name)
+
+
+async def copy_stored_checkpoint(session: AsyncSession, source: str, step: int, target: str, target_step: int) -> bool:
+    """A checkpoint kept in our database, as another model's step, in the caller's transaction; False when the
+    source step is not stored."""
+    return await copy_checkpoint(session, source, step, target, target_step)

@@ -8,7 +8,8 @@ from app.drafts.schemas import BatchStatus
 
 
 class DraftBatch(Base):
-    """Prospects to draft with one policy (`run_id`@`iteration`); a run's deletion takes its policies' batches along."""
+    """Prospects to draft with one policy (`policy_id`, alias `run_id`@`iteration`); it goes with that policy, never
+    with the run the policy came from."""
 
     __tablename__ = "draft_batches"
     __table_args__ = (UniqueConstraint("tenant", "idempotency_key"),)
@@ -16,11 +17,13 @@ class DraftBatch(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))
     graph_id: Mapped[str] = mapped_column(String(200))
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    policy_id: Mapped[str] = mapped_column(ForeignKey("policies.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
     status: Mapped[BatchStatus] = mapped_column(StrEnumText(BatchStatus), default=BatchStatus.QUEUED)
     count: Mapped[int]
-    # the policies drafting, with their shares: [{"run_id", "iteration", "share"}], the first the one the batch names
+    # the policies drafting, with their shares: [{"policy_id", "run_id", "iteration", "share"}], the first the one the
+    # batch names
     arms: Mapped[list] = mapped_column(default=list)
     completed: Mapped[int] = mapped_column(default=0)
     seed: Mapped[int] = mapped_column(default=0)
@@ -41,7 +44,10 @@ class Draft(Base):
     batch_id: Mapped[str] = mapped_column(ForeignKey("draft_batches.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     prospect: Mapped[dict]  # app.drafts.schemas.DraftProspect, its id and goal filled in
-    run_id: Mapped[str] = mapped_column(String(40))  # the policy that writes it (`run_id`@`iteration`), drawn by share
+    # the policy that writes it, drawn by share (None: written before policies were kept apart from runs, by one whose
+    # run was deleted before then)
+    policy_id: Mapped[str | None] = mapped_column(String(40))
+    run_id: Mapped[str] = mapped_column(String(40))  # and its alias, `run_id`@`iteration`
     iteration: Mapped[int]
     like: Mapped[str | None] = mapped_column(String(200))  # the training scenario whose learned state it used
     email: Mapped[dict | None]  # DraftEmail; null until drafted (or when the policy wrote none)

@@ -49,7 +49,8 @@ class DraftRequest(BaseModel):
 
     graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     policy: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
-        None, description="`<run_id>@<k>`; default: the graph's deployment.")
+        None, description="A policy id or its alias `<run_id>@<k>` (kept, if it was not); default: the graph's "
+                          "deployment.")
     goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
     prospects: list[ProspectIn] = Field(min_length=1, max_length=MAX_PROSPECTS)
     webhook_url: WebhookURL | None = Field(None, description="Receives draft_batch.succeeded / draft_batch.failed, signed.")
@@ -84,7 +85,8 @@ class BatchCreated(BaseModel):
 class BatchOut(BaseModel):
     batch_id: str
     graph_id: str
-    policy: str
+    policy: str = Field(description="The policy it drafts with, by its alias `<run_id>@<k>`.")
+    policy_id: str = Field(description="The same policy's own id: it answers once its run is deleted.")
     status: BatchStatus
     count: int
     completed: int
@@ -116,7 +118,8 @@ class DraftOut(BaseModel):
     position: int = Field(description="Its place in the batch, from 0: `after` for the page that follows it.")
     prospect: DraftProspect
     email: DraftEmail | None = Field(description="Null until the prospect is drafted, or when the policy wrote none.")
-    policy: str
+    policy: str = Field(description="The policy that wrote it, by its alias `<run_id>@<k>`.")
+    policy_id: str
     judge_score: float | None
     variant: int = Field(description="Which of the deployment's policies wrote it (0: the one named).")
     propensity: float = Field(description="The probability this policy had of being chosen for the prospect.")

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -28,10 +28,13 @@ from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType, Sentiment
 from app.policies import repository as policies
 from app.policies import service as policy_service
-from app.policies.repository import LearnedPolicy
-from app.policies.schemas import PolicyRef, champion_share, policy_id
+from app.policies import store
+from app.policies.models import Policy
+from app.policies.schemas import champion_share
+from app.policies.store import policy_id
 from app.stats.bandit import auto_shares
 from app.runs.service import request_hash
+from app.kit.settings import Settings
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 
@@ -97,13 +100,13 @@ def _csv_error(line: int, field: str | None, message: str) -> dict:
 # ---------------------------------------------------------------- creating a batch
 
 
-async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, reply_window_s: float
-                ) -> list[tuple[LearnedPolicy, float]]:
-    """The policies that draft and their shares: the one named, alone; else the deployment's champion and challengers."""
+async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings: Settings) -> list[tuple[Policy, float]]:
+    """The policies that draft (kept, if they were not) and their shares: the one named, alone; else the deployment's
+    champion and challengers."""
     if body.policy is not None:
-        policy = await policy_service.resolve(session, body.policy, tenant, field="policy")
+        policy, _ = await policy_service.resolve(session, body.policy, tenant, settings, field="policy")
         if policy.graph_id != body.graph_id:
-            raise invalid("policy", f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, "
+            raise invalid("policy", f"policy {policy.source!r} was learned on graph {policy.graph_id!r}, "
                                     f"not on graph {body.graph_id!r}")
         return [(policy, 1.0)]
     deployed = await policies.current(session, body.graph_id, tenant)
@@ -111,15 +114,15 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, reply_wi
         raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
                                 f"(PUT /graphs/{body.graph_id}/deployment)")
     challengers = deployed.challengers or []
-    ids = [policy_id(deployed.run_id, deployed.iteration)] + [policy_id(c["run_id"], c["iteration"]) for c in challengers]
+    ids = [deployed.policy_id] + [c["policy_id"] for c in challengers]
     if deployed.traffic == "auto":
-        mature_before = utcnow() - timedelta(seconds=reply_window_s)
+        mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
         seen = await policies.sends_by_policy(session, tenant, body.graph_id, mature_before)
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:
         shares = [champion_share([c["share"] for c in challengers])] + [c["share"] for c in challengers]
-    return [(await policy_service.resolve(session, arm, tenant, field="policy"), share) for arm, share in zip(ids, shares)]
+    return [(await store.owned(session, arm, tenant), share) for arm, share in zip(ids, shares)]
 
 
 def choose_arm(shares: list[float], seed: int, prospect_id: str, position: int) -> int:
@@ -140,44 +143,45 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     digest = request_hash(body)
     if idempotency_key and (replayed := await _replay(svc, tenant, idempotency_key, digest)):
         return replayed, True
+    webhook_url = str(body.webhook_url) if body.webhook_url else None
     async with svc.db.read() as session:
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
-        arms = await _arms(session, body, tenant, svc.settings.reply_window_s)
-    policy = arms[0][0]
     graph = await svc.graphs.get(body.graph_id)
-    default_goal = body.goal or graph.scenarios[policy.config.scenario_ids[0]].goal
-    webhook_url = str(body.webhook_url) if body.webhook_url else None
     if webhook_url:
         try:
             await resolve(webhook_url, allow_private=svc.settings.webhook_allow_private)
         except UnsafeWebhookURL as exc:
             raise invalid("webhook_url", str(exc)) from None
     secret = new_secret() if webhook_url else None
-    batch = DraftBatch(
-        id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, run_id=policy.run_id, iteration=policy.iteration,
-        count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key, request_hash=digest,
-        arms=[{"run_id": p.run_id, "iteration": p.iteration, "share": share} for p, share in arms],
-        webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
-        webhook_secret=svc.secrets.seal(secret) if secret else None,
-    )
-    shares = [share for _, share in arms]
-    drafts = []
-    for position, prospect in enumerate(body.prospects):
-        prospect_id = prospect.id or f"p{position + 1}"
-        arm = choose_arm(shares, body.seed, prospect_id, position)
-        drafts.append(Draft(batch_id=batch.id, position=position, run_id=arms[arm][0].run_id,
-                            iteration=arms[arm][0].iteration, variant=arm, propensity=shares[arm],
-                            prospect=prospect.model_dump(mode="json") | {"id": prospect_id, "goal": prospect.goal or default_goal}))
     try:
-        async with svc.db.transaction() as session:
-            for arm, _ in arms:
-                if await policies.find(session, PolicyRef(arm.run_id, arm.iteration)) is None:
-                    raise invalid("policy", f"policy {arm.id!r} is gone: its run was deleted meanwhile")
+        async with svc.db.transaction() as session:  # the policies kept and the batch stored, or neither
+            arms = await _arms(session, body, tenant, svc.settings)
+            policy = arms[0][0]
+            default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
+            batch = DraftBatch(
+                id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
+                iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
+                request_hash=digest,
+                arms=[{"policy_id": p.id, "run_id": p.run_id, "iteration": p.iteration, "share": share}
+                      for p, share in arms],
+                webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
+                webhook_secret=svc.secrets.seal(secret) if secret else None,
+            )
+            shares = [share for _, share in arms]
+            drafts = []
+            for position, prospect in enumerate(body.prospects):
+                prospect_id = prospect.id or f"p{position + 1}"
+                arm = choose_arm(shares, body.seed, prospect_id, position)
+                author = arms[arm][0]
+                drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
+                                    iteration=author.iteration, variant=arm, propensity=shares[arm],
+                                    prospect=prospect.model_dump(mode="json") | {
+                                        "id": prospect_id, "goal": prospect.goal or default_goal}))
             session.add(batch)
             await session.flush()
             session.add_all(drafts)
-    except IntegrityError:  # a concurrent request with the same key won the race
+    except IntegrityError:  # a concurrent request with the same key won the race, or a policy was deleted meanwhile
         replayed = await _replay(svc, tenant, idempotency_key, digest) if idempotency_key else None
         if replayed is None:
             raise Conflict("the batch could not be stored as it was validated; retry") from None
@@ -209,26 +213,36 @@ async def batch_of(session: AsyncSession, batch_id: str, tenant: str) -> DraftBa
 
 def batch_view(batch: DraftBatch) -> BatchOut:
     return BatchOut(batch_id=batch.id, graph_id=batch.graph_id, policy=policy_id(batch.run_id, batch.iteration),
+                    policy_id=batch.policy_id,
                     status=batch.status, count=batch.count, completed=batch.completed, created_at=batch.created_at,
                     finished_at=batch.finished_at, error=batch.error)
 
 
-async def sent_drafts(session: AsyncSession, run_id: str) -> tuple[int, str | None]:
-    """How many sent drafts (with a recorded outcome) deleting the run deletes, and on which graph: those its policies
-    wrote, and every draft of the batches it drafted as the champion (a batch goes with its run). They are logged
-    sends that evaluations of the policies drafting beside them read."""
-    owned = select(DraftBatch.id).where(DraftBatch.run_id == run_id)
-    count, graph_id = (await session.execute(
-        select(func.count(func.distinct(EmailRef.ref)), func.min(EmailRef.graph_id))
-        .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
-        .where(EmailRef.draft_batch_id.is_not(None),
-               (EmailRef.run_id == run_id) | EmailRef.draft_batch_id.in_(owned)))).one()
-    return count, graph_id
+async def sent_drafts(session: AsyncSession, policy_id: str) -> int:
+    """Sent drafts (with a recorded outcome) deleting the policy deletes: those it wrote, and every draft of the
+    batches it drafted as the champion (a batch goes with its policy). They are logged sends that evaluations of the
+    policies drafting beside them read."""
+    return await session.scalar(select(func.count(func.distinct(EmailRef.ref)))
+                                .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref).where(_refs_of(policy_id)))
+
+
+async def discard_refs(session: AsyncSession, policy_id: str) -> None:
+    """The refs of the drafts the policy wrote or its batches hold, with their outcomes: before the policy's deletion
+    takes its batches."""
+    refs = select(EmailRef.ref).where(_refs_of(policy_id))
+    await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(refs)))
+    await session.execute(delete(EmailRef).where(EmailRef.ref.in_(refs)))
+
+
+def _refs_of(policy_id: str):
+    batches = select(DraftBatch.id).where(DraftBatch.policy_id == policy_id)
+    return EmailRef.draft_batch_id.is_not(None) & ((EmailRef.policy_id == policy_id) | EmailRef.draft_batch_id.in_(batches))
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
-                    policy=policy_id(draft.run_id, draft.iteration), judge_score=draft.judge_score,
+                    policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
+                    judge_score=draft.judge_score,
                     variant=draft.variant, propensity=draft.propensity, like=draft.like)
 
 

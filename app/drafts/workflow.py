@@ -58,12 +58,12 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
     if not pending:
         return 0
     graph = await services.graphs.get(batch.graph_id)
-    writers = {key: await writer(executor, graph, *key) for key in sorted({(row.run_id, row.iteration) for row in pending})}
+    writers = {key: await writer(executor, graph, key) for key in sorted({row.policy_id for row in pending})}
     gate = asyncio.Semaphore(services.settings.rollout_concurrency)
 
     async def draft(row: Draft) -> tuple[str, Written]:
         async with gate:
-            return await write_for(writers[row.run_id, row.iteration], graph, row.prospect,
+            return await write_for(writers[row.policy_id], graph, row.prospect,
                                    rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
 
     drafted = await asyncio.gather(*(draft(row) for row in pending))
@@ -76,7 +76,8 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
                 session.add(EmailRef(
-                    ref=ref, tenant=batch.tenant, run_id=row.run_id, iteration=row.iteration, slot=row.position,
+                    ref=ref, tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id, iteration=row.iteration,
+                    slot=row.position,
                     graph_id=batch.graph_id, scenario_id=like, judge_score=written.score,
                     features=email_features(email, row.prospect["name"], row.prospect["company"],
                                             segment(row.prospect["role"], row.prospect["industry"])),

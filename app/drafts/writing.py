@@ -5,15 +5,15 @@ from dataclasses import dataclass
 
 from app.agent.schemas import ScenarioContext
 from app.engine.executor import Executor
-from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
+from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.knowledge_graph.schemas import Prospect, Scenario
 from app.loop.email import Written, write_email
 from app.loop.generation import Policy
 from app.loop.reward import Judge
-from app.policies import repository as policies
+from app.policies import store
 from app.policies.likeness import most_like
-from app.policies.repository import LearnedPolicy
-from app.policies.schemas import PolicyRef
+from app.policies.models import Policy as KeptPolicy
+from app.runs.schemas import EffectiveConfig
 
 
 class DraftingFailed(Exception):
@@ -22,9 +22,11 @@ class DraftingFailed(Exception):
 
 @dataclass
 class Writer:
-    """A policy as it drafts: its model pinned to its checkpoint, what it learned per training scenario, its judge."""
+    """A kept policy as it drafts: its model pinned to its checkpoint, what it learned per training scenario (as kept),
+    its run's configuration, its judge."""
 
-    policy: LearnedPolicy
+    policy: KeptPolicy
+    config: EffectiveConfig
     model: Policy
     scores: ScenarioScores
     lessons: dict
@@ -32,20 +34,20 @@ class Writer:
     judge: Judge
 
 
-async def writer(executor: Executor, graph: KnowledgeGraph, run_id: str, iteration: int) -> Writer:
+async def writer(executor: Executor, graph: KnowledgeGraph, policy_id: str) -> Writer:
     async with executor.services.db.read() as session:
-        policy = await policies.find(session, PolicyRef(run_id, iteration))
-        if policy is None:
-            raise DraftingFailed(f"policy {run_id}@{iteration} is gone")
-        scores = await policies.node_scores(session, policy)
-        lessons = await policies.lessons(session, policy) or {}
-    model = await executor.policy(policy.run_id, policy.backend)
+        policy = await session.get(KeptPolicy, policy_id)
+    if policy is None:
+        raise DraftingFailed(f"policy {policy_id} is gone")
+    config = EffectiveConfig.model_validate(policy.config)
+    model = await executor.policy(store.serving_key(policy), policy.backend)
     if policy.training_step is not None:
         model = model.at(policy.training_step)
-    training = [graph.scenarios[s] for s in policy.config.scenario_ids if s in graph.scenarios]
+    training = [graph.scenarios[s] for s in config.scenario_ids if s in graph.scenarios]
     if not training:
-        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.id!r} was trained on")
-    return Writer(policy, model, scores, lessons, training, executor.judge_named(policy.config.judge))
+        raise DraftingFailed(f"graph {graph.id!r} no longer has the scenarios policy {policy.source!r} was trained on")
+    scores = ScenarioScores({s: NodeScores(nodes) for s, nodes in policy.node_scores.items()})
+    return Writer(policy, config, model, scores, policy.lessons or {}, training, executor.judge_named(config.judge))
 
 
 async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict, seed: int) -> tuple[str, Written]:
@@ -56,6 +58,6 @@ async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict
     scenario = Scenario.model_construct(id=prospect_record["id"], prospect=prospect, goal=prospect_record["goal"],
                                         seed_nodes=like.seed_nodes)
     context = author.lessons.get(like.id)
-    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.policy.config, author.judge,
+    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.config, author.judge,
                                 ScenarioContext.model_validate(context) if context else None, seed=seed)
     return like.id, written

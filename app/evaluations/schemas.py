@@ -18,7 +18,8 @@ class EvaluationIn(BaseModel):
 
     graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     policies: list[Annotated[str, StringConstraints(min_length=1, max_length=120)]] = Field(
-        min_length=1, max_length=MAX_POLICIES, description="`<run_id>@<k>` each, of the graph (the champion among them).")
+        min_length=1, max_length=MAX_POLICIES, description="A policy id or its alias `<run_id>@<k>` each (kept, if it was not), of the graph (the champion "
+                    "among them).")
     prospects: list[ProspectIn] | None = Field(None, min_length=1, max_length=MAX_HELD_OUT, description=(
         "Held-out prospects; default: the graph's scenarios that trained none of the policies."))
 
@@ -48,7 +49,8 @@ class EvaluationCreated(BaseModel):
 class EvaluationOut(BaseModel):
     evaluation_id: str
     graph_id: str
-    policies: list[str]
+    policies: list[str] = Field(description="By alias, `<run_id>@<k>`, in the order given.")
+    policy_ids: list[str] = Field(description="The same policies' own ids.")
     status: str = Field(description="queued, running, succeeded or failed")
     result: EvaluationResult | None
     error: dict | None

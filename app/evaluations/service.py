@@ -17,13 +17,13 @@ async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCr
     async with svc.db.transaction() as session:
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
-        resolved = [await policies.deployable(session, text, tenant, body.graph_id, f"policies.{i}")
+        resolved = [await policies.deployable(session, text, tenant, body.graph_id, f"policies.{i}", svc.settings)
                     for i, text in enumerate(body.policies)]
-        ids = [p.id for p in resolved]
+        ids = [p.source for p in resolved]
         if (twice := next((i for i, policy in enumerate(ids) if policy in ids[:i]), None)) is not None:
             raise invalid(f"policies.{twice}", f"{body.policies[twice]!r} is {ids[twice]!r}, which the list names before")
-        evaluation = Evaluation(id=new_id("evl"), tenant=tenant, graph_id=body.graph_id, policies=[p.id for p in resolved],
-                                status="queued",
+        evaluation = Evaluation(id=new_id("evl"), tenant=tenant, graph_id=body.graph_id, policies=ids,
+                                policy_ids=[p.id for p in resolved], status="queued",
                                 prospects=[p.model_dump(mode="json") for p in body.prospects] if body.prospects else None)
         session.add(evaluation)
     await queue.enqueue(evaluation.id)
@@ -52,5 +52,6 @@ async def get(session: AsyncSession, evaluation_id: str, tenant: str) -> Evaluat
 
 def view(evaluation: Evaluation) -> EvaluationOut:
     return EvaluationOut(evaluation_id=evaluation.id, graph_id=evaluation.graph_id, policies=evaluation.policies,
+                         policy_ids=evaluation.policy_ids,
                          status=evaluation.status, result=evaluation.result, error=evaluation.error,
                          created_at=evaluation.created_at, finished_at=evaluation.finished_at)

@@ -24,7 +24,7 @@ from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
 from app.policies.likeness import most_like
 from app.policies.models import Evaluation
-from app.policies.schemas import EvaluationResult, PolicyEvaluation, PolicyRef
+from app.policies.schemas import EvaluationResult, PolicyEvaluation
 from app.engine.executor import current
 
 log = logging.getLogger("codreamer")
@@ -98,13 +98,10 @@ async def evaluate_step(evaluation_id: str) -> str:
         logged = await logged_sends(session, evaluation.tenant, graph.id, mature_before)
         shares = await supports(session, evaluation.tenant, graph.id)
     model = OutcomeModel.fit(sent, settings.outcome_prior_sends)
-    writers = []
-    for text in evaluation.policies:
-        ref = PolicyRef.parse(text)
-        writers.append(await writer(executor, graph, ref.run_id, ref.iteration))
-    trained = {s for w in writers for s in w.policy.config.scenario_ids}
+    writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
+    trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:
-        goal = graph.scenarios[writers[0].policy.config.scenario_ids[0]].goal
+        goal = graph.scenarios[writers[0].config.scenario_ids[0]].goal
         held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or goal}
                     for i, p in enumerate(evaluation.prospects)]
     else:
@@ -127,7 +124,7 @@ async def evaluate_step(evaluation_id: str) -> str:
                                                                segment(prospect["role"], prospect["industry"])),
                                                 content_hash(email)).p_reply)
         predicted_reply = estimators.mean_interval(predicted)
-        mine = author.policy.id
+        mine = author.policy.source  # results, batches' shares and logged sends name policies by alias
         rows = [row for row in logged if shares.get(row[0], {}).get(mine, 0) > 0]
         off = estimators.off_policy(
             arms=[int(f"{run_id}@{iteration}" == mine) for _, _, run_id, iteration, *_ in rows],

@@ -11,7 +11,6 @@ from dbos import DBOS
 from app import tasks
 from app.backends.specs import BackendUnavailable, check_available
 from app.core import Services
-from app.drafts import service as drafts_service
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
 from app.kit import durable, logs, migrations
@@ -23,8 +22,6 @@ from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import GraphCache, demo_document
 from app.outcomes import inbound_pool
-from app.policies import repository as policies_repository
-from app.policies import warm_start
 
 log = logging.getLogger("codreamer")
 
@@ -104,8 +101,7 @@ async def open_services(settings: Settings, *, api: bool = True) -> Services:
             await db.close()
         raise StartupError(logs.database_problem(settings.database_url, exc)) from None
     services = Services(settings=settings, db=db, graphs=GraphCache(db), secrets=SecretBox(secret_key(settings)),
-                        deployed_on=policies_repository.deployed_graph, sent_drafts=drafts_service.sent_drafts,
-                        warm_start=warm_start.start_from, feed=EventFeed(db))
+                        feed=EventFeed(db))
     services.health.append(db.problem)
     return services
 

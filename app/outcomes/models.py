@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
@@ -9,14 +9,17 @@ from app.outcomes.schemas import OutcomeType, Sentiment
 
 
 class EmailRef(Base):
-    """Where an email the service wrote came from, by its ref: outcomes reported for the ref find their run here."""
+    """Where an email the service wrote came from, by its ref: outcomes reported for the ref find their run here.
+
+    No foreign key to the run: a draft's ref stays with its policy once the run is deleted (the run's own refs go with
+    it, `app.runs.repository.delete_run`)."""
 
     __tablename__ = "email_refs"
     __table_args__ = (Index("ix_email_refs_run_iteration", "run_id", "iteration"), Index("ix_email_refs_tenant_graph", "tenant", "graph_id"))
 
     ref: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))  # the run's, which never changes
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
     slot: Mapped[int]  # app.outcomes.refs.PUBLISHED, or the trajectory's position
     graph_id: Mapped[str] = mapped_column(String(200))
@@ -24,7 +27,8 @@ class EmailRef(Base):
     judge_score: Mapped[float | None]
     features: Mapped[list]  # app.loop.features.email_features: what the outcome model learns over
     content_hash: Mapped[str] = mapped_column(String(64))
-    # a draft's: its batch and prospect (run_id and iteration then name the policy that wrote it)
+    # a draft's: the policy that wrote it (run_id and iteration then its alias), its batch and prospect
+    policy_id: Mapped[str | None] = mapped_column(String(40), index=True)
     draft_batch_id: Mapped[str | None] = mapped_column(String(40), index=True)
     prospect_id: Mapped[str | None] = mapped_column(String(200))
 
@@ -53,7 +57,7 @@ class OutcomeRecord(Base):
     tenant: Mapped[str] = mapped_column(String(100))
     event_id: Mapped[str] = mapped_column(String(500))
     source_id: Mapped[str | None] = mapped_column(String(40))  # null: POST /outcomes
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(40))  # its ref's (no foreign key: a draft's outlives the run)
     iteration: Mapped[int]
     ref: Mapped[str] = mapped_column(String(40))
     type: Mapped[OutcomeType] = mapped_column(StrEnumText(OutcomeType))

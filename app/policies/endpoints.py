@@ -1,36 +1,84 @@
-"""Policies (what a run learned, by iteration) and each graph's deployment: thin routes over `app.policies.service`."""
+"""Policies (what a run learned, by iteration, and the ones kept apart from their runs) and each graph's deployment:
+thin routes over `app.policies.service`. Deleting a policy takes the batches it drafted as the champion, so these
+routes sit above the drafts domain."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response, status
 
+from app.core import ServicesDep
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
+from app.drafts import service as drafts
 from app.kit.errors import NotFound
 from app.kit.pages import cursor_params
-from app.policies import repository, service
-from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyList, PolicyOut
+from app.policies import repository, service, store
+from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyIn, PolicyList, PolicyOut
 from app.runs.repository import owned_run
 
 router = APIRouter(tags=["policies"])
-PolicyId = Annotated[str, Path(min_length=1, max_length=120, description="`<run_id>@<k>`, or `<run_id>` for its latest.")]
+CONFLICT = {409: {"model": ErrorOut, "description": "The policy is in use: deployed, or its sent drafts have outcomes"}}
+PolicyId = Annotated[str, Path(min_length=1, max_length=120, description=(
+    "Its id (`pol_…`), or its alias `<run_id>@<k>` (`<run_id>` for the run's latest)."))]
 IterationCursor = cursor_params(Annotated[int, Query(ge=-1, le=2**31 - 1, description="An iteration: the page starts after it.")],
                                 first=-1, default_limit=50, max_limit=200)
+PolicyCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="A policy id: the page starts after it.")],
+                             default_limit=50, max_limit=200)
+
+
+@router.post("/policies", response_model=PolicyOut, status_code=status.HTTP_201_CREATED, summary="Keep a policy",
+             responses={200: {"model": PolicyOut, "description": "Kept already (from the same `from`): that policy"},
+                        **BODY_ERRORS, **CONFLICT})
+async def keep_policy(body: PolicyIn, response: Response, svc: ServicesDep, tenant: TenantDep) -> PolicyOut:
+    """What a run had learned once iteration k was recorded, copied into a policy of its own (checkpoint, node scores,
+    lessons): it outlives the run. The same `from` again answers 200 with the same policy."""
+    async with svc.db.transaction() as session:
+        policy, created = await service.resolve(session, body.source, tenant, svc.settings, field="from", name=body.name)
+        view = await service.view(session, policy, svc.settings)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return view
+
+
+@router.get("/policies", response_model=PolicyList, summary="Kept policies")
+async def list_kept_policies(svc: ServicesDep, session: ReadSession, tenant: TenantDep, page: PolicyCursor,
+                             graph_id: Annotated[str | None, Query(max_length=200)] = None) -> dict:
+    """The tenant's kept policies, oldest first, optionally of one graph (`after` = a policy id)."""
+    policies, has_more = await store.page(session, tenant, graph_id, after=page.after, limit=page.limit)
+    return {"data": [await service.view(session, p, svc.settings) for p in policies], "has_more": has_more}
 
 
 @router.get("/policies/{policy_id}", response_model=PolicyOut, summary="A policy", responses=NOT_FOUND)
-async def get_policy(policy_id: PolicyId, session: ReadSession, tenant: TenantDep) -> PolicyOut:
-    """What a run had learned once iteration k was recorded: its checkpoint's step, its rewards, whether it is deployed."""
-    return await service.view(session, await service.resolve(session, policy_id, tenant))
+async def get_policy(policy_id: PolicyId, svc: ServicesDep, session: ReadSession, tenant: TenantDep) -> PolicyOut:
+    """A kept policy by id or alias (its run may be deleted); an iteration not kept, as its run recorded it."""
+    return await service.view(session, await service.find(session, policy_id, tenant), svc.settings)
+
+
+@router.delete("/policies/{policy_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a kept policy",
+               responses={**NOT_FOUND, **CONFLICT})
+async def delete_policy(policy_id: Annotated[str, Path(min_length=1, max_length=40)], svc: ServicesDep,
+                        tenant: TenantDep, discard_sends: Annotated[bool, Query(description=(
+                            "Also discard the outcomes of the drafts it wrote that were sent: without it, such a policy "
+                            "is a 409, since every evaluation of a policy that drafted beside them reads them."))] = False,
+                        ) -> Response:
+    """The policy, its checkpoint's copy and the batches it drafted as the champion. 409 while deployed (as champion
+    or challenger), or while drafts with outcomes use it unless `discard_sends`."""
+    async with svc.db.transaction() as session:
+        policy = await service.deletable(session, policy_id, tenant, discard_sends,
+                                         await drafts.sent_drafts(session, policy_id.strip()))
+        await drafts.discard_refs(session, policy.id)
+        await repository.delete(session, policy)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/runs/{run_id}/policies", response_model=PolicyList, summary="A run's policies", responses=NOT_FOUND)
-async def list_policies(run_id: str, session: ReadSession, tenant: TenantDep, page: IterationCursor) -> dict:
-    """One per recorded iteration, in order (`after` = an iteration)."""
+async def list_policies(run_id: str, svc: ServicesDep, session: ReadSession, tenant: TenantDep, page: IterationCursor
+                        ) -> dict:
+    """One per recorded iteration, in order (`after` = an iteration); a kept one as kept."""
     run = await owned_run(session, run_id, tenant)
     if run is None:
         raise NotFound(f"run {run_id!r} not found")
     policies, has_more = await repository.of_run(session, run, after=page.after, limit=page.limit)
-    return {"data": [await service.view(session, policy) for policy in policies], "has_more": has_more}
+    return {"data": await service.views_of_run(session, policies, svc.settings), "has_more": has_more}
 
 
 @router.get("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="The policy a graph writes with",
@@ -43,7 +91,9 @@ async def get_deployment(graph_id: str, session: ReadSession, tenant: TenantDep)
 @router.put("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="Deploy a policy on a graph",
             responses={**NOT_FOUND, **BODY_ERRORS, 409: {"model": ErrorOut, "description": (
                 "The deployment requires evidence, and no evaluation puts the new champion ahead")}})
-async def put_deployment(graph_id: str, body: DeploymentIn, db: DatabaseDep, tenant: TenantDep) -> DeploymentOut:
-    """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback."""
+async def put_deployment(graph_id: str, body: DeploymentIn, svc: ServicesDep, db: DatabaseDep, tenant: TenantDep
+                         ) -> DeploymentOut:
+    """Drafts on the graph are written with this policy from now on (kept, if it was not); deploying an earlier one
+    is a rollback."""
     async with db.transaction() as session:
-        return await service.deploy(session, graph_id, body, tenant)
+        return await service.deploy(session, graph_id, body, tenant, svc.settings)

@@ -6,11 +6,40 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.kit.db import Base, UTCDateTime, utcnow
 
 
+class Policy(Base):
+    """What a run had learned once iteration k was recorded, kept apart from the run: its checkpoint, node scores and
+    lessons are copied here (or, for a backend that keeps checkpoints remotely, named), so it outlives the run.
+
+    No foreign key to the run: deleting the run leaves it; `source` stays its alias `<run_id>@<k>`."""
+
+    __tablename__ = "policies"
+    __table_args__ = (Index("ix_policies_tenant_graph", "tenant", "graph_id", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    graph_id: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str | None] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(160), unique=True)  # `<run_id>@<k>`
+    run_id: Mapped[str] = mapped_column(String(40))
+    iteration: Mapped[int]
+    backend: Mapped[str] = mapped_column(String(40))
+    base_model: Mapped[str] = mapped_column(String(255))
+    training_step: Mapped[int | None]  # the checkpoint's step (trainable backends)
+    # the model name the checkpoint is stored under: the policy's own copy (embedded), or the run's at its provider
+    checkpoint: Mapped[str | None] = mapped_column(String(255))
+    config: Mapped[dict]  # the run's effective configuration (app.runs.schemas.EffectiveConfig)
+    node_scores: Mapped[dict]  # per training scenario, the scores that had moved from 1.0 by iteration k
+    lessons: Mapped[dict | None]  # what in-context learning had distilled per scenario by then
+    reward: Mapped[dict | None]  # the iteration's rewards (app.loop.schemas.RewardStats)
+    trained_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when iteration k was recorded
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class Deployment(Base):
     """One promotion of a policy on a graph; the graph's latest is its current deployment, the others its history.
 
-    Not tied to the run by a foreign key: the history outlives runs deleted since; the current deployment's run cannot
-    be deleted (the runs domain asks `deployed_graph`)."""
+    Names its champion by policy id (`policy_id`) and by alias (`run_id`@`iteration`, what responses show); no foreign
+    key to either: the history outlives policies deleted since (a deployed one cannot be)."""
 
     __tablename__ = "deployments"
     __table_args__ = (Index("ix_deployments_graph", "graph_id", "id"), Index("ix_deployments_run", "run_id"))
@@ -18,9 +47,12 @@ class Deployment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     graph_id: Mapped[str] = mapped_column(String(200), ForeignKey("graphs.id", ondelete="CASCADE"))
     tenant: Mapped[str] = mapped_column(String(100))
+    # None: a policy whose run was deleted before policies were kept apart from runs (its history only)
+    policy_id: Mapped[str | None] = mapped_column(String(40), index=True)
     run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
-    # up to three challengers beside the champion: [{"run_id", "iteration", "share"}], the champion takes the rest
+    # up to three challengers beside the champion: [{"policy_id", "run_id", "iteration", "share"}], the champion takes
+    # the rest
     challengers: Mapped[list] = mapped_column(default=list)
     traffic: Mapped[str] = mapped_column(String(8), default="fixed")  # "auto": shares by top-two Thompson sampling
     floor: Mapped[float] = mapped_column(default=0.0)  # every policy's least share
@@ -47,7 +79,8 @@ class Evaluation(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))
     graph_id: Mapped[str] = mapped_column(String(200), ForeignKey("graphs.id", ondelete="CASCADE"))
-    policies: Mapped[list]  # policy ids, as resolved (`<run_id>@<k>`)
+    policies: Mapped[list]  # the policies' aliases, as resolved (`<run_id>@<k>`)
+    policy_ids: Mapped[list] = mapped_column(default=list)  # their ids, in the same order
     prospects: Mapped[list | None]  # given held-out prospects; None: the graph's scenarios not trained on
     status: Mapped[str] = mapped_column(String(16), default="queued")
     result: Mapped[dict | None]  # app.policies.schemas.EvaluationResult

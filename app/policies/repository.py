@@ -1,19 +1,19 @@
-"""Policies read from what runs recorded, and deployments: no copy of a run's learned state is made to name it."""
+"""Policies as runs recorded them (an iteration's learned state, read live while the run exists), and deployments."""
 
 import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, case, func, select
+from sqlalchemy import delete as sql_delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.backends.specs import SPECS
-from app.knowledge_graph.graph import ScenarioScores
+from app.backends.specs import SPECS, delete_stored_checkpoints
 from app.loop.schemas import TrainingOutcome
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
-from app.policies.models import Deployment, Evaluation
-from app.policies.schemas import PolicyRef, policy_id
+from app.policies.models import Deployment, Evaluation, Policy
+from app.policies.store import PolicyRef, policy_id
 from app.runs import repository as runs
 from app.runs.models import Iteration, Run
 from app.runs.schemas import EffectiveConfig
@@ -69,17 +69,6 @@ async def of_run(session: AsyncSession, run: Run, *, after: int, limit: int) -> 
     return [_policy(run, row) for row in rows[:limit]], len(rows) > limit
 
 
-async def node_scores(session: AsyncSession, policy: LearnedPolicy) -> ScenarioScores:
-    """Per training scenario, the scores that had moved from 1.0 once the iteration was recorded."""
-    return await runs.scores_after(session, policy.run_id, policy.iteration)
-
-
-async def lessons(session: AsyncSession, policy: LearnedPolicy) -> dict | None:
-    """What in-context learning had distilled per scenario by then (None without it)."""
-    return await session.scalar(select(Iteration.context).where(
-        Iteration.run_id == policy.run_id, Iteration.iteration == policy.iteration))
-
-
 # ---------------------------------------------------------------- deployments
 
 
@@ -94,27 +83,27 @@ async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployme
                                 .order_by(Deployment.id.desc()).limit(1))
 
 
-async def was_champion(session: AsyncSession, graph_id: str, tenant: str, run_id: str, iteration: int) -> bool:
+async def was_champion(session: AsyncSession, graph_id: str, tenant: str, policy_id_: str) -> bool:
     """The policy was the graph's champion in a deployment recorded before (promoting it again is a rollback)."""
     return await session.scalar(select(Deployment.id).where(
-        Deployment.graph_id == graph_id, Deployment.tenant == tenant, Deployment.run_id == run_id,
-        Deployment.iteration == iteration).limit(1)) is not None
+        Deployment.graph_id == graph_id, Deployment.tenant == tenant, Deployment.policy_id == policy_id_)
+        .limit(1)) is not None
 
 
 async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
-    """Per policy (`<run_id>@<k>`), its drafts on the graph with a known outcome (delivered before the reply window
-    closed, or replied to) and how many of them got a reply."""
+    """Per policy id, its drafts on the graph with a known outcome (delivered before the reply window closed, or
+    replied to) and how many of them got a reply."""
     delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
                               else_=0))
     replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
-    per_ref = (select(EmailRef.run_id, EmailRef.iteration, delivered.label("delivered"), replied.label("replied"))
+    per_ref = (select(EmailRef.policy_id, delivered.label("delivered"), replied.label("replied"))
                .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
                .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
-               .group_by(EmailRef.ref, EmailRef.run_id, EmailRef.iteration).subquery())
+               .group_by(EmailRef.ref, EmailRef.policy_id).subquery())
     rows = await session.execute(
-        select(per_ref.c.run_id, per_ref.c.iteration, func.count(), func.sum(per_ref.c.replied))
-        .where((per_ref.c.delivered + per_ref.c.replied) > 0).group_by(per_ref.c.run_id, per_ref.c.iteration))
-    return {policy_id(run_id, iteration): (sends, int(replies or 0)) for run_id, iteration, sends, replies in rows}
+        select(per_ref.c.policy_id, func.count(), func.sum(per_ref.c.replied))
+        .where((per_ref.c.delivered + per_ref.c.replied) > 0).group_by(per_ref.c.policy_id))
+    return {policy: (sends, int(replies or 0)) for policy, sends, replies in rows}
 
 
 EVALUATIONS_PAGE = 50
@@ -134,17 +123,23 @@ async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, p
             return None
 
 
-async def deployed_graph(session: AsyncSession, run_id: str) -> str | None:
-    """The graph whose current deployment drafts with one of this run's policies (its champion or a challenger)."""
-    latest = (select(func.max(Deployment.id).label("id")).group_by(Deployment.graph_id, Deployment.tenant).subquery())
-    current = await session.execute(select(Deployment.graph_id, Deployment.run_id, Deployment.challengers)
-                                    .join(latest, latest.c.id == Deployment.id))
-    for graph_id, champion, challengers in current:
-        if run_id == champion or any(c["run_id"] == run_id for c in challengers or []):
-            return graph_id
-    return None
-
-
-async def is_deployed(session: AsyncSession, policy: LearnedPolicy) -> bool:
+async def deployed(session: AsyncSession, policy: Policy) -> bool:
+    """The current deployment of the policy's graph (a policy deploys on its own graph only) drafts with it, as its
+    champion or a challenger."""
     deployment = await current(session, policy.graph_id, policy.tenant)
-    return deployment is not None and (deployment.run_id, deployment.iteration) == (policy.run_id, policy.iteration)
+    return deployment is not None and (deployment.policy_id == policy.id or any(
+        c.get("policy_id") == policy.id for c in deployment.challengers or []))
+
+
+async def is_deployed(session: AsyncSession, graph_id: str, tenant: str, source: str) -> bool:
+    """The policy (by alias) is the champion of its graph's current deployment."""
+    deployment = await current(session, graph_id, tenant)
+    return deployment is not None and policy_id(deployment.run_id, deployment.iteration) == source
+
+
+async def delete(session: AsyncSession, policy: Policy) -> None:
+    """The policy, its batches with their drafts (ON DELETE CASCADE) and its own checkpoint copy, in the caller's
+    transaction."""
+    if policy.checkpoint is not None and SPECS[policy.backend].stores_checkpoints:
+        await delete_stored_checkpoints(session, policy.checkpoint)
+    await session.execute(sql_delete(Policy).where(Policy.id == policy.id))

@@ -1,7 +1,6 @@
-"""What a run has learned once an iteration was recorded, addressed as `<run_id>@<k>`, and the policy a graph writes with."""
+"""Policies as the API shows them (kept ones by id `pol_…`, any by alias `<run_id>@<k>`), and the policy a graph
+writes with."""
 
-import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -12,38 +11,28 @@ from app.stats.estimators import OffPolicy
 from app.stats.intervals import Interval
 from app.kit.pages import Page
 
-_POLICY_ID = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
+class PolicyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-
-@dataclass(frozen=True)
-class PolicyRef:
-    """A policy id as given: a run and an iteration (None: the run's latest recorded one)."""
-
-    run_id: str
-    iteration: int | None
-
-    @classmethod
-    def parse(cls, text: str) -> "PolicyRef | None":
-        """`run_…@k` or `run_…`; None for anything else."""
-        match = _POLICY_ID.match(text.strip())
-        if match is None:
-            return None
-        iteration = match["iteration"]
-        return cls(match["run"], None if iteration is None else int(iteration))
-
-
-def policy_id(run_id: str, iteration: int) -> str:
-    return f"{run_id}@{iteration}"
+    source: str = Field(alias="from", min_length=1, max_length=120, description=(
+        "`<run_id>@<k>` (or `<run_id>` for its latest iteration): what the run had learned once iteration k was "
+        "recorded."))
+    name: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]*$")
 
 
 class PolicyOut(BaseModel):
-    id: str = Field(description="`<run_id>@<k>`: what the run had learned once iteration k was recorded.")
+    id: str = Field(description="Its own id (`pol_…`) once kept; for an iteration not kept, its alias `<run_id>@<k>`.")
+    name: str | None = Field(description="The name it was kept with, if any.")
+    source: str = Field(description="`<run_id>@<k>`: where it came from, an alias that keeps resolving to it.")
+    kept: bool = Field(description="Kept as a policy of its own (deployed, drafted with, evaluated, forked or kept with "
+                                   "`POST /policies`): it outlives its run.")
     run_id: str
     iteration: int
     graph_id: str
     backend: str
+    base_model: str = Field(description="The model its checkpoint was trained from (or, `openai`, the model it serves).")
     training_step: int | None = Field(description="The checkpoint's training step (trainable backends); null otherwise.")
-    created_at: datetime = Field(description="When iteration k was recorded.")
+    created_at: datetime = Field(description="When it was kept; for an iteration not kept, when it was recorded.")
     reward: RewardStats | None = Field(description="The iteration's rewards; null for iteration 0, the untrained policy.")
     deployed: bool = Field(description="The champion of its graph's current deployment (a challenger beside it is "
                                        "not).")
@@ -64,8 +53,8 @@ class ChallengerIn(BaseModel):
 class DeploymentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    policy: str = Field(min_length=1, max_length=120, description="The champion: `<run_id>@<k>`, or `<run_id>` for its "
-                                                                  "latest iteration.")
+    policy: str = Field(min_length=1, max_length=120, description="The champion: a policy id, `<run_id>@<k>`, or "
+                                                                  "`<run_id>` for its latest iteration.")
     challengers: list[ChallengerIn] = Field(default_factory=list, max_length=3, description=(
         "Up to three policies that draft a share of the prospects beside the champion, which drafts the rest."))
     require_evidence: bool | None = Field(None, description=(

@@ -1,42 +1,88 @@
-"""Who may read, deploy and write with a policy."""
+"""Who may read, keep, deploy and write with a policy."""
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.backends.specs import SPECS
+from app.backends.specs import SPECS, base_model
 from app.kit.db import utcnow
 from app.kit.errors import Conflict, NotFound, invalid
 from app.knowledge_graph import repository as graphs
-from app.policies import repository
-from app.policies.models import Deployment, Evaluation
+from app.policies import repository, store
+from app.policies.models import Deployment, Evaluation, Policy
 from app.policies.repository import LearnedPolicy
 from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
-    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, champion_share,
-    policy_id,
+    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, champion_share,
 )
+from app.policies.store import PolicyRef, policy_id
+from app.runs import policies as kept
 from app.runs import repository as runs
 from app.runs import transitions
 from app.runs.events import PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
+from app.runs.models import Run
+from app.kit.settings import Settings
+
+resolve = kept.keep  # every place a policy is taken keeps it, by its id or its alias
 
 
-async def resolve(session: AsyncSession, text: str, tenant: str, *, field: str | None = None) -> LearnedPolicy:
-    """The tenant's policy of that id: another tenant's, an unknown run or an unrecorded iteration is not found
-    (404 for a path's id; 422 naming `field` for a body's)."""
+async def find(session: AsyncSession, text: str, tenant: str) -> Policy | LearnedPolicy:
+    """For reading, keeping nothing: the tenant's kept policy of that id or alias, else the run's iteration as the run
+    recorded it (404 when neither is)."""
+    text = text.strip()
+    if store.is_own_id(text):
+        if (policy := await store.owned(session, text, tenant)) is None:
+            raise NotFound(f"policy {text[:120]!r} not found")
+        return policy
     ref = PolicyRef.parse(text)
     if ref is None:
-        message = f"{text[:120]!r} is no policy id: write '<run_id>@<iteration>' or '<run_id>'"
-        raise invalid(field, message) if field else NotFound(message)
-    policy = await repository.find(session, ref)
-    if policy is None or policy.tenant != tenant:
-        message = f"policy {text!r} not found: no such run of yours, or no such iteration recorded"
-        raise invalid(field, message) if field else NotFound(message)
+        raise NotFound(f"{text[:120]!r} is no policy id: write 'pol_…', '<run_id>@<iteration>' or '<run_id>'")
+    live = await repository.find(session, ref)
+    if live is not None and live.tenant != tenant:
+        live = None
+    source = live.id if live is not None else policy_id(ref.run_id, ref.iteration) if ref.iteration is not None else None
+    policy = await store.by_source(session, source) if source else None
+    if policy is not None and policy.tenant == tenant:
+        return policy
+    if live is None:
+        raise NotFound(f"policy {text!r} not found: no such policy or run of yours, or no such iteration recorded")
+    return live
+
+
+async def view(session: AsyncSession, policy: Policy | LearnedPolicy, settings: Settings) -> PolicyOut:
+    """A kept policy as kept; an iteration not kept, as its run recorded it (its alias for an id)."""
+    if isinstance(policy, Policy):
+        return PolicyOut(id=policy.id, name=policy.name, source=policy.source, kept=True, run_id=policy.run_id,
+                         iteration=policy.iteration, graph_id=policy.graph_id, backend=policy.backend,
+                         base_model=policy.base_model, training_step=policy.training_step, created_at=policy.created_at,
+                         reward=policy.reward,
+                         deployed=await repository.is_deployed(session, policy.graph_id, policy.tenant, policy.source))
+    return PolicyOut(id=policy.id, name=None, source=policy.id, kept=False, run_id=policy.run_id,
+                     iteration=policy.iteration, graph_id=policy.graph_id, backend=policy.backend,
+                     base_model=base_model(policy.backend, settings), training_step=policy.training_step,
+                     created_at=policy.created_at, reward=policy.reward,
+                     deployed=await repository.is_deployed(session, policy.graph_id, policy.tenant, policy.id))
+
+
+async def views_of_run(session: AsyncSession, policies: list[LearnedPolicy], settings: Settings) -> list[PolicyOut]:
+    """A run's iterations, each as kept where it was."""
+    kept_ones = await store.of_sources(session, {p.id for p in policies})
+    return [await view(session, kept_ones.get(p.id, p), settings) for p in policies]
+
+
+async def deletable(session: AsyncSession, policy_id_: str, tenant: str, discard_sends: bool, sent: int) -> Policy:
+    """The tenant's kept policy, unless deployed (409), or unless `sent` drafts with outcomes use it and the request
+    does not say to discard them (409)."""
+    policy = await store.owned(session, policy_id_, tenant)
+    if policy is None:
+        raise NotFound(f"policy {policy_id_[:120]!r} not found")
+    if await repository.deployed(session, policy):
+        raise Conflict(f"policy {policy.id!r} is deployed on graph {policy.graph_id!r}; deploy another first "
+                       f"(PUT /graphs/{policy.graph_id}/deployment)")
+    if sent and not discard_sends:
+        raise Conflict(f"deleting policy {policy.id!r} deletes {sent} drafts on graph {policy.graph_id!r} that were sent "
+                       "and have outcomes (those it wrote, and those of the batches it drafted as the champion): they are "
+                       "logged sends that evaluations of the policies drafting beside them read; DELETE with "
+                       "?discard_sends=true to delete them with it")
     return policy
-
-
-async def view(session: AsyncSession, policy: LearnedPolicy) -> PolicyOut:
-    return PolicyOut(id=policy.id, run_id=policy.run_id, iteration=policy.iteration, graph_id=policy.graph_id,
-                     backend=policy.backend, training_step=policy.training_step, created_at=policy.created_at,
-                     reward=policy.reward, deployed=await repository.is_deployed(session, policy))
 
 
 def _arms(row: Deployment) -> list[Arm]:
@@ -68,14 +114,17 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
                          history=[_record(row) for row in rows])
 
 
-async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: str, field: str) -> LearnedPolicy:
-    """The policy, if a graph's drafts can be written with it: of this graph, its run finished, its checkpoint kept."""
-    policy = await resolve(session, text, tenant, field=field)
+async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: str, field: str,
+                     settings: Settings) -> Policy:
+    """The policy, kept, if a graph's drafts can be written with it: of this graph, its run finished (or deleted since
+    it was kept), its checkpoint kept."""
+    policy, _ = await resolve(session, text, tenant, settings, field=field)  # refused, the keeping is rolled back
     if policy.graph_id != graph_id:
-        raise invalid(field, f"policy {policy.id!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
-    if not policy.run_status.terminal:
-        raise invalid(field, f"run {policy.run_id!r} is {policy.run_status}; deploy its policies once it has finished")
-    if not SPECS[policy.backend].keeps_every_checkpoint and policy.training_step is not None:
+        raise invalid(field, f"policy {policy.source!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
+    run = await session.get(Run, policy.run_id)
+    if run is not None and not run.status.terminal:
+        raise invalid(field, f"run {run.id!r} is {run.status}; deploy its policies once it has finished")
+    if run is not None and policy.training_step is not None and not SPECS[policy.backend].keeps_every_checkpoint:
         latest = await runs.latest_iteration(session, policy.run_id)
         if policy.iteration != latest:
             raise invalid(field, f"backend {policy.backend!r} keeps a finished run's latest and best checkpoints only: "
@@ -83,7 +132,8 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
     return policy
 
 
-async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
+async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str, settings: Settings
+                 ) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
     deployable once its run finished. Where the deployment requires evidence (as it stands, or as this request asks), a
     new champion needs the latest evaluation of both to put it ahead (409 saying what it shows), unless `force`, which
@@ -91,8 +141,8 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
-    champion = await deployable(session, body.policy, tenant, graph_id, "policy")
-    challengers = [await deployable(session, c.policy, tenant, graph_id, f"challengers.{i}.policy")
+    champion = await deployable(session, body.policy, tenant, graph_id, "policy", settings)
+    challengers = [await deployable(session, c.policy, tenant, graph_id, f"challengers.{i}.policy", settings)
                    for i, c in enumerate(body.challengers)]
     if len({champion.id, *(c.id for c in challengers)}) != 1 + len(challengers):
         raise invalid("challengers", "a policy appears twice among the champion and its challengers")
@@ -104,11 +154,11 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     strict = sequential or bool(current and current.require_evidence and current.sequential)
     evaluation_id, forced, found = None, False, None
     incumbent = policy_id(current.run_id, current.iteration) if current else None
-    if gated and incumbent is not None and incumbent != champion.id:
-        evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.id, incumbent})
-        found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.id, incumbent,
+    if gated and incumbent is not None and incumbent != champion.source:
+        evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.source, incumbent})
+        found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.source, incumbent,
                          sequential=strict) if evaluation
-                 else Verdict(False, f"no evaluation compares {champion.id!r} with the champion {incumbent!r}: "
+                 else Verdict(False, f"no evaluation compares {champion.source!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
             evaluation_id = evaluation.id
@@ -118,13 +168,13 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
             raise Conflict(f"graph {graph_id!r} requires evidence to promote a new champion: {found.message} "
                            "(or promote with \"force\": true, which is recorded)")
     row = Deployment(
-        graph_id=graph_id, tenant=tenant, run_id=champion.run_id, iteration=champion.iteration,
-        challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
+        graph_id=graph_id, tenant=tenant, policy_id=champion.id, run_id=champion.run_id, iteration=champion.iteration,
+        challengers=[{"policy_id": c.id, "run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
         require_evidence=require, sequential=sequential, forced=forced, evaluation_id=evaluation_id,
         trigger="request")
-    if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
+    if incumbent != champion.source:  # a new champion; the same one with other challengers or traffic is no promotion
         await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
     else:
         session.add(row)
@@ -144,9 +194,11 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
         found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion,
                         sequential=current.sequential)
         if found.ahead:
-            demoted = {"run_id": current.run_id, "iteration": current.iteration, "share": challenger["share"]}
+            demoted = {"policy_id": current.policy_id, "run_id": current.run_id, "iteration": current.iteration,
+                       "share": challenger["share"]}
             row = Deployment(
-                graph_id=current.graph_id, tenant=current.tenant, run_id=challenger["run_id"],
+                graph_id=current.graph_id, tenant=current.tenant, policy_id=challenger["policy_id"],
+                run_id=challenger["run_id"],
                 iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
@@ -160,18 +212,20 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
 async def _promote(session: AsyncSession, row: Deployment, replaced: str | None, *, gated: bool,
                    found: Verdict | None) -> None:
     """Adds the deployment of a new champion and announces it on the champion's run, in the same transaction: the
-    history and the event log never disagree. A champion the graph had before makes it a rollback."""
-    row.rollback = await repository.was_champion(session, row.graph_id, row.tenant, row.run_id, row.iteration)
+    history and the event log never disagree. A champion the graph had before makes it a rollback. A champion whose
+    run was deleted since it was kept is promoted unannounced (there is no run left to tell)."""
+    row.rollback = await repository.was_champion(session, row.graph_id, row.tenant, row.policy_id)
     row.deployed_at = utcnow()
     evidence = None
     if row.evaluation_id is not None and found is not None and found.estimator is not None:
         evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
                                      ahead=found.ahead, sequential=found.sequential)
-    event = await transitions.announce(
-        session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
-        policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
-        forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
-    row.event_id = event.id
+    if await session.get(Run, row.run_id) is not None:
+        event = await transitions.announce(
+            session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
+            policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
+            forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
+        row.event_id = event.id
     session.add(row)
 
 

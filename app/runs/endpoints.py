@@ -11,6 +11,7 @@ from fastapi.sse import EventSourceResponse
 
 from app.kit import conditional
 from app.backends.specs import delete_local_files, model_name
+from app.policies import store as policy_store
 from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
 from app.kit.db import Database
@@ -354,29 +355,21 @@ async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadS
 
 @router.delete("/runs/{run_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a finished run",
                responses={**CONFLICT, **NOT_FOUND})
-async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep, discard_sends: Annotated[bool, Query(
-        description="Also discard the outcomes of the drafts its policies wrote that were sent: without it, such a run "
-                    "is a 409, since every evaluation of a policy that drafted beside them reads them.")] = False,
-                     ) -> Response:
-    """Removes a finished run and everything it owns (iterations, trajectories, scores, events,
-    webhook deliveries, checkpoints) in one transaction, then ART's folder for it on this machine (its
-    logged conversations). A queued or running run → 409: cancel it first. A run whose drafts were sent → 409
-    unless `discard_sends`."""
+async def delete_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Response:
+    """Removes a finished run's history (iterations, trajectories, scores, events, webhook deliveries, its own
+    emails' refs and outcomes, checkpoints) in one transaction, then ART's folder for it on this machine (its logged
+    conversations) unless a kept policy's checkpoint is in it. Its kept policies stay (deployed, drafted with, evaluated,
+    forked or kept with `POST /policies`), with the drafts written with them. A queued or running run → 409: cancel it
+    first."""
+    name = model_name(svc.settings, run_id)
     async with svc.db.transaction() as session:
         run = await _run_or_404(session, run_id, tenant)
         if not run.status.terminal:
             raise Conflict(f"run {run_id!r} is {run.status}; cancel it first")
-        if svc.deployed_on is not None and (graph_id := await svc.deployed_on(session, run_id)):
-            raise Conflict(f"a policy of run {run_id!r} is deployed on graph {graph_id!r}; deploy another first "
-                           f"(PUT /graphs/{graph_id}/deployment)")
-        sent, graph_id = await svc.sent_drafts(session, run_id) if svc.sent_drafts else (0, None)
-        if sent and not discard_sends:
-            raise Conflict(f"deleting run {run_id!r} deletes {sent} drafts on graph {graph_id!r} that were sent and have "
-                           "outcomes (its policies' drafts, and those of the batches it drafted as the champion): they are "
-                           "logged sends that evaluations of the policies drafting beside them read; DELETE with "
-                           "?discard_sends=true to delete them with it")
-        await repository.delete_run(session, run, model_name(svc.settings, run_id))
-    await anyio.to_thread.run_sync(delete_local_files, svc.settings, model_name(svc.settings, run_id))
+        await repository.delete_run(session, run, name)
+        checkpoint_kept = await policy_store.names_checkpoint(session, name)
+    if not checkpoint_kept:
+        await anyio.to_thread.run_sync(delete_local_files, svc.settings, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

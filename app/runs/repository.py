@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.backends.specs import delete_stored_checkpoints
 from app.kit.db import Database
 from app.outcomes import refs
-from app.outcomes.models import EmailRef
+from app.outcomes.models import EmailRef, OutcomeRecord
 from app.runs.status import ACTIVE, RunStatus
 from app.events.signing import SecretBox
 from app.events.ssrf import redacted
@@ -281,8 +281,12 @@ async def last_trained_step(session: AsyncSession, run_id: str) -> int | None:
 
 
 async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
-    """The run and all it owns: iterations, trajectories, scores, events, deliveries and idempotency
-    keys go by ON DELETE CASCADE; the policy's stored checkpoints (no foreign key) through its backend."""
+    """The run and its history: iterations, trajectories, scores, events, deliveries and idempotency keys go by ON
+    DELETE CASCADE; the refs of its own emails and their outcomes, and its stored checkpoints, explicitly. What its
+    kept policies hold (their snapshot, their checkpoint's copy, the drafts written with them) stays."""
+    own = select(EmailRef.ref).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None))
+    await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(own)))
+    await session.execute(delete(EmailRef).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None)))
     await delete_stored_checkpoints(session, model_name)
     await session.execute(delete(Run).where(Run.id == run.id))
 

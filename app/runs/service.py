@@ -27,7 +27,7 @@ from app.knowledge_graph import service as graph_service
 from app.knowledge_graph.schemas import GraphDocument
 from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
-from app.runs import queue, repository
+from app.runs import policies, queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
 
@@ -164,8 +164,8 @@ async def create_run(
             session.add(run)
             if config.init_from:
                 await session.flush()
-                run.initial_context = await svc.warm_start(session, config.init_from, tenant, graph, config.backend,
-                                                           config.scenario_ids, run.id, svc.settings)
+                run.initial_context = await policies.start_from(session, config.init_from, tenant, graph, config.backend,
+                                                                config.scenario_ids, run.id, svc.settings)
             if idempotency_key:
                 await session.flush()
                 session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))

@@ -20,7 +20,7 @@ OPERATION_IDS = {
     "replaceGraph", "deleteGraph", "getGraph", "deleteRun", "exportRun",
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
     "receiveProviderEvents", "receiveReply", "receiveReplyMime", "getRunOutcomes",
-    "getPolicy", "listPolicies", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes", "createEvaluation", "getEvaluation", "listEvaluations",
+    "getPolicy", "listPolicies", "keepPolicy", "listKeptPolicies", "deletePolicy", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes", "createEvaluation", "getEvaluation", "listEvaluations",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}

@@ -84,7 +84,7 @@ async def test_a_run_has_a_policy_per_recorded_iteration(world):
     assert (await bob.get(f"/runs/{run_id}/policies")).status_code == 404
 
 
-async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
+async def test_a_deployment_is_promoted_and_rolled_back(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
         "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
@@ -99,8 +99,6 @@ async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     assert rolled_back["policy"] == f"{run_id}@1" and len(rolled_back["history"]) == 3
     # the shared demo graph has a deployment per tenant: Bob's is his own
     assert (await bob.get("/graphs/demo/deployment")).json()["policy"] is None
-    refused = await alice.delete(f"/runs/{run_id}")
-    assert refused.status_code == 409 and "'demo'" in refused.text
     for policy, says in (("run_nope@1", "not found"), (f"{run_id}@9", "not found"), ("a b", "no policy id")):
         answer = await alice.put("/graphs/demo/deployment", json={"policy": policy})
         assert answer.status_code == 422 and says in answer.text, answer.text
@@ -228,6 +226,7 @@ async def test_a_run_continues_from_a_policy(world):
     fintech = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-fintech-cto"})).json()
     assert fintech["scores"] in (like["scores"], learned["scores"])
     assert (await alice.get(f"/policies/{new_id}@0")).json()["training_step"] == 0
+    assert (await alice.get(f"/policies/{run_id}@2")).json()["kept"] is True  # forked, so kept
 
     for init_from, says in ((f"{run_id}@7", "not found"), ("nope@1", "not found")):
         answer = await alice.post("/learn-loop", json=BODY | {"init_from": init_from})
@@ -456,8 +455,11 @@ async def test_auto_traffic_and_auto_promotion(world):
     assert (await finished(alice, other, timeout=300))["status"] == "succeeded"
     assert (await alice.put("/graphs/demo/deployment", json={
         "policy": challenger, "challengers": [{"policy": f"{other}@1", "share": 0.2}]})).status_code == 200
-    refused = await alice.delete(f"/runs/{other}")  # a challenger drafts too: its run stays
+    kept = (await alice.get(f"/policies/{other}@1")).json()
+    assert (await alice.delete(f"/runs/{other}")).status_code == 204  # a challenger's run goes; the policy stays
+    refused = await alice.delete(f"/policies/{kept['id']}")  # a challenger drafts too
     assert refused.status_code == 409 and "'demo'" in refused.text
+    assert [c["policy"] for c in (await alice.get("/graphs/demo/deployment")).json()["challengers"]] == [f"{other}@1"]
 
 
 @pytest.mark.parametrize("body, says", [
@@ -472,7 +474,7 @@ async def test_bad_traffic_settings_are_422s(world, body, says):
     assert answer.status_code == 422 and says in answer.text, answer.text
 
 
-async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_discarded(world):
+async def test_a_policy_whose_drafts_were_sent_is_deleted_only_with_its_sends_discarded(world):
     alice, _, run_id = world
     other = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
     assert (await finished(alice, other, timeout=300))["status"] == "succeeded"
@@ -492,16 +494,24 @@ async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_disca
     never_drafted = (await evaluated(alice, created["evaluation_id"]))["result"]["policies"][0]
     assert never_drafted["off_policy"]["reason"] == "it had no share in any batch whose sends have a known outcome"
 
-    # its sends are evidence the champion's evaluations read: kept unless the request says to discard them
-    refused = await alice.delete(f"/runs/{other}")
-    assert refused.status_code == 409 and "discard_sends" in refused.text and "'demo'" in refused.text, refused.text
-    assert (await alice.get(f"/runs/{other}")).status_code == 200
+    # the run goes, its drafted-with policy and the sends stay
+    kept = (await alice.get(f"/policies/{challenger}")).json()
+    assert kept["kept"] is True and kept["id"].startswith("pol_")
+    assert (await alice.delete(f"/runs/{other}")).status_code == 204
+    assert (await alice.get(f"/runs/{other}")).status_code == 404
     outcomes = (await alice.get(f"/draft-batches/{batch['batch_id']}/outcomes")).json()["data"]
     assert len(outcomes) == len(drafts)
-    assert (await alice.delete(f"/runs/{other}", params={"discard_sends": "true"})).status_code == 204
-    assert (await alice.get(f"/runs/{other}")).status_code == 404
+    # its sends are evidence the champion's evaluations read: the policy goes only if the request discards them
+    refused = await alice.delete(f"/policies/{kept['id']}")
+    assert refused.status_code == 409 and "discard_sends" in refused.text and "'demo'" in refused.text, refused.text
+    assert (await alice.get(f"/policies/{kept['id']}")).status_code == 200
+    assert (await alice.delete(f"/policies/{kept['id']}", params={"discard_sends": "true"})).status_code == 204
+    assert (await alice.get(f"/policies/{kept['id']}")).status_code == 404
+    assert (await alice.get(f"/policies/{challenger}")).status_code == 404  # the alias with it: its run is gone
+    outcomes = (await alice.get(f"/draft-batches/{batch['batch_id']}/outcomes")).json()["data"]
+    assert len(outcomes) == sum(d["policy"] == champion for d in drafts)
 
-    # a batch goes with the run whose policy drafted it as the champion: its challengers' sent drafts too
+    # a batch goes with the policy that drafted it as the champion: its challengers' sent drafts too
     third = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
     assert (await finished(alice, third, timeout=300))["status"] == "succeeded"
     assert (await alice.put("/graphs/demo/deployment", json={
@@ -514,9 +524,11 @@ async def test_a_run_whose_drafts_were_sent_is_deleted_only_with_its_sends_disca
               for d in drafts if d["policy"] == champion]  # only the challenger's drafts were sent
     assert events and (await alice.post("/outcomes", json={"events": events})).json()["accepted"] == len(events)
     assert (await alice.put("/graphs/demo/deployment", json={"policy": champion, "force": True})).status_code == 200
-    refused = await alice.delete(f"/runs/{third}")
+    third_policy = (await alice.get(f"/policies/{third}@1")).json()["id"]
+    refused = await alice.delete(f"/policies/{third_policy}")
     assert refused.status_code == 409 and f"{len(events)} drafts" in refused.text, refused.text
-    assert (await alice.delete(f"/runs/{third}", params={"discard_sends": "true"})).status_code == 204
+    assert (await alice.delete(f"/policies/{third_policy}", params={"discard_sends": "true"})).status_code == 204
+    assert (await alice.get(f"/draft-batches/{batch['batch_id']}")).status_code == 404
 
 
 async def test_shares_over_one_by_a_rounding_error_leave_the_champion_nothing_rather_than_less(world):
@@ -525,3 +537,88 @@ async def test_shares_over_one_by_a_rounding_error_leave_the_champion_nothing_ra
         "policy": f"{run_id}@2", "floor": 0, "force": True,
         "challengers": [{"policy": f"{run_id}@1", "share": 0.5}, {"policy": f"{run_id}@0", "share": 0.5000000009}]})
     assert answer.status_code == 200 and answer.json()["share"] == 0.0, answer.text
+
+
+async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
+    alice, bob, _ = world
+    run = (await alice.post("/learn-loop", json=BODY | {"iterations": 1})).json()["run_id"]
+    assert (await finished(alice, run, timeout=300))["status"] == "succeeded"
+    # kept once, however many ask at the same time
+    answers = await asyncio.gather(*(alice.post("/policies", json={"from": f"{run}@1", "name": "first try"})
+                                     for _ in range(2)))
+    assert sorted(a.status_code for a in answers) == [200, 201], [a.text for a in answers]
+    assert answers[0].json() == answers[1].json()
+    policy = answers[0].json()
+    assert policy["id"].startswith("pol_") and policy["training_step"] >= 1, policy
+    assert {k: policy[k] for k in ("name", "source", "graph_id", "backend", "base_model", "deployed", "kept")} == {
+        "name": "first try", "source": f"{run}@1", "graph_id": "demo", "backend": "embedded", "base_model": "embedded",
+        "deployed": False, "kept": True}
+    again = await alice.post("/policies", json={"from": run})  # the run alone: its latest, kept already
+    assert again.status_code == 200 and again.json() == policy
+    assert (await alice.get(f"/policies/{policy['id']}")).json() == policy
+    assert (await alice.get(f"/policies/{run}@1")).json() == policy
+    assert (await alice.get(f"/runs/{run}/policies")).json()["data"][1] == policy
+    untrained = await alice.post("/policies", json={"from": f"{run}@0"})
+    assert untrained.status_code == 201 and untrained.json()["training_step"] == 0 and untrained.json()["name"] is None
+    listed = (await alice.get("/policies", params={"graph_id": "demo", "limit": 200})).json()["data"]
+    assert policy in listed and [p["id"] for p in listed] == sorted(p["id"] for p in listed)
+    first = (await alice.get("/policies", params={"limit": 1})).json()
+    assert first["has_more"] is True and len(first["data"]) == 1
+    rest = (await alice.get("/policies", params={"after": first["data"][0]["id"], "limit": 200})).json()["data"]
+    assert [p["id"] for p in rest] == [p["id"] for p in listed if p["id"] > first["data"][0]["id"]]
+    assert (await alice.get("/policies", params={"graph_id": "nope"})).json() == {"data": [], "has_more": False}
+    # another tenant's policy is as unknown as an unknown one
+    for client, policy_id in ((bob, policy["id"]), (alice, "pol_nope")):
+        assert (await client.get(f"/policies/{policy_id}")).status_code == 404
+        assert (await client.delete(f"/policies/{policy_id}")).status_code == 404
+    assert policy["id"] not in [p["id"] for p in (await bob.get("/policies")).json()["data"]]
+    for client, source, says in ((bob, f"{run}@1", "not found"), (alice, f"{run}@9", "not found"),
+                                 (alice, "a b", "no policy id")):
+        answer = await client.post("/policies", json={"from": source})
+        assert answer.status_code == 422 and says in answer.text and "from" in answer.text, answer.text
+
+    # deployed by its id, its run deleted: the run's history goes, the policy stays and still answers by id and alias
+    learned = (await alice.get(f"/runs/{run}/node-scores", params={"iteration": 1, "scenario_id": "scn-saas-cfo"})).json()
+    deployed = await alice.put("/graphs/demo/deployment", json={"policy": policy["id"], "require_evidence": False,
+                                                                "force": True})
+    assert deployed.status_code == 200 and deployed.json()["policy"] == f"{run}@1", deployed.text
+    assert (await alice.delete(f"/runs/{run}")).status_code == 204
+    assert (await alice.get(f"/runs/{run}")).status_code == 404
+    assert (await alice.get(f"/policies/{policy['id']}")).json() == policy | {"deployed": True}
+    assert (await alice.get(f"/policies/{run}@1")).json()["id"] == policy["id"]
+    # it drafts, named by id, from its own copy of the checkpoint
+    batch = (await alice.post("/drafts", json={"graph_id": "demo", "policy": policy["id"], "prospects": PROSPECTS})).json()
+    done = await drafted(alice, batch["batch_id"])
+    assert done["status"] == "succeeded" and (done["policy"], done["policy_id"]) == (f"{run}@1", policy["id"]), done
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    assert all(d["email"] and d["policy_id"] == policy["id"] for d in drafts)
+    # its sends' outcomes are still attributed, its run gone
+    ref = drafts[0]["email"]["ref"]
+    reported = await alice.post("/outcomes", json={"events": [{"ref": ref, "type": "replied", "id": "kept-reply",
+                                                               "occurred_at": "2026-11-20T09:30:00Z",
+                                                               "recipient": "tomasz@example.org"}]})
+    assert reported.json() == {"accepted": 1, "duplicates": 0, "unattributed": 0}, reported.text
+    replied = (await alice.get(f"/draft-batches/{batch['batch_id']}/outcomes")).json()["data"]
+    assert [o["replies"] for o in replied if o["ref"] == ref] == [1]
+    # a run forks it by id, starting from its node scores
+    forked = await alice.post("/learn-loop", json=BODY | {"iterations": 1, "init_from": policy["id"]})
+    assert forked.status_code == 202, forked.text
+    fork = forked.json()["run_id"]
+    assert (await finished(alice, fork, timeout=300))["status"] == "succeeded"
+    start = (await alice.get(f"/runs/{fork}/node-scores", params={"iteration": 0, "scenario_id": "scn-saas-cfo"})).json()
+    assert start["scores"] == learned["scores"]
+    # an evaluation takes it by id, and names it both ways
+    evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [policy["id"], f"{fork}@1"]})).json()
+    report = await evaluated(alice, evaluation["evaluation_id"])
+    assert report["status"] == "succeeded" and report["policies"] == [f"{run}@1", f"{fork}@1"], report
+    assert report["policy_ids"][0] == policy["id"] and report["policy_ids"][1].startswith("pol_")
+
+    # deployed, it stays; once another is deployed, it goes with its sent drafts discarded, and its batch with it
+    refused = await alice.delete(f"/policies/{policy['id']}", params={"discard_sends": "true"})
+    assert refused.status_code == 409 and "deployed on graph 'demo'" in refused.text, refused.text
+    assert (await alice.put("/graphs/demo/deployment", json={"policy": f"{fork}@1"})).status_code == 200, "ungated"
+    refused = await alice.delete(f"/policies/{policy['id']}")
+    assert refused.status_code == 409 and "1 drafts" in refused.text, refused.text
+    assert (await alice.delete(f"/policies/{policy['id']}", params={"discard_sends": "true"})).status_code == 204
+    for gone in (f"/policies/{policy['id']}", f"/policies/{run}@1", f"/draft-batches/{batch['batch_id']}"):
+        assert (await alice.get(gone)).status_code == 404, gone

@@ -34,11 +34,11 @@ async def delete_model_checkpoints(session: AsyncSession, model_name: str) -> No
     await session.execute(delete(PolicyCheckpoint).where(PolicyCheckpoint.model_name == model_name))
 
 
-async def copy_checkpoint(session: AsyncSession, source: str, step: int, target: str) -> bool:
-    """A model's checkpoint at `step` as another model's step 0 (a run that continues a policy), in the caller's
-    transaction; False when the source step is not stored."""
+async def copy_checkpoint(session: AsyncSession, source: str, step: int, target: str, target_step: int) -> bool:
+    """A model's checkpoint at `step` as another model's `target_step` (a kept policy's own copy, or a run that
+    continues a policy from its step 0), in the caller's transaction; False when the source step is not stored."""
     row = await session.get(PolicyCheckpoint, (source, step))
     if row is None:
         return False
-    session.add(PolicyCheckpoint(model_name=target, step=0, data=row.data, metrics={}))
+    session.add(PolicyCheckpoint(model_name=target, step=target_step, data=row.data, metrics={}))
     return True

@@ -1,0 +1,83 @@
+"""Kept policies, read by id or by alias: below the runs domain, which keeps them, and above nothing but the tables.
+
+A policy is addressed by its own id (`pol_…`) or by its alias `<run_id>@<k>` (`<run_id>` alone: the run's latest
+iteration), which stays valid once the run is deleted.
+"""
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.backends.specs import SPECS
+from app.policies.models import Policy
+
+ID_PREFIX = "pol_"
+_ALIAS = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """An alias as given: a run and an iteration (None: the run's latest recorded one)."""
+
+    run_id: str
+    iteration: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> "PolicyRef | None":
+        """`run_…@k` or `run_…`; None for anything else."""
+        match = _ALIAS.match(text.strip())
+        if match is None:
+            return None
+        iteration = match["iteration"]
+        return cls(match["run"], None if iteration is None else int(iteration))
+
+
+def policy_id(run_id: str, iteration: int) -> str:
+    """The alias of what a run had learned once iteration k was recorded."""
+    return f"{run_id}@{iteration}"
+
+
+def is_own_id(text: str) -> bool:
+    return text.strip().startswith(ID_PREFIX)
+
+
+async def owned(session: AsyncSession, policy_id_: str, tenant: str) -> Policy | None:
+    """The tenant's kept policy of that id; another tenant's is None, as an unknown one."""
+    policy = await session.get(Policy, policy_id_.strip())
+    return policy if policy is not None and policy.tenant == tenant else None
+
+
+async def by_source(session: AsyncSession, source: str) -> Policy | None:
+    """The policy kept from `<run_id>@<k>`, any tenant's (the caller checks whose)."""
+    return await session.scalar(select(Policy).where(Policy.source == source))
+
+
+async def of_sources(session: AsyncSession, sources: set[str]) -> dict[str, Policy]:
+    if not sources:
+        return {}
+    return {p.source: p for p in (await session.scalars(select(Policy).where(Policy.source.in_(sources)))).all()}
+
+
+async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
+               ) -> tuple[list[Policy], bool]:
+    """The tenant's kept policies, oldest first (ids sort by creation time)."""
+    query = select(Policy).where(Policy.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(Policy.graph_id == graph_id)
+    if after is not None:
+        query = query.where(Policy.id > after)
+    rows = (await session.scalars(query.order_by(Policy.id).limit(limit + 1))).all()
+    return list(rows[:limit]), len(rows) > limit
+
+
+def serving_key(policy: Policy) -> str:
+    """What a worker registers to serve the policy's checkpoint under (`Executor.policy`): the policy's own copy
+    where the backend stores checkpoints with us, else the run's model at its provider."""
+    return policy.id if SPECS[policy.backend].stores_checkpoints else policy.run_id
+
+
+async def names_checkpoint(session: AsyncSession, model_name: str) -> bool:
+    """A kept policy's checkpoint is stored under this model name (a run's, at a provider or in ART's folder)."""
+    return await session.scalar(select(Policy.id).where(Policy.checkpoint == model_name).limit(1)) is not None
