@@ -126,8 +126,7 @@ async def start(settings: Settings, *, worker: bool, api: bool = True) -> Proces
         from app.evaluations import workflow as evaluations_workflow  # noqa: F401
         from app.runs import executor, workflow  # noqa: F401
 
-        process.relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(process.api.secrets),
-                                     process.api.secrets.open_url)
+        process.relay = WebhookRelay(db, settings, process.api.secrets)
         process.executor = executor.Executor(process.api, wake_relay=process.relay.wake)
         process.api.health.append(process.executor.embedded.problem)
         executor.install(process.executor)

@@ -2,12 +2,16 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
+from app.core import ServicesDep
 from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
 from app.errors import NotFound
+from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
+from app.knowledge_graph import repository as graphs
 from app.pages import cursor_params
 from app.policies import repository, service
+from app.policies.events import CATALOGUE, GraphEventList
 from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyList, PolicyOut
 from app.runs.repository import owned_run
 
@@ -47,3 +51,31 @@ async def put_deployment(graph_id: str, body: DeploymentIn, db: DatabaseDep, ten
     """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback."""
     async with db.transaction() as session:
         return await service.deploy(session, graph_id, body, tenant)
+
+
+EVENT_STREAM = stream_responses(
+    'event: policy.promoted\ndata: {"graph_id":"demo","seq":1,"policy":"run_…@3","replaced":null,"trigger":"request",'
+    '"gated":false,"forced":false,"evaluation":null,"evidence":null,"deployed_at":"…"}\nid: 1\n\n',
+    "never (a graph's stream goes on)")
+
+
+@router.get("/graphs/{graph_id}/events", response_model=GraphEventList,
+            summary="A graph's events, in order; live with Accept: text/event-stream",
+            responses={**EVENT_STREAM, **NOT_FOUND}, tags=["policies"])
+async def list_graph_events(graph_id: str, request: Request, svc: ServicesDep, tenant: TenantDep, page: EventsCursor,
+                            last_event_id: LastEventId = None):
+    """Your deployment's events on the graph, in seq order: `deployment.changed`, `policy.promoted`,
+    `policy.rolled_back`, `evaluation.succeeded`, `evaluation.failed`.
+
+    With `Accept: text/event-stream` they stream live as Server-Sent Events, as a run's do: `id` is the seq,
+    `Last-Event-ID` resumes after it, and a `: ping` comment every 15 s keeps idle connections open. A graph has no
+    last event: the stream goes on until the client leaves.
+    """
+    after = page.after if last_event_id is None else last_event_id
+    async with svc.db.read() as session:  # closed before streaming: the graph's one poller feeds every stream
+        if not await graphs.visible(session, graph_id, tenant):
+            raise NotFound(f"graph {graph_id!r} not found")
+        listed = await page_or_none(session, request, service.graph_subject(graph_id, tenant), after, page.limit)
+    if listed is not None:
+        return listed
+    return event_stream(svc.feed, CATALOGUE, service.graph_subject(graph_id, tenant), after=after, until=None)

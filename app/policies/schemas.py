@@ -125,8 +125,8 @@ class DeploymentRecord(BaseModel):
         "`request`: a PUT of the deployment; `auto_promote`: an evaluation put this champion ahead."))
     rollback: bool = Field(False, description="Its champion had been the graph's champion before.")
     event: str | None = Field(None, description=(
-        "The `policy.promoted` or `policy.rolled_back` event announcing it on the champion's run (`GET /runs/{run_id}/"
-        "events`); null when the champion stayed the same (only its challengers or traffic changed)."))
+        "The `policy.promoted`, `policy.rolled_back` or `deployment.changed` event announcing it on the graph (`GET "
+        "/graphs/{graph_id}/events`); null for a deployment older than the graph's events."))
 
 
 class DeploymentOut(BaseModel):

@@ -4,6 +4,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import utcnow
 from app.errors import Conflict, NotFound, invalid
+from app.events import service as events
+from app.events.models import Event
+from app.events.schemas import GraphEventData, Subject, SubjectKind
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
 from app.policies.models import Deployment, Evaluation
@@ -13,9 +16,8 @@ from app.policies.schemas import (
     Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, PolicyRef, champion_share,
     policy_id,
 )
+from app.policies.events import DeploymentChangedData, PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 from app.runs import repository as runs
-from app.runs import transitions
-from app.runs.events import PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 
 
 async def resolve(session: AsyncSession, text: str, tenant: str, *, field: str | None = None) -> LearnedPolicy:
@@ -87,7 +89,8 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     deployable once its run finished. Where the deployment requires evidence (as it stands, or as this request asks), a
     new champion needs the latest evaluation of both to put it ahead (409 saying what it shows), unless `force`, which
     is recorded. A new champion
-    is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
+    is announced on the graph as `policy.promoted` (or `policy.rolled_back`), a new deployment that keeps it as
+    `deployment.changed`; a refusal is not announced."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
     champion = await deployable(session, body.policy, tenant, graph_id, "policy")
@@ -126,6 +129,11 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     if incumbent != champion.id:  # a new champion; the same one with other challengers or traffic is no promotion
         await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
     else:
+        row.deployed_at = utcnow()
+        event = await announce(session, graph_id, tenant, DeploymentChangedData, policy=champion.id,
+                               challengers=_arms(row), traffic=row.traffic, require_evidence=row.require_evidence,
+                               sequential=row.sequential, auto_promote=row.auto_promote, deployed_at=row.deployed_at)
+        row.event_id = event.id
         session.add(row)
     await session.flush()
     return await deployment(session, graph_id, tenant)
@@ -133,7 +141,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
 
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers), announced on its run; returns it, or None."""
+    champion takes its place among the challengers), announced on the graph; returns it, or None."""
     current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -158,16 +166,16 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
 
 async def _promote(session: AsyncSession, row: Deployment, replaced: str | None, *, gated: bool,
                    found: Verdict | None) -> None:
-    """Adds the deployment of a new champion and announces it on the champion's run, in the same transaction: the
-    history and the event log never disagree. A champion the graph had before makes it a rollback."""
+    """Adds the deployment of a new champion and announces it on the graph, in the same transaction: the history and
+    the event log never disagree. A champion the graph had before makes it a rollback."""
     row.rollback = await repository.was_champion(session, row.graph_id, row.tenant, row.run_id, row.iteration)
     row.deployed_at = utcnow()
     evidence = None
     if row.evaluation_id is not None and found is not None and found.estimator is not None:
         evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
                                      ahead=found.ahead, sequential=found.sequential)
-    event = await transitions.announce(
-        session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
+    event = await announce(
+        session, row.graph_id, row.tenant, PolicyRolledBackData if row.rollback else PolicyPromotedData,
         policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
         forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
     row.event_id = event.id
@@ -177,3 +185,17 @@ async def _promote(session: AsyncSession, row: Deployment, replaced: str | None,
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:
     if not await graphs.visible(session, graph_id, tenant):
         raise NotFound(f"graph {graph_id!r} not found")
+
+
+def graph_subject(graph_id: str, tenant: str) -> Subject:
+    """Whom a graph's events belong to: the tenant's deployment on it (a shared graph has one per tenant)."""
+    return Subject(SubjectKind.GRAPH, graph_id, tenant)
+
+
+async def announce(session: AsyncSession, graph_id: str, tenant: str, payload_type: type[GraphEventData],
+                   **data) -> Event:
+    """An event of the tenant's deployment on the graph, in the caller's transaction, which holds the graph's lock
+    (`graphs.lock`, as promotions do): the graph's next seq."""
+    subject = graph_subject(graph_id, tenant)
+    seq = await events.last_seq(session, subject) + 1
+    return await events.emit(session, subject, payload_type(graph_id=graph_id, seq=seq, **data), None)
