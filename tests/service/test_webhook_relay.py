@@ -276,7 +276,7 @@ async def test_a_secret_sealed_under_another_key_fails_the_attempt_visibly_and_s
 
 
 def select_deliveries(run_id: str):
-    return select(WebhookDelivery).where(WebhookDelivery.run_id == run_id).order_by(WebhookDelivery.event_id)
+    return select(WebhookDelivery).where(WebhookDelivery.subject_id == run_id).order_by(WebhookDelivery.event_id)
 
 
 async def test_a_stopping_worker_records_the_attempt_it_interrupts_and_frees_the_delivery(tmp_path):
