@@ -1,6 +1,7 @@
 """events by subject: an event belongs to a run, a graph (the tenant's deployment on it) or a draft batch, with a seq per
-subject; each webhook delivery carries its receiver's sealed secret, so one relay delivers every subject's webhooks.
-A run's policy.promoted and policy.rolled_back events move to the graph they were promoted on.
+subject; each webhook delivery carries its receiver's sealed secret, so one relay delivers every subject's webhooks;
+a deployment has a receiver of the graph's events. A run's policy.promoted and policy.rolled_back events move to the
+graph they were promoted on.
 
 Revision ID: 0015
 Revises: 0013
@@ -58,6 +59,9 @@ def upgrade() -> None:
         batch_op.alter_column('secret', existing_type=sa.Text(), nullable=False)
         batch_op.create_index('ix_webhook_deliveries_subject', ['tenant', 'subject_kind', 'subject_id', 'created_at'],
                               unique=False)
+    with op.batch_alter_table('deployments', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('webhook_url', sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column('webhook_secret', sa.Text(), nullable=True))
 
 
 def _promotions_to_their_graphs() -> None:
@@ -81,6 +85,9 @@ def _promotions_to_their_graphs() -> None:
 
 def downgrade() -> None:
     """Back to run events: a graph's and a batch's events (and their deliveries) have no run to go to and are dropped."""
+    with op.batch_alter_table('deployments', schema=None) as batch_op:
+        batch_op.drop_column('webhook_secret')
+        batch_op.drop_column('webhook_url')
     op.execute("DELETE FROM events WHERE subject_kind <> 'run'")
     with op.batch_alter_table('events', schema=None) as batch_op:
         batch_op.add_column(sa.Column('run_id', sa.String(length=40), nullable=True))

@@ -5,9 +5,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 
 from app.core import ServicesDep
-from app.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, TenantDep
-from app.errors import NotFound
+from app.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.errors import NotFound, invalid
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
+from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.knowledge_graph import repository as graphs
 from app.pages import cursor_params
 from app.policies import repository, service
@@ -39,18 +40,24 @@ async def list_policies(run_id: str, session: ReadSession, tenant: TenantDep, pa
 
 @router.get("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="The policy a graph writes with",
             responses=NOT_FOUND)
-async def get_deployment(graph_id: str, session: ReadSession, tenant: TenantDep) -> DeploymentOut:
+async def get_deployment(graph_id: str, session: ReadSession, svc: ServicesDep, tenant: TenantDep) -> DeploymentOut:
     """The current deployment and every earlier one, the current one first."""
-    return await service.deployment(session, graph_id, tenant)
+    return await service.deployment(session, graph_id, tenant, svc.secrets)
 
 
 @router.put("/graphs/{graph_id}/deployment", response_model=DeploymentOut, summary="Deploy a policy on a graph",
             responses={**NOT_FOUND, **BODY_ERRORS, 409: {"model": ErrorOut, "description": (
                 "The deployment requires evidence, and no evaluation puts the new champion ahead")}})
-async def put_deployment(graph_id: str, body: DeploymentIn, db: DatabaseDep, tenant: TenantDep) -> DeploymentOut:
-    """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback."""
-    async with db.transaction() as session:
-        return await service.deploy(session, graph_id, body, tenant)
+async def put_deployment(graph_id: str, body: DeploymentIn, svc: ServicesDep, tenant: TenantDep) -> DeploymentOut:
+    """Drafts on the graph are written with this policy from now on; deploying an earlier one is a rollback. The
+    graph's events go to the deployment's `webhook_url`, signed with the `webhook_secret` shown once when it is set."""
+    if body.webhook_url is not None:
+        try:
+            await resolve(str(body.webhook_url), allow_private=svc.settings.webhook_allow_private)
+        except UnsafeWebhookURL as exc:
+            raise invalid("webhook_url", str(exc)) from None
+    async with svc.db.transaction() as session:
+        return await service.deploy(session, graph_id, body, tenant, svc.secrets)
 
 
 EVENT_STREAM = stream_responses(

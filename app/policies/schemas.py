@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.events.ssrf import WebhookURL
 from app.loop.schemas import Interval, RewardStats
 from app.pages import Page
 
@@ -80,6 +81,9 @@ class DeploymentIn(BaseModel):
     min_sends: int = Field(100, ge=1, le=1_000_000, description=(
         "`auto`: mature sends a policy needs before its share moves from even (1/policies)."))
     auto_promote: bool = Field(False, description="Promote a challenger as soon as an evaluation puts it ahead.")
+    webhook_url: WebhookURL | None = Field(None, description=(
+        "Receives the graph's events (`GET /graphs/{graph_id}/events`), signed. Absent: the current deployment's "
+        "receiver stays; null: none from now on; a new URL gets a new `webhook_secret`, shown once in this answer."))
 
     @model_validator(mode="after")
     def _shares(self) -> "DeploymentIn":
@@ -141,6 +145,9 @@ class DeploymentOut(BaseModel):
     min_sends: int
     auto_promote: bool
     deployed_at: datetime | None
+    webhook_url: str | None = Field(None, description="The receiver of the graph's events, its query redacted.")
+    webhook_secret: str | None = Field(None, description=(
+        "Only in the answer of the PUT that set a new `webhook_url`: the secret its webhooks are signed with."))
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
 
 

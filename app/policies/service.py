@@ -6,7 +6,9 @@ from app.db import utcnow
 from app.errors import Conflict, NotFound, invalid
 from app.events import service as events
 from app.events.models import Event
-from app.events.schemas import GraphEventData, Subject, SubjectKind
+from app.events.schemas import GraphEventData, Receiver, Subject, SubjectKind
+from app.events.signing import SecretBox, new_secret
+from app.events.ssrf import redacted
 from app.knowledge_graph import repository as graphs
 from app.policies import repository
 from app.policies.models import Deployment, Evaluation
@@ -50,7 +52,7 @@ def _record(row: Deployment) -> DeploymentRecord:
                             event=row.event_id)
 
 
-async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> DeploymentOut:
+async def deployment(session: AsyncSession, graph_id: str, tenant: str, box: SecretBox) -> DeploymentOut:
     await _visible_graph(session, graph_id, tenant)
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
@@ -66,6 +68,7 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
                          require_evidence=current.require_evidence, sequential=current.sequential,
                          traffic=current.traffic, floor=current.floor,
                          min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
+                         webhook_url=redacted(box.open_url(current.webhook_url)) if current.webhook_url else None,
                          history=[_record(row) for row in rows])
 
 
@@ -84,7 +87,7 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
     return policy
 
 
-async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str) -> DeploymentOut:
+async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str, box: SecretBox) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
     deployable once its run finished. Where the deployment requires evidence (as it stands, or as this request asks), a
     new champion needs the latest evaluation of both to put it ahead (409 saying what it shows), unless `force`, which
@@ -119,8 +122,10 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         else:
             raise Conflict(f"graph {graph_id!r} requires evidence to promote a new champion: {found.message} "
                            "(or promote with \"force\": true, which is recorded)")
+    webhook_url, webhook_secret, shown = _receiver(body, current, box)
     row = Deployment(
         graph_id=graph_id, tenant=tenant, run_id=champion.run_id, iteration=champion.iteration,
+        webhook_url=webhook_url, webhook_secret=webhook_secret,
         challengers=[{"run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
@@ -130,13 +135,28 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
     else:
         row.deployed_at = utcnow()
+        session.add(row)
+        await session.flush()  # the graph's receiver is the new deployment's
         event = await announce(session, graph_id, tenant, DeploymentChangedData, policy=champion.id,
                                challengers=_arms(row), traffic=row.traffic, require_evidence=row.require_evidence,
                                sequential=row.sequential, auto_promote=row.auto_promote, deployed_at=row.deployed_at)
         row.event_id = event.id
-        session.add(row)
     await session.flush()
-    return await deployment(session, graph_id, tenant)
+    return (await deployment(session, graph_id, tenant, box)).model_copy(update={"webhook_secret": shown})
+
+
+def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) -> tuple[str | None, str | None, str | None]:
+    """The new deployment's receiver, sealed (URL, secret), and its secret when new, to show once: the current one's
+    unless the request names one; the same URL again keeps its secret."""
+    if "webhook_url" not in body.model_fields_set:
+        return (current.webhook_url, current.webhook_secret, None) if current else (None, None, None)
+    if body.webhook_url is None:
+        return None, None, None
+    url = str(body.webhook_url)
+    if current is not None and current.webhook_url and box.open_url(current.webhook_url) == url:
+        return current.webhook_url, current.webhook_secret, None
+    secret = new_secret()
+    return box.seal(url), box.seal(secret), secret
 
 
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
@@ -158,7 +178,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
                 require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
-                evaluation_id=evaluation.id, trigger="auto_promote")
+                evaluation_id=evaluation.id, trigger="auto_promote", webhook_url=current.webhook_url,
+                webhook_secret=current.webhook_secret)
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
     return None
@@ -174,12 +195,13 @@ async def _promote(session: AsyncSession, row: Deployment, replaced: str | None,
     if row.evaluation_id is not None and found is not None and found.estimator is not None:
         evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
                                      ahead=found.ahead, sequential=found.sequential)
+    session.add(row)
+    await session.flush()  # the graph's receiver is the new deployment's
     event = await announce(
         session, row.graph_id, row.tenant, PolicyRolledBackData if row.rollback else PolicyPromotedData,
         policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
         forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
     row.event_id = event.id
-    session.add(row)
 
 
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:
@@ -195,7 +217,9 @@ def graph_subject(graph_id: str, tenant: str) -> Subject:
 async def announce(session: AsyncSession, graph_id: str, tenant: str, payload_type: type[GraphEventData],
                    **data) -> Event:
     """An event of the tenant's deployment on the graph, in the caller's transaction, which holds the graph's lock
-    (`graphs.lock`, as promotions do): the graph's next seq."""
+    (`graphs.lock`, as promotions do): the graph's next seq, and a delivery to the current deployment's receiver."""
     subject = graph_subject(graph_id, tenant)
     seq = await events.last_seq(session, subject) + 1
-    return await events.emit(session, subject, payload_type(graph_id=graph_id, seq=seq, **data), None)
+    current = await repository.current(session, graph_id, tenant)
+    receiver = Receiver(current.webhook_url, current.webhook_secret) if current and current.webhook_url else None
+    return await events.emit(session, subject, payload_type(graph_id=graph_id, seq=seq, **data), receiver)
