@@ -89,7 +89,8 @@ async def test_a_deployment_is_promoted_rolled_back_and_keeps_its_run(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
         "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
-        "sequential": False, "traffic": "fixed", "floor": 0.01, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
+        "sequential": False, "traffic": "fixed", "floor": 0.01, "min_sends": 100, "auto_promote": False, "deployed_at": None,
+        "webhook_url": None, "webhook_secret": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()

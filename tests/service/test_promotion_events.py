@@ -274,3 +274,30 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
     assert (loosened["require_evidence"], loosened["sequential"]) == (True, False)
     promoted = await put(bob, {"policy": challenger})
     assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == created["evaluation_id"]
+
+
+async def test_a_deployments_receiver_is_kept_replaced_or_removed_by_a_put(world):
+    _, bob = world
+    champion = (await bob.client.get("/graphs/demo/deployment")).json()["policy"]
+    same = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion,
+                                                                  "webhook_url": bob.receiver.url})).json()
+    assert same["webhook_secret"] is None and same["webhook_url"] == bob.receiver.url  # the same URL keeps its secret
+    replaced = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion,
+                                                                      "webhook_url": bob.receiver.url + "?token=t"})).json()
+    assert replaced["webhook_secret"].startswith("whsec_") and replaced["webhook_secret"] != bob.secret
+    assert replaced["webhook_url"] == bob.receiver.url + "?***"  # the token is never shown again
+    [announced] = [e for e in await graph_events(bob) if e["id"] == replaced["history"][0]["event"]]
+    assert Webhook(replaced["webhook_secret"]).verify(*[(r["body"], r["headers"]) for r in (await _heard_raw(
+        bob, announced["id"]))][0])["type"] == "deployment.changed"
+    removed = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion, "webhook_url": None})).json()
+    assert removed["webhook_url"] is None and removed["history"][0]["event"] is not None  # still an event, unheard
+    await asyncio.sleep(1)
+    assert removed["history"][0]["event"] not in {r["headers"]["webhook-id"] for r in bob.receiver.requests}
+    unsafe = await bob.client.put("/graphs/demo/deployment", json={"policy": champion, "webhook_url": "ftp://x/hook"})
+    assert unsafe.status_code == 422 and "webhook_url" in unsafe.text
+
+
+async def _heard_raw(tenant: Tenant, event_id: str) -> list[dict]:
+    while event_id not in {r["headers"]["webhook-id"] for r in tenant.receiver.delivered()}:
+        await asyncio.sleep(0.05)
+    return [r for r in tenant.receiver.delivered() if r["headers"]["webhook-id"] == event_id]
