@@ -581,3 +581,26 @@ async def test_shares_over_one_by_a_rounding_error_leave_the_champion_nothing_ra
         "policy": f"{run_id}@2", "floor": 0, "force": True,
         "challengers": [{"policy": f"{run_id}@1", "share": 0.5}, {"policy": f"{run_id}@0", "share": 0.5000000009}]})
     assert answer.status_code == 200 and answer.json()["share"] == 0.0, answer.text
+
+
+async def test_an_evaluation_ends_with_an_event_of_its_graph_for_its_tenant_only(world, monkeypatch):
+    from app.evaluations import workflow
+
+    alice, bob, run_id = world
+
+    async def unreadable(*args, **kwargs):
+        raise RuntimeError("the logged sends could not be read")
+
+    before = (await alice.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
+    theirs = (await bob.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
+    monkeypatch.setattr(workflow, "logged_sends", unreadable)
+    created = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", f"{run_id}@2"]}))
+    assert (await evaluated(alice, created.json()["evaluation_id"]))["status"] == "failed"
+    after = (await alice.get("/graphs/demo/events", params={"limit": 1000, "after": before[-1]["seq"] if before else 0}))
+    [failed] = after.json()["data"]
+    assert failed["type"] == "evaluation.failed" and failed["seq"] == len(before) + 1
+    assert failed["data"] == {"graph_id": "demo", "seq": failed["seq"], "evaluation": created.json()["evaluation_id"],
+                              "policies": [f"{run_id}@1", f"{run_id}@2"],
+                              "error": "RuntimeError: the logged sends could not be read"}
+    assert (await bob.get("/graphs/demo/events", params={"limit": 1000})).json()["data"] == theirs  # Alice's alone
+    assert (await bob.get("/graphs/nope/events")).status_code == 404
