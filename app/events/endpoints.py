@@ -20,16 +20,17 @@ LastEventId = Annotated[int | None, Header(
     alias="Last-Event-ID", ge=0, le=MAX_SEQ, description="The seq of the last event seen; takes precedence over `after`.")]
 
 
-def stream_responses(example: str, ended: str) -> dict:
-    """The OpenAPI answers of an events route besides its JSON page: the stream, and the 204 of a subject that
-    `ended` ("the run is finished") with nothing after the cursor."""
-    return {
-        200: {"content": {"text/event-stream": {
-            "schema": {"type": "string", "description": "Server-Sent Events: `id` = seq, `event` = type, `data` = the event's data (JSON)."},
-            "example": example,
-        }}},
-        204: {"description": f"Stream only: {ended} and has no event after the cursor (EventSource stops reconnecting)."},
-    }
+def stream_responses(example: str, ended: str | None) -> dict:
+    """The OpenAPI answers of an events route besides its JSON page: the stream, and for a subject that ends, the 204
+    once it has `ended` ("the run is finished") with nothing after the cursor."""
+    answers: dict = {200: {"content": {"text/event-stream": {
+        "schema": {"type": "string", "description": "Server-Sent Events: `id` = seq, `event` = type, `data` = the event's data (JSON)."},
+        "example": example,
+    }}}}
+    if ended is not None:
+        answers[204] = {"description": f"Stream only: {ended} and has no event after the cursor (EventSource stops "
+                                       "reconnecting)."}
+    return answers
 
 
 async def page_or_none(session: AsyncSession, request: Request, subject: Subject, after: int, limit: int) -> dict | None:
