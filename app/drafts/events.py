@@ -28,11 +28,15 @@ class BatchEndedData(BatchEventData):
 
 
 class DraftBatchSucceededData(BatchEndedData):
+    """Every prospect of the batch was drafted (a prospect the policy wrote no email for counts as drafted)."""
+
     type = BatchEventType.DRAFT_BATCH_SUCCEEDED
     status: Literal[BatchStatus.SUCCEEDED] = BatchStatus.SUCCEEDED
 
 
 class DraftBatchFailedData(BatchEndedData):
+    """The batch failed, once every chunk had ended: the drafts stored stand, `error` says why."""
+
     type = BatchEventType.DRAFT_BATCH_FAILED
     status: Literal[BatchStatus.FAILED] = BatchStatus.FAILED
 
