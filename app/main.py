@@ -19,12 +19,14 @@ from app.knowledge_graph.endpoints import router as graphs_router
 from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
 from app.policies.endpoints import router as policies_router
+from app.policies.events import CATALOGUE as GRAPH_EVENTS
 from app.drafts.endpoints import router as drafts_router
+from app.drafts.events import CATALOGUE as BATCH_EVENTS
 from app.evaluations.endpoints import router as evaluations_router
 from app.runs.endpoints import render_ahead
 from app.runs.endpoints import graphs_router as graph_changes_router
 from app.runs.endpoints import router as runs_router
-from app.runs.events import WEBHOOK_MODELS
+from app.runs.events import CATALOGUE as RUN_EVENTS
 from app.kit.settings import Settings, get_settings
 from app.ui.endpoints import router as ui_router
 from app.kit.worker_process import WorkerProcess
@@ -77,7 +79,8 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     app.include_router(drafts_router, **secured)
     app.include_router(evaluations_router, **secured)
     app.include_router(outcome_hooks, dependencies=[Depends(reject_unknown_query_params)])
-    document_webhooks(app.webhooks, WEBHOOK_MODELS)
+    for catalogue in (RUN_EVENTS, GRAPH_EVENTS, BATCH_EVENTS):
+        document_webhooks(app.webhooks, catalogue.webhook_models())
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)
     app.include_router(health_router)

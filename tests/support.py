@@ -310,6 +310,46 @@ async def chunked(data: bytes, size: int = 512):
         yield data[start:start + size]
 
 
+async def sse_until(app, path: str, headers: dict[str, str], n: int, timeout: float = 30) -> list[tuple[str, str, dict]]:
+    """The first `n` events (id, event, data) of a live stream that need not end (a graph's), read straight from the
+    ASGI app, which then sees the client leave (httpx's ASGI transport waits for a response's end)."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("test", 80), "headers": [(b"host", b"test"), (b"accept", b"text/event-stream"),
+                                                 *((k.lower().encode(), v.encode()) for k, v in headers.items())]}
+    left, asked, body = asyncio.Event(), False, ""
+
+    async def receive() -> dict:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        nonlocal body
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200, message
+        elif message["type"] == "http.response.body":
+            body += message.get("body", b"").decode()
+            if body.count("\nid: ") + body.startswith("id: ") >= n:
+                left.set()
+
+    task = asyncio.create_task(app(scope, receive, send))
+    try:
+        await asyncio.wait_for(left.wait(), timeout)
+        await asyncio.wait_for(task, timeout)
+    finally:
+        task.cancel()
+    found = []
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
+        if "data" in fields:
+            found.append((fields["id"], fields["event"], json.loads(fields["data"])))
+    return found[:n]
+
+
 def connect(app) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 

@@ -10,8 +10,11 @@ from app.core import ServicesDep
 from app.kit.docs import inline_refs
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.drafts import service
-from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
+from app.drafts.events import CATALOGUE, BatchEventList
+from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, BatchStatus, DraftPage, DraftRequest
 from app.kit.errors import invalid
+from app.events import service as events
+from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.kit.pages import cursor_params
 
 router = APIRouter(tags=["drafts"])
@@ -66,6 +69,36 @@ async def create_drafts(request: Request, response: Response, svc: ServicesDep, 
 async def get_draft_batch(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> BatchOut:
     """Its status and progress: `completed` of `count` prospects drafted."""
     return service.batch_view(await service.batch_of(session, batch_id, tenant))
+
+
+EVENT_STREAM = stream_responses(
+    'event: draft_batch.succeeded\ndata: {"batch_id":"drb_…","seq":1,"status":"succeeded","count":2,"completed":2,'
+    '"policy":"run_…@3","error":null}\nid: 1\n\n', "the batch is finished")
+
+
+@router.get("/draft-batches/{batch_id}/events", response_model=BatchEventList,
+            summary="A draft batch's events, in order; live with Accept: text/event-stream",
+            responses={**EVENT_STREAM, **NOT_FOUND})
+async def list_batch_events(batch_id: BatchId, request: Request, svc: ServicesDep, tenant: TenantDep,
+                            page: EventsCursor, last_event_id: LastEventId = None):
+    """Events in seq order (`draft_batch.succeeded` or `draft_batch.failed`); their data is exactly what the batch's
+    webhook receives.
+
+    With `Accept: text/event-stream` they stream live as Server-Sent Events, as a run's do: `id` is the seq,
+    `Last-Event-ID` resumes after it, a `: ping` comment every 15 s keeps idle connections open, and the stream ends
+    after the batch's outcome event. A finished batch's stream ends once it has given its events; reconnecting with
+    nothing new answers 204.
+    """
+    after = page.after if last_event_id is None else last_event_id
+    async with svc.db.read() as session:  # closed before streaming: the batch's one poller feeds every stream
+        batch = await service.batch_of(session, batch_id, tenant)
+        subject = service.subject(batch)
+        listed = await page_or_none(session, request, subject, after, page.limit)
+        ended = batch.status in (BatchStatus.SUCCEEDED, BatchStatus.FAILED)
+        until = await events.last_seq(session, subject) if ended and listed is None else None
+    if listed is not None:
+        return listed
+    return event_stream(svc.feed, CATALOGUE, subject, after=after, until=until)
 
 
 @router.get("/draft-batches/{batch_id}/drafts", response_model=DraftPage, summary="A batch's drafts",

@@ -20,6 +20,7 @@ from app.drafts.schemas import (
 )
 from app.kit.db import utcnow
 from app.kit.errors import Conflict, NotFound, invalid
+from app.events.schemas import Subject, SubjectKind
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
@@ -209,6 +210,11 @@ async def batch_of(session: AsyncSession, batch_id: str, tenant: str) -> DraftBa
     if batch is None or batch.tenant != tenant:
         raise NotFound(f"draft batch {batch_id!r} not found")
     return batch
+
+
+def subject(batch: DraftBatch) -> Subject:
+    """Whom the batch's events belong to."""
+    return Subject(SubjectKind.DRAFT_BATCH, batch.id, batch.tenant)
 
 
 def batch_view(batch: DraftBatch) -> BatchOut:

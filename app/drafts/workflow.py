@@ -1,23 +1,24 @@
 """A draft batch's durable workflows: the prospects in chunks, each chunk a workflow of its own on the chunks queue
 (any worker drafts it), whose one step drafts the chunk's prospects not yet drafted and stores them in one transaction.
-The batch's workflow enqueues its chunks, waits for every one, then ends the batch and notifies its webhook, once.
+The batch's workflow enqueues its chunks, waits for every one, then ends the batch and writes its outcome event, once
+(its webhook, if any, goes out through the outbox relay: a receiver never holds the batch's queue slot).
 Killed mid-batch, each workflow resumes where it stopped (a chunk at its step, the batch at the chunk it waits for) and
 every prospect ends up drafted exactly once. Only workers import this module (it imports the loop)."""
 
 import asyncio
-import json
 import logging
 
-import httpx
 from dbos import DBOS, WorkflowHandleAsync
 from sqlalchemy import select, update
 
 from app.kit.db import describe, utcnow
-from app.drafts.models import Draft, DraftBatch
 from app import tasks
+from app.drafts import service
+from app.drafts.events import DraftBatchFailedData, DraftBatchSucceededData
+from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import BatchStatus, DraftEmail
-from app.events.relay import send_signed
-from app.events.service import new_id
+from app.events import service as events
+from app.events.schemas import Receiver
 from app.loop.email import Written
 from app.loop.features import content_hash, email_features, segment
 from app.loop.reward import rollout_seed
@@ -28,7 +29,6 @@ from app.drafts.writing import DraftingFailed, write_for, writer
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
-NOTIFY_ATTEMPTS = 8  # a receiver's failures are retried with backoff for about four minutes
 log = logging.getLogger("codreamer")
 
 
@@ -92,47 +92,23 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
 
 
 @DBOS.step(name="draft_finish")
-async def finish_step(batch_id: str, error: str | None) -> str | None:
-    """Marks the batch succeeded or failed; returns its outcome event's type, or None when nobody is to hear it."""
+async def finish_step(batch_id: str, error: str | None) -> None:
+    """Marks the batch succeeded or failed, with its outcome event (and its webhook's delivery) in the same transaction;
+    once, however often the step runs."""
     async with current().services.db.transaction() as session:
-        batch = await session.get(DraftBatch, batch_id)
-        if batch is None:
-            return None
+        batch = await session.get(DraftBatch, batch_id, with_for_update=True)
+        if batch is None or batch.status in (BatchStatus.SUCCEEDED, BatchStatus.FAILED):
+            return
         batch.status = BatchStatus.FAILED if error else BatchStatus.SUCCEEDED
         batch.error = {"message": error, "step": "draft"} if error else None
         batch.finished_at = utcnow()
-        return f"draft_batch.{batch.status.value}" if batch.webhook_url else None
-
-
-@DBOS.step(name="draft_notify", retries_allowed=True, max_attempts=NOTIFY_ATTEMPTS, interval_seconds=2.0, backoff_rate=2.0)
-async def notify_step(batch_id: str, event_type: str, event_id: str) -> int:
-    """The batch's outcome, POSTed to its webhook_url signed as run webhooks are; retried on any non-2xx answer, a
-    timeout or a connection error, with the same event id."""
-    services = current().services
-    async with services.db.read() as session:
-        batch = await session.get(DraftBatch, batch_id)
-    if batch is None or batch.webhook_url is None:
-        return 0
-    data = {"batch_id": batch.id, "status": batch.status.value, "count": batch.count, "completed": batch.completed,
-            "policy": f"{batch.run_id}@{batch.iteration}", "error": batch.error}
-    body = _event_body(event_type, batch.finished_at.isoformat(), data)
-    settings = services.settings
-    async with httpx.AsyncClient(follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False) as client:
-        status = await send_signed(client, services.secrets.open_url(batch.webhook_url), event_id, body,
-                                   services.secrets.open(batch.webhook_secret), allow_private=settings.webhook_allow_private)
-    if not 200 <= status < 300:
-        raise RuntimeError(f"receiver answered {status}")
-    return status
-
-
-def _event_body(event_type: str, timestamp: str, data: dict) -> str:
-    return json.dumps({"type": event_type, "timestamp": timestamp, "data": data}, separators=(",", ":"))
-
-
-@DBOS.step(name="draft_event_id")
-async def event_id_step() -> str:
-    """Recorded, so every retry and every replay sends the same `webhook-id`."""
-    return new_id("evt")
+        subject = service.subject(batch)
+        payload = DraftBatchFailedData if error else DraftBatchSucceededData
+        await events.emit(session, subject, payload(
+            batch_id=batch.id, seq=await events.last_seq(session, subject) + 1, count=batch.count,
+            completed=batch.completed, policy=f"{batch.run_id}@{batch.iteration}", error=batch.error,
+        ), Receiver(batch.webhook_url, batch.webhook_secret) if batch.webhook_url else None)
+    current().wake_relay()
 
 
 @DBOS.workflow(name=tasks.DRAFT_CHUNK.name)
@@ -170,10 +146,5 @@ async def draft_batch(batch_id: str) -> str:
             await chunk.get_result(polling_interval_sec=CHUNK_POLL_S)
         except Exception as exc:  # noqa: BLE001 - the first failure is the batch's
             error = error or _failure(batch_id, exc)
-    event_type = await finish_step(batch_id, error)
-    if event_type is not None:
-        try:
-            await notify_step(batch_id, event_type, await event_id_step())
-        except Exception as exc:  # noqa: BLE001 - the drafts stand; the receiver missed the news
-            log.warning("draft batch %s: its webhook was not delivered: %s", batch_id, exc)
+    await finish_step(batch_id, error)
     return BatchStatus.FAILED.value if error else BatchStatus.SUCCEEDED.value

@@ -22,6 +22,7 @@ from app.outcomes.schemas import OutcomeType
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
+from app.policies.events import EvaluationFailedData, EvaluationSucceededData
 from app.policies.likeness import most_like
 from app.policies.models import Evaluation
 from app.policies.schemas import EvaluationResult, PolicyEvaluation
@@ -142,9 +143,11 @@ async def evaluate_step(evaluation_id: str) -> str:
                               "predict from")
     async with services.db.transaction() as session:
         evaluation = await session.get(Evaluation, evaluation_id)
-        if evaluation is not None:
+        if evaluation is not None and evaluation.status != "succeeded":  # a step replayed after its commit: told once
             evaluation.result, evaluation.status, evaluation.finished_at = result.model_dump(mode="json"), "succeeded", utcnow()
-            await graphs.lock(session, evaluation.graph_id)  # promotions of one graph take turns
+            await graphs.lock(session, evaluation.graph_id)  # promotions (and the graph's events) take turns
+            await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationSucceededData,
+                                          evaluation=evaluation.id, policies=evaluation.policies)
             if promoted := await policy_service.promote_if_ahead(session, evaluation):
                 log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
     return "succeeded"
@@ -154,8 +157,11 @@ async def evaluate_step(evaluation_id: str) -> str:
 async def fail_step(evaluation_id: str, message: str) -> None:
     async with current().services.db.transaction() as session:
         evaluation = await session.get(Evaluation, evaluation_id)
-        if evaluation is not None:
+        if evaluation is not None and evaluation.status != "failed":  # a step replayed after its commit: told once
             evaluation.status, evaluation.error, evaluation.finished_at = "failed", {"message": message}, utcnow()
+            await graphs.lock(session, evaluation.graph_id)  # the graph's events take turns
+            await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationFailedData,
+                                          evaluation=evaluation.id, policies=evaluation.policies, error=message)
 
 
 @DBOS.workflow(name=tasks.EVALUATION.name)

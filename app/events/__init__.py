@@ -1,1 +1,2 @@
-"""Signed, retried webhook deliveries of run events (Standard Webhooks), from a database outbox."""
+"""Every subject's event log (runs, graphs, draft batches), its live streams, and its signed, retried webhook deliveries
+(Standard Webhooks) from a database outbox."""

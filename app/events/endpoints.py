@@ -1,12 +1,60 @@
-"""The webhooks a run's receiver gets, for the OpenAPI document's `webhooks` section."""
+"""What every subject's events route shares (`GET /runs/{id}/events`, `/graphs/{id}/events`,
+`/draft-batches/{id}/events`): the cursor, the `Last-Event-ID` header, the answer as a JSON page or a live stream;
+and the webhooks' entries in the OpenAPI document's `webhooks` section."""
 
 from collections.abc import Mapping
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.sse import EventSourceResponse
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.events import service, stream
+from app.events.schemas import Catalogue, Subject
+from app.kit.pages import cursor_params
+
+MAX_SEQ = 2**31 - 1  # the seq column is a 32-bit integer on PostgreSQL
+EventsCursor = cursor_params(Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")], first=0,
+                             default_limit=100, max_limit=1000, limit_help="Page size (JSON only).")
+LastEventId = Annotated[int | None, Header(
+    alias="Last-Event-ID", ge=0, le=MAX_SEQ, description="The seq of the last event seen; takes precedence over `after`.")]
+
+
+def stream_responses(example: str, ended: str | None) -> dict:
+    """The OpenAPI answers of an events route besides its JSON page: the stream, and for a subject that ends, the 204
+    once it has `ended` ("the run is finished") with nothing after the cursor."""
+    answers: dict = {200: {"content": {"text/event-stream": {
+        "schema": {"type": "string", "description": "Server-Sent Events: `id` = seq, `event` = type, `data` = the event's data (JSON)."},
+        "example": example,
+    }}}}
+    if ended is not None:
+        answers[204] = {"description": f"Stream only: {ended} and has no event after the cursor (EventSource stops "
+                                       "reconnecting)."}
+    return answers
+
+
+async def page_or_none(session: AsyncSession, request: Request, subject: Subject, after: int, limit: int) -> dict | None:
+    """The JSON page of the subject's events, unless the request asks for the stream (None)."""
+    if stream.wants_event_stream(request.headers.get("accept")):
+        return None
+    listed, has_more = await service.events_page(session, subject, after=after, limit=limit)
+    return {"data": listed, "has_more": has_more}
+
+
+def event_stream(feed: stream.EventFeed, catalogue: Catalogue, subject: Subject, *, after: int,
+                 until: int | None) -> Response:
+    """The live stream after `after`; `until` is the last seq of a subject that has ended (the stream stops there),
+    None while it goes on. An ended subject with nothing after the cursor answers 204."""
+    if until is not None and until <= after:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return EventSourceResponse(stream.encode(feed.follow(catalogue, subject, after=after, until=until)),
+                               headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
 
 DESCRIPTION = (
-    "POSTed to the run's `webhook_url`, signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, "
-    "`webhook-signature`). Any non-2xx answer is retried with backoff; deduplicate on `webhook-id`."
+    "POSTed to the `webhook_url` of the event's subject (a run's, a draft batch's, a graph's deployment's), signed per "
+    "Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Any non-2xx answer is retried with "
+    "backoff; deduplicate on `webhook-id`."
 )
 
 

@@ -7,13 +7,13 @@ Every worker runs one. Three rules keep delivery fair and exact:
   attempt is recorded as a timeout. Only the answer's status counts: at most
   `ANSWER_READ_CAP` bytes of its body are read (a short body to its end, so the connection can
   be reused), never a large one, whose connection is closed unread.
-- **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, and a run has at most
-  `WEBHOOK_CONCURRENCY_PER_RUN` attempts in flight across all workers (each claim records until
-  when it holds its delivery, and workers take turns claiming, under one lock). A worker claims
-  only as many due deliveries as it has free slots, round-robin across runs (each run's oldest
-  due delivery first, then each run's second, ...), and starts each attempt as soon as it is
-  claimed: nothing waits behind a slow receiver, and a slow receiver holds at most its run's
-  slots, each for at most the deadline.
+- **Fair slots.** A worker has `WEBHOOK_CONCURRENCY` send slots, and a subject (a run, a graph,
+  a draft batch) has at most `WEBHOOK_CONCURRENCY_PER_RUN` attempts in flight across all workers
+  (each claim records until when it holds its delivery, and workers take turns claiming, under
+  one lock). A worker claims only as many due deliveries as it has free slots, round-robin across
+  subjects (each subject's oldest due delivery first, then each subject's second, ...), and starts
+  each attempt as soon as it is claimed: nothing waits behind a slow receiver, and a slow
+  receiver holds at most its subject's slots, each for at most the deadline.
 - **A lease that covers the attempt.** A claim is a conditional update that moves the
   delivery's `next_attempt_at` to now + deadline + `LEASE_MARGIN_S` (reading before, recording
   after), so no worker claims it again while its attempt is in flight; a claim expires if its
@@ -30,19 +30,18 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.db import Database, utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.schemas import DeliveryStatus
-from app.events.signing import SecretUnavailable, signed_headers
+from app.events.signing import SecretBox, SecretUnavailable, signed_headers
 from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.kit.settings import Settings
 
@@ -58,10 +57,6 @@ ANSWER_READ_CAP = 64 * 1024
 httpx's body reads quadratic, and a receiver must not be able to burn the worker's CPU or memory."""
 
 CLAIM_LOCK = 0x636C61696D  # PostgreSQL advisory lock key: one worker claims at a time ("claim")
-
-SecretLookup = Callable[[AsyncSession, str], Awaitable[str]]
-"""The signing secret of a run's receiver (the runs domain owns it)."""
-
 
 def payload(event: Event) -> str:
     """The exact body every attempt of an event sends (and whose signature a receiver checks)."""
@@ -98,17 +93,16 @@ async def send_signed(client: httpx.AsyncClient, url: str, event_id: str, body: 
 
 
 class WebhookRelay:
-    def __init__(self, db: Database, settings: Settings, secret_of: SecretLookup, open_url: Callable[[str], str]):
+    def __init__(self, db: Database, settings: Settings, box: SecretBox):
         self.db = db
         self.settings = settings
-        self.secret_of = secret_of
-        self.open_url = open_url  # deliveries keep their URL sealed
+        self.box = box  # deliveries keep their receiver's URL and secret sealed
         self.slots = settings.webhook_concurrency
-        self.slots_per_run = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
+        self.slots_per_subject = min(settings.webhook_concurrency_per_run, settings.webhook_concurrency)
         self.lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._sending = 0  # this worker's attempts in flight; the database counts every worker's per run
+        self._sending = 0  # this worker's attempts in flight; the database counts every worker's per subject
         self._tasks: set[asyncio.Task] = set()
         self._client = httpx.AsyncClient(
             follow_redirects=False, timeout=settings.webhook_timeout_s, trust_env=False,
@@ -142,9 +136,9 @@ class WebhookRelay:
     async def fill_slots(self) -> int:
         """Claims due deliveries into the free slots and starts their attempts; returns how many."""
         claimed = await self._claim_due(self.slots - self.in_flight)
-        for event_id, run_id, lease in claimed:
+        for event_id, lease in claimed:
             self._sending += 1
-            task = asyncio.create_task(self._deliver(event_id, run_id, lease))
+            task = asyncio.create_task(self._deliver(event_id, lease))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return len(claimed)
@@ -158,43 +152,45 @@ class WebhookRelay:
             await asyncio.wait(tasks, timeout=grace_s)
         await self._client.aclose()
 
-    async def _claim_due(self, free: int) -> list[tuple[str, str, datetime]]:
-        """Round-robin across runs: every run's oldest due delivery, then every run's second, ..."""
+    async def _claim_due(self, free: int) -> list[tuple[str, datetime]]:
+        """Round-robin across subjects: every subject's oldest due delivery, then every subject's second, ..."""
         if free <= 0:
             return []
+        subject = (WebhookDelivery.tenant, WebhookDelivery.subject_kind, WebhookDelivery.subject_id)
         async with self.db.transaction() as session:
             if self.db.engine.dialect.name == "postgresql":  # SQLite's write transactions take turns already
                 await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CLAIM_LOCK})
             now = utcnow()
-            in_flight = Counter(dict((await session.execute(
-                select(WebhookDelivery.run_id, func.count())
+            in_flight = Counter({tuple(key): n for *key, n in (await session.execute(
+                select(*subject, func.count())
                 .where(WebhookDelivery.status == DeliveryStatus.PENDING, WebhookDelivery.claimed_until > now)
-                .group_by(WebhookDelivery.run_id)
-            )).all()))  # every worker's attempts in flight, this one's included
-            full = [run_id for run_id, n in in_flight.items() if n >= self.slots_per_run]
+                .group_by(*subject)
+            )).all()})  # every worker's attempts in flight, this one's included
+            full = [key for key, n in in_flight.items() if n >= self.slots_per_subject]
             rank = func.row_number().over(
-                partition_by=WebhookDelivery.run_id, order_by=(WebhookDelivery.next_attempt_at, WebhookDelivery.event_id),
+                partition_by=subject, order_by=(WebhookDelivery.next_attempt_at, WebhookDelivery.event_id),
             ).label("rank")
-            due = (select(WebhookDelivery.event_id, WebhookDelivery.run_id, WebhookDelivery.next_attempt_at, rank)
+            due = (select(WebhookDelivery.event_id, *subject, WebhookDelivery.next_attempt_at, rank)
                    .where(WebhookDelivery.status == DeliveryStatus.PENDING, WebhookDelivery.next_attempt_at <= now))
             if full:
-                due = due.where(WebhookDelivery.run_id.not_in(full))
+                due = due.where(tuple_(*subject).not_in(full))
             due = due.subquery()
             rows = (await session.execute(
-                select(due.c.event_id, due.c.run_id).where(due.c.rank <= self.slots_per_run)
+                select(due.c.event_id, due.c.tenant, due.c.subject_kind, due.c.subject_id)
+                .where(due.c.rank <= self.slots_per_subject)
                 .order_by(due.c.rank, due.c.next_attempt_at, due.c.event_id).limit(free + in_flight.total())
             )).all()
             taken, chosen = in_flight, []
-            for event_id, run_id in rows:
+            for event_id, *key in rows:
                 if len(chosen) == free:
                     break
-                if taken[run_id] < self.slots_per_run:
-                    taken[run_id] += 1
-                    chosen.append((event_id, run_id))
+                if taken[tuple(key)] < self.slots_per_subject:
+                    taken[tuple(key)] += 1
+                    chosen.append(event_id)
             # The lease starts now, with the attempt: claimed deliveries never wait for a slot.
             lease = utcnow() + timedelta(seconds=self.lease_s)
             claimed = []
-            for event_id, run_id in sorted(chosen):  # one lock order for every worker
+            for event_id in sorted(chosen):  # one lock order for every worker
                 result = await session.execute(
                     update(WebhookDelivery)
                     .where(WebhookDelivery.event_id == event_id, WebhookDelivery.status == DeliveryStatus.PENDING,
@@ -202,25 +198,23 @@ class WebhookRelay:
                     .values(next_attempt_at=lease, claimed_until=lease)
                 )
                 if result.rowcount:
-                    claimed.append((event_id, run_id, lease))
+                    claimed.append((event_id, lease))
             return claimed
 
-    async def _deliver(self, event_id: str, run_id: str, lease: datetime) -> None:
+    async def _deliver(self, event_id: str, lease: datetime) -> None:
         interrupted = False
         try:
             async with self.db.read() as session:
                 delivery = await session.get(WebhookDelivery, event_id)
                 event = await session.get(Event, event_id)
-                secret, unsigned, url = None, None, None
-                try:
-                    if delivery is not None:
-                        secret = await self.secret_of(session, run_id)
-                        url = self.open_url(delivery.url)
-                except SecretUnavailable as exc:  # recorded like any failed attempt, so the delivery log says why
-                    unsigned = str(exc)
-                    log.error("webhook of event %s: %s", event_id, exc)
             if delivery is None or event is None:
-                return  # the run was deleted
+                return  # its subject was deleted
+            secret, unsigned, url = None, None, None
+            try:
+                secret, url = self.box.open_secret(delivery.secret), self.box.open_url(delivery.url)
+            except SecretUnavailable as exc:  # recorded like any failed attempt, so the delivery log says why
+                unsigned = str(exc)
+                log.error("webhook of event %s: %s", event_id, exc)
             status_code, error = None, unsigned
             started, clock = utcnow(), time.monotonic()
             try:

@@ -3,12 +3,12 @@
 import secrets
 import time
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.db import utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
-from app.events.schemas import DeliveryStatus, EventData
+from app.events.schemas import DeliveryStatus, EventData, Receiver, Subject
 
 
 def new_id(prefix: str) -> str:
@@ -16,41 +16,59 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
 
 
-async def emit(session: AsyncSession, payload: EventData, webhook_url: str | None) -> Event:
-    """Adds the event, and its delivery when the run has a receiver, to the caller's transaction."""
+def _of(model: type[Event] | type[WebhookDelivery], subject: Subject) -> tuple:
+    return model.tenant == subject.tenant, model.subject_kind == subject.kind, model.subject_id == subject.id
+
+
+async def emit(session: AsyncSession, subject: Subject, payload: EventData, receiver: Receiver | None) -> Event:
+    """Adds the event (its `seq` the payload's), and its delivery when the subject has a receiver, to the caller's
+    transaction."""
     event = Event(
-        id=new_id("evt"), run_id=payload.run_id, seq=payload.seq, type=payload.type,
-        data=payload.model_dump(mode="json"), created_at=utcnow(),
+        id=new_id("evt"), tenant=subject.tenant, subject_kind=subject.kind, subject_id=subject.id,
+        seq=payload.seq, type=payload.type, data=payload.model_dump(mode="json"), created_at=utcnow(),
     )
     session.add(event)
-    if webhook_url:
+    if receiver is not None:
         await session.flush()
         session.add(WebhookDelivery(
-            event_id=event.id, run_id=event.run_id, type=event.type, url=webhook_url, status=DeliveryStatus.PENDING,
-            attempts=0, next_attempt_at=event.created_at, created_at=event.created_at,
+            event_id=event.id, tenant=subject.tenant, subject_kind=subject.kind, subject_id=subject.id, type=event.type,
+            url=receiver.url, secret=receiver.secret, status=DeliveryStatus.PENDING, attempts=0,
+            next_attempt_at=event.created_at, created_at=event.created_at,
         ))
     return event
 
 
-async def events_page(session: AsyncSession, run_id: str, *, after: int, limit: int) -> tuple[list[Event], bool]:
+async def last_seq(session: AsyncSession, subject: Subject) -> int:
+    """The subject's latest seq (0 before its first event). The next event's is one more, while the caller holds the
+    subject's lock (the graph's or the batch's row)."""
+    return await session.scalar(select(func.coalesce(func.max(Event.seq), 0)).where(*_of(Event, subject)))
+
+
+async def events_page(session: AsyncSession, subject: Subject, *, after: int, limit: int) -> tuple[list[Event], bool]:
     rows = (await session.scalars(
-        select(Event).where(Event.run_id == run_id, Event.seq > after).order_by(Event.seq).limit(limit + 1)
+        select(Event).where(*_of(Event, subject), Event.seq > after).order_by(Event.seq).limit(limit + 1)
     )).all()
     return list(rows[:limit]), len(rows) > limit
 
 
-async def deliveries(session: AsyncSession, run_id: str) -> list[WebhookDelivery]:
+async def forget(session: AsyncSession, subject: Subject) -> None:
+    """The subject's events, their deliveries and attempts (by ON DELETE CASCADE): with the subject they belong to."""
+    await session.execute(delete(Event).where(*_of(Event, subject)))
+
+
+async def deliveries(session: AsyncSession, subject: Subject) -> list[WebhookDelivery]:
     return list((await session.scalars(
-        select(WebhookDelivery).where(WebhookDelivery.run_id == run_id)
+        select(WebhookDelivery).where(*_of(WebhookDelivery, subject))
         .order_by(WebhookDelivery.created_at, WebhookDelivery.event_id)
     )).all())
 
 
-async def run_attempts(session: AsyncSession, run_id: str) -> dict[str, list[WebhookAttempt]]:
-    """Every webhook attempt of a run, by event id, oldest first: one query."""
+async def attempts(session: AsyncSession, subject: Subject) -> dict[str, list[WebhookAttempt]]:
+    """Every webhook attempt of a subject's events, by event id, oldest first: one query."""
     rows = (await session.scalars(
         select(WebhookAttempt).join(WebhookDelivery, WebhookDelivery.event_id == WebhookAttempt.event_id)
-        .where(WebhookDelivery.run_id == run_id).order_by(WebhookAttempt.event_id, WebhookAttempt.attempt, WebhookAttempt.id)
+        .where(*_of(WebhookDelivery, subject))
+        .order_by(WebhookAttempt.event_id, WebhookAttempt.attempt, WebhookAttempt.id)
     )).all()
     by_event: dict[str, list[WebhookAttempt]] = {}
     for row in rows:

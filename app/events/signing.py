@@ -43,14 +43,18 @@ class SecretBox:
         return self._fernet.encrypt(secret.encode()).decode()
 
     def open_url(self, stored: str) -> str:
-        """A run's webhook URL, sealed at rest since its query may carry a receiver's token; a URL stored plain by an
+        """A receiver's webhook URL, sealed at rest since its query may carry a receiver's token; a URL stored plain by an
         earlier release is read as it is."""
         return stored if stored.startswith(("http://", "https://")) else self.open(stored)
+
+    def open_secret(self, stored: str) -> str:
+        """A receiver's signing secret; a `whsec_` value stored plain by an earlier release is read as it is."""
+        return stored if stored.startswith("whsec_") else self.open(stored)
 
     def open(self, sealed: str) -> str:
         try:
             return self._fernet.decrypt(sealed.encode()).decode()
         except InvalidToken:
             raise SecretUnavailable(
-                "cannot sign: the run's webhook secret was sealed under another SECRET_KEY "
+                "cannot sign: the receiver's webhook secret was sealed under another SECRET_KEY "
                 "(every process sharing the database must have the same SECRET_KEY)") from None

@@ -1,10 +1,10 @@
-"""A run's events, live, as Server-Sent Events.
+"""A subject's events (a run's, a graph's, a draft batch's), live, as Server-Sent Events.
 
-Every stream of a run in a process is fed by one poller: it reads the events table (each poll
-in its own short read session, so it works when the run executes in another process, a worker
-on PostgreSQL) and fans the events out to all of them. However many clients follow a run, the
-run costs one query per poll and at most one pooled connection, and a stream never touches the
-database itself: a busy pool delays a poll (retried), it never cuts a stream. The SSE `id` is
+Every stream of a subject in a process is fed by one poller: it reads the events table (each
+poll in its own short read session, so it works when the events are written in another process,
+a worker on PostgreSQL) and fans the events out to all of them. However many clients follow a
+subject, it costs one query per poll and at most one pooled connection, and a stream never
+touches the database itself: a busy pool delays a poll (retried), it never cuts a stream. The SSE `id` is
 the event's `seq`: a client that reconnects with `Last-Event-ID` resumes exactly after the
 last event it saw, without gaps or duplicates.
 """
@@ -20,7 +20,7 @@ from fastapi.sse import ServerSentEvent, format_sse_event
 
 from app.kit.db import Database, describe
 from app.events.models import Event
-from app.events.schemas import Catalogue
+from app.events.schemas import Catalogue, Subject
 from app.events.service import events_page
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,11 @@ class _Cursor:
         self.after = after
 
 
-class _RunPoller:
-    """Polls one run's events while any stream follows it, holding those not every stream has passed."""
+class _SubjectPoller:
+    """Polls one subject's events while any stream follows it, holding those not every stream has passed."""
 
-    def __init__(self, db: Database, run_id: str, poll_interval: float):
-        self.db, self.run_id, self.poll_interval = db, run_id, poll_interval
+    def __init__(self, db: Database, subject: Subject, poll_interval: float):
+        self.db, self.subject, self.poll_interval = db, subject, poll_interval
         self.cursors: set[_Cursor] = set()
         self.base = 0  # the log holds every event after this seq (that exists), in order
         self.log: list[Event] = []
@@ -62,7 +62,8 @@ class _RunPoller:
                 try:
                     await self._poll()
                 except Exception as exc:  # a busy or lost database delays the streams, never ends them
-                    log.warning("polling the events of run %s failed (%s); retrying", self.run_id, describe(exc))
+                    log.warning("polling the events of %s %s failed (%s); retrying", self.subject.kind, self.subject.id,
+                                describe(exc))
                     await asyncio.sleep(RETRY_S)
                     continue
                 self.wake.clear()
@@ -81,7 +82,7 @@ class _RunPoller:
         with anyio.CancelScope(shield=True):  # a stop mid-query must not cut a pooled connection
             async with self.db.read() as session:
                 while has_more:
-                    page, has_more = await events_page(session, self.run_id, after=after, limit=PAGE_SIZE)
+                    page, has_more = await events_page(session, self.subject, after=after, limit=PAGE_SIZE)
                     fetched += page
                     after = page[-1].seq if page else after
         if back:
@@ -98,22 +99,23 @@ class _RunPoller:
 
 
 class EventFeed:
-    """The live events of every run streamed by this process: one poller per run, shared by its streams."""
+    """The live events of every subject streamed by this process: one poller per subject, shared by its streams."""
 
     def __init__(self, db: Database, *, poll_interval: float = POLL_INTERVAL_S):
         self.db, self.poll_interval = db, poll_interval
-        self._pollers: dict[str, _RunPoller] = {}
+        self._pollers: dict[Subject, _SubjectPoller] = {}
 
-    async def follow(self, catalogue: Catalogue, run_id: str, *, after: int = 0, until: int | None = None,
+    async def follow(self, catalogue: Catalogue, subject: Subject, *, after: int = 0, until: int | None = None,
                      keepalive: float = KEEPALIVE_S) -> AsyncIterator[ServerSentEvent]:
-        """The run's events with a larger seq than `after`, as they commit; ends after a terminal event and those
-        already committed behind it (a finished run's policy promoted since), or once it has given `until` (a run
-        finished before the stream started: its later events are news for the next connection, or the webhook).
+        """The subject's events with a larger seq than `after`, as they commit; ends after a terminal event and those
+        already committed behind it, or once it has given `until` (a subject that ended before the stream started:
+        its later events are news for the next connection, or the webhook). A subject without terminal events (a
+        graph) streams until the client leaves.
 
         While nothing happens, a comment every `keepalive` seconds keeps proxies from closing the connection.
         """
         cursor = _Cursor(after)
-        poller = self._join(run_id, cursor)
+        poller = self._join(subject, cursor)
         try:
             quiet_since = time.monotonic()
             ended = False
@@ -138,19 +140,19 @@ class EventFeed:
             poller.cursors.discard(cursor)
             poller.wake.set()  # the poller stops once its last stream has left
 
-    def _join(self, run_id: str, cursor: _Cursor) -> _RunPoller:
-        poller = self._pollers.get(run_id)
+    def _join(self, subject: Subject, cursor: _Cursor) -> _SubjectPoller:
+        poller = self._pollers.get(subject)
         if poller is None:
-            poller = self._pollers[run_id] = _RunPoller(self.db, run_id, self.poll_interval)
+            poller = self._pollers[subject] = _SubjectPoller(self.db, subject, self.poll_interval)
             poller.base = cursor.after
             poller.task = asyncio.create_task(poller.run(self._forget))
         poller.cursors.add(cursor)
         poller.wake.set()  # a new stream gets its first events without waiting for the next poll
         return poller
 
-    def _forget(self, poller: _RunPoller) -> None:
-        if self._pollers.get(poller.run_id) is poller:
-            del self._pollers[poller.run_id]
+    def _forget(self, poller: _SubjectPoller) -> None:
+        if self._pollers.get(poller.subject) is poller:
+            del self._pollers[poller.subject]
 
     async def close(self) -> None:
         """Stops every poller (at shutdown, before the engine is disposed)."""

@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(10.0, gt=0, description="Deadline of one webhook attempt, the whole request and answer.")
     webhook_concurrency: int = Field(32, ge=1, description="Webhook attempts in flight at once in one worker.")
     webhook_concurrency_per_run: int = Field(
-        2, ge=1, description="Attempts of one run's webhooks in flight at once, across all workers, so a slow receiver "
-                             "cannot hold up other runs' webhooks.")
+        2, ge=1, description="Attempts of one run's (or graph's, or draft batch's) webhooks in flight at once, across "
+                             "all workers, so a slow receiver cannot hold up the others' webhooks.")
     max_concurrent_runs: int = Field(4, ge=1, description=(
         "Runs executing at once, across all workers; as many draft batches, and as many of their chunks."))
     run_worker: bool = Field(True, description=(

@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from app.lifecycle import worker
+from app.kit.auth import OPEN_TENANT
 from app.events import service as events
 from app.events.models import Event
+from app.events.schemas import Subject, SubjectKind
 from app.runs.events import TERMINAL_EVENTS
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import GraphDocument
@@ -52,10 +54,10 @@ async def run_to_end(
 ) -> dict:
     """Starts a run as `POST /learn-loop` does, feeds its events to `on_event`, returns the finished run."""
     created, _ = await service.create_run(process.api, request)
-    seen = 0
+    subject, seen = Subject(SubjectKind.RUN, created.run_id, OPEN_TENANT), 0
     while True:
         async with process.api.db.read() as session:
-            page, _ = await events.events_page(session, created.run_id, after=seen, limit=1000)
+            page, _ = await events.events_page(session, subject, after=seen, limit=1000)
         for event in page:
             seen = event.seq
             on_event(event)

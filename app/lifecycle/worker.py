@@ -17,7 +17,6 @@ from app.events.relay import WebhookRelay
 from app.kit import durable, logs
 from app.kit.heap import freeze_startup_heap
 from app.kit.settings import Settings
-from app.runs import repository as runs_repository
 from app.runs.workers import Housekeeper
 
 log = logging.getLogger("codreamer")
@@ -37,8 +36,7 @@ async def start(settings: Settings, *, api: bool = True) -> Worker:
     for module in {workflow.module for workflow in tasks.WORKFLOWS}:
         importlib.import_module(module)
     worker = Worker(api=services)
-    worker.relay = WebhookRelay(services.db, settings, runs_repository.webhook_secrets(services.secrets),
-                                services.secrets.open_url)
+    worker.relay = WebhookRelay(services.db, settings, services.secrets)
     worker.executor = Executor(services, wake_relay=worker.relay.wake)
     services.health.append(worker.executor.embedded.problem)
     install(worker.executor)

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, UTCDateTime, utcnow
@@ -64,8 +64,11 @@ class Deployment(Base):
     evaluation_id: Mapped[str | None] = mapped_column(String(40))  # the evaluation that justified the promotion
     trigger: Mapped[str] = mapped_column(String(16), default="request")  # or "auto_promote": an evaluation promoted it
     rollback: Mapped[bool] = mapped_column(default=False)  # its champion had been the graph's champion before
-    # the policy.promoted / policy.rolled_back event on the champion's run; None when the champion stayed the same
+    # the policy.promoted, policy.rolled_back or deployment.changed event announcing it on the graph
     event_id: Mapped[str | None] = mapped_column(String(40))
+    # the receiver of the graph's events, both sealed (`SecretBox`); carried from one deployment to the next
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_secret: Mapped[str | None] = mapped_column(Text)
     deployed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

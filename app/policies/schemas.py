@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.events.ssrf import WebhookURL
 from app.loop.schemas import RewardStats
 from app.stats.estimators import OffPolicy
 from app.stats.intervals import Interval
@@ -71,6 +72,9 @@ class DeploymentIn(BaseModel):
     min_sends: int = Field(100, ge=1, le=1_000_000, description=(
         "`auto`: mature sends a policy needs before its share moves from even (1/policies)."))
     auto_promote: bool = Field(False, description="Promote a challenger as soon as an evaluation puts it ahead.")
+    webhook_url: WebhookURL | None = Field(None, description=(
+        "Receives the graph's events (`GET /graphs/{graph_id}/events`), signed. Absent: the current deployment's "
+        "receiver stays; null: none from now on; a new URL gets a new `webhook_secret`, shown once in this answer."))
 
     @model_validator(mode="after")
     def _shares(self) -> "DeploymentIn":
@@ -116,8 +120,8 @@ class DeploymentRecord(BaseModel):
         "`request`: a PUT of the deployment; `auto_promote`: an evaluation put this champion ahead."))
     rollback: bool = Field(False, description="Its champion had been the graph's champion before.")
     event: str | None = Field(None, description=(
-        "The `policy.promoted` or `policy.rolled_back` event announcing it on the champion's run (`GET /runs/{run_id}/"
-        "events`); null when the champion stayed the same (only its challengers or traffic changed)."))
+        "The `policy.promoted`, `policy.rolled_back` or `deployment.changed` event announcing it on the graph (`GET "
+        "/graphs/{graph_id}/events`); null for a deployment older than the graph's events."))
 
 
 class DeploymentOut(BaseModel):
@@ -132,6 +136,9 @@ class DeploymentOut(BaseModel):
     min_sends: int
     auto_promote: bool
     deployed_at: datetime | None
+    webhook_url: str | None = Field(None, description="The receiver of the graph's events, its query redacted.")
+    webhook_secret: str | None = Field(None, description=(
+        "Only in the answer of the PUT that set a new `webhook_url`: the secret its webhooks are signed with."))
     history: list[DeploymentRecord] = Field(description="Every deployment of the graph, the current one first.")
 
 

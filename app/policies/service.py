@@ -5,6 +5,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.backends.specs import SPECS, base_model
 from app.kit.db import utcnow
 from app.kit.errors import Conflict, NotFound, invalid
+from app.events import service as events
+from app.events.models import Event
+from app.events.schemas import GraphEventData, Receiver, Subject, SubjectKind
+from app.events.signing import SecretBox, new_secret
+from app.events.ssrf import redacted
 from app.knowledge_graph import repository as graphs
 from app.policies import repository, store
 from app.policies.models import Deployment, Evaluation, Policy
@@ -13,11 +18,10 @@ from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
     Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, champion_share,
 )
+from app.policies.events import DeploymentChangedData, PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 from app.policies.store import PolicyRef, policy_id
 from app.runs import policies as kept
 from app.runs import repository as runs
-from app.runs import transitions
-from app.runs.events import PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 from app.runs.models import Run
 from app.kit.settings import Settings
 
@@ -95,7 +99,7 @@ def _record(row: Deployment) -> DeploymentRecord:
                             event=row.event_id)
 
 
-async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> DeploymentOut:
+async def deployment(session: AsyncSession, graph_id: str, tenant: str, box: SecretBox) -> DeploymentOut:
     await _visible_graph(session, graph_id, tenant)
     rows = await repository.history(session, graph_id, tenant)
     if not rows:
@@ -111,6 +115,7 @@ async def deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deplo
                          require_evidence=current.require_evidence, sequential=current.sequential,
                          traffic=current.traffic, floor=current.floor,
                          min_sends=current.min_sends, auto_promote=current.auto_promote, deployed_at=current.deployed_at,
+                         webhook_url=redacted(box.open_url(current.webhook_url)) if current.webhook_url else None,
                          history=[_record(row) for row in rows])
 
 
@@ -132,13 +137,14 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
     return policy
 
 
-async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str, settings: Settings
-                 ) -> DeploymentOut:
+async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenant: str, settings: Settings,
+                 box: SecretBox) -> DeploymentOut:
     """Promotes the champion with its challengers (a rollback is the promotion of an earlier one). A policy is
     deployable once its run finished. Where the deployment requires evidence (as it stands, or as this request asks), a
     new champion needs the latest evaluation of both to put it ahead (409 saying what it shows), unless `force`, which
     is recorded. A new champion
-    is announced on its run; a refusal is not, and neither is a new deployment that keeps the champion."""
+    is announced on the graph as `policy.promoted` (or `policy.rolled_back`), a new deployment that keeps it as
+    `deployment.changed`; a refusal is not announced."""
     await _visible_graph(session, graph_id, tenant)
     await graphs.lock(session, graph_id)  # promotions of one graph take turns
     champion = await deployable(session, body.policy, tenant, graph_id, "policy", settings)
@@ -167,8 +173,10 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
         else:
             raise Conflict(f"graph {graph_id!r} requires evidence to promote a new champion: {found.message} "
                            "(or promote with \"force\": true, which is recorded)")
+    webhook_url, webhook_secret, shown = _receiver(body, current, box)
     row = Deployment(
         graph_id=graph_id, tenant=tenant, policy_id=champion.id, run_id=champion.run_id, iteration=champion.iteration,
+        webhook_url=webhook_url, webhook_secret=webhook_secret,
         challengers=[{"policy_id": c.id, "run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
@@ -177,14 +185,34 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     if incumbent != champion.source:  # a new champion; the same one with other challengers or traffic is no promotion
         await _promote(session, row, incumbent, gated=gated and incumbent is not None, found=found)
     else:
+        row.deployed_at = utcnow()
         session.add(row)
+        await session.flush()  # the graph's receiver is the new deployment's
+        event = await announce(session, graph_id, tenant, DeploymentChangedData, policy=champion.source,
+                               challengers=_arms(row), traffic=row.traffic, require_evidence=row.require_evidence,
+                               sequential=row.sequential, auto_promote=row.auto_promote, deployed_at=row.deployed_at)
+        row.event_id = event.id
     await session.flush()
-    return await deployment(session, graph_id, tenant)
+    return (await deployment(session, graph_id, tenant, box)).model_copy(update={"webhook_secret": shown})
+
+
+def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) -> tuple[str | None, str | None, str | None]:
+    """The new deployment's receiver, sealed (URL, secret), and its secret when new, to show once: the current one's
+    unless the request names one; the same URL again keeps its secret."""
+    if "webhook_url" not in body.model_fields_set:
+        return (current.webhook_url, current.webhook_secret, None) if current else (None, None, None)
+    if body.webhook_url is None:
+        return None, None, None
+    url = str(body.webhook_url)
+    if current is not None and current.webhook_url and box.open_url(current.webhook_url) == url:
+        return current.webhook_url, current.webhook_secret, None
+    secret = new_secret()
+    return box.seal(url), box.seal(secret), secret
 
 
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers), announced on its run; returns it, or None."""
+    champion takes its place among the challengers), announced on the graph; returns it, or None."""
     current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -203,7 +231,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
                                                                 *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
                 require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
-                evaluation_id=evaluation.id, trigger="auto_promote")
+                evaluation_id=evaluation.id, trigger="auto_promote", webhook_url=current.webhook_url,
+                webhook_secret=current.webhook_secret)
             await _promote(session, row, champion, gated=current.require_evidence, found=found)
             return policy_id(row.run_id, row.iteration)
     return None
@@ -211,24 +240,39 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
 
 async def _promote(session: AsyncSession, row: Deployment, replaced: str | None, *, gated: bool,
                    found: Verdict | None) -> None:
-    """Adds the deployment of a new champion and announces it on the champion's run, in the same transaction: the
-    history and the event log never disagree. A champion the graph had before makes it a rollback. A champion whose
-    run was deleted since it was kept is promoted unannounced (there is no run left to tell)."""
+    """Adds the deployment of a new champion and announces it on the graph, in the same transaction: the history and
+    the event log never disagree. A champion the graph had before makes it a rollback."""
     row.rollback = await repository.was_champion(session, row.graph_id, row.tenant, row.policy_id)
     row.deployed_at = utcnow()
     evidence = None
     if row.evaluation_id is not None and found is not None and found.estimator is not None:
         evidence = PromotionEvidence(estimator=found.estimator, policy=found.challenger, replaced=found.champion,
                                      ahead=found.ahead, sequential=found.sequential)
-    if await session.get(Run, row.run_id) is not None:
-        event = await transitions.announce(
-            session, row.run_id, PolicyRolledBackData if row.rollback else PolicyPromotedData, graph_id=row.graph_id,
-            policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
-            forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
-        row.event_id = event.id
     session.add(row)
+    await session.flush()  # the graph's receiver is the new deployment's
+    event = await announce(
+        session, row.graph_id, row.tenant, PolicyRolledBackData if row.rollback else PolicyPromotedData,
+        policy=policy_id(row.run_id, row.iteration), replaced=replaced, trigger=row.trigger, gated=gated,
+        forced=row.forced, evaluation=row.evaluation_id, evidence=evidence, deployed_at=row.deployed_at)
+    row.event_id = event.id
 
 
 async def _visible_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:
     if not await graphs.visible(session, graph_id, tenant):
         raise NotFound(f"graph {graph_id!r} not found")
+
+
+def graph_subject(graph_id: str, tenant: str) -> Subject:
+    """Whom a graph's events belong to: the tenant's deployment on it (a shared graph has one per tenant)."""
+    return Subject(SubjectKind.GRAPH, graph_id, tenant)
+
+
+async def announce(session: AsyncSession, graph_id: str, tenant: str, payload_type: type[GraphEventData],
+                   **data) -> Event:
+    """An event of the tenant's deployment on the graph, in the caller's transaction, which holds the graph's lock
+    (`graphs.lock`, as promotions do): the graph's next seq, and a delivery to the current deployment's receiver."""
+    subject = graph_subject(graph_id, tenant)
+    seq = await events.last_seq(session, subject) + 1
+    current = await repository.current(session, graph_id, tenant)
+    receiver = Receiver(current.webhook_url, current.webhook_secret) if current and current.webhook_url else None
+    return await events.emit(session, subject, payload_type(graph_id=graph_id, seq=seq, **data), receiver)

@@ -7,7 +7,6 @@ import anyio
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
-from fastapi.sse import EventSourceResponse
 
 from app.kit import conditional
 from app.backends.specs import delete_local_files, model_name
@@ -18,7 +17,7 @@ from app.kit.db import Database
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
 from app.kit.errors import Conflict, NotFound
 from app.events import service as events
-from app.events import stream
+from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.events.schemas import DeliveryList
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph import upload
@@ -288,25 +287,14 @@ async def get_node_scores(
     return {"iteration": iteration, "scenario_id": scenario_id, "scores": repository.full_scores(graph, moved)}
 
 
-MAX_SEQ = 2**31 - 1  # the seq column is a 32-bit integer on PostgreSQL
-EVENT_STREAM = {
-    200: {"content": {"text/event-stream": {
-        "schema": {"type": "string", "description": "Server-Sent Events: `id` = seq, `event` = type, `data` = the event's data (JSON)."},
-        "example": 'event: run.started\ndata: {"run_id":"run_…","seq":1,"status":"running","attempt":1}\nid: 1\n\n',
-    }}},
-    204: {"description": "Stream only: the run is finished and has no event after the cursor (EventSource stops reconnecting)."},
-}
-EventsCursor = cursor_params(Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a larger seq.")], first=0,
-                             default_limit=100, max_limit=1000, limit_help="Page size (JSON only).")
+EVENT_STREAM = stream_responses(
+    'event: run.started\ndata: {"run_id":"run_…","seq":1,"status":"running","attempt":1}\nid: 1\n\n', "the run is finished")
 
 
 @router.get("/runs/{run_id}/events", response_model=EventList, summary="A run's events, in order; live with Accept: text/event-stream",
             responses={**EVENT_STREAM, **NOT_FOUND})
-async def list_events(
-    tenant: TenantDep, run_id: str, request: Request, svc: ServicesDep, page: EventsCursor,
-    last_event_id: Annotated[int | None, Header(
-        alias="Last-Event-ID", ge=0, le=MAX_SEQ, description="The seq of the last event seen; takes precedence over `after`.")] = None,
-):
+async def list_events(tenant: TenantDep, run_id: str, request: Request, svc: ServicesDep, page: EventsCursor,
+                      last_event_id: LastEventId = None):
     """Events in seq order; their data is exactly what the run's webhook receives.
 
     With `Accept: text/event-stream` the events stream live as Server-Sent Events as they commit:
@@ -314,22 +302,18 @@ async def list_events(
     starts at the run's first event (or after `after`); reconnecting with `Last-Event-ID` resumes
     right after that seq, without gaps or duplicates. A `: ping` comment every 15 s keeps idle
     connections open, and the stream ends after a terminal event (`run.succeeded`, `run.failed`,
-    `run.cancelled`) and any event already committed behind it (`policy.promoted`,
-    `policy.rolled_back`: a finished run's policy deployed since). A finished run's stream ends once
-    it has given the run's events; reconnecting with nothing new answers 204, which tells a
-    browser's EventSource to stop. Other Accept values get a JSON page.
+    `run.cancelled`). A finished run's stream ends once it has given the run's events;
+    reconnecting with nothing new answers 204, which tells a browser's EventSource to stop. Other
+    Accept values get a JSON page.
     """
     after = page.after if last_event_id is None else last_event_id
     async with svc.db.read() as session:  # closed before streaming: the run's one poller feeds every stream
         run = await _run_or_404(session, run_id, tenant)
-        if not stream.wants_event_stream(request.headers.get("accept")):
-            listed, has_more = await events.events_page(session, run_id, after=after, limit=page.limit)
-            return {"data": listed, "has_more": has_more}
-    if run.status.terminal and run.last_seq <= after:
-        return Response(status_code=status.HTTP_204_NO_CONTENT)
-    until = run.last_seq if run.status.terminal else None
-    return EventSourceResponse(stream.encode(svc.feed.follow(CATALOGUE, run_id, after=after, until=until)),
-                               headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        listed = await page_or_none(session, request, repository.subject(run), after, page.limit)
+    if listed is not None:
+        return listed
+    return event_stream(svc.feed, CATALOGUE, repository.subject(run), after=after,
+                        until=run.last_seq if run.status.terminal else None)
 
 
 @router.get("/runs/{run_id}/webhook-deliveries", response_model=DeliveryList, summary="Delivery log of a run's webhooks",
@@ -340,9 +324,9 @@ async def list_webhook_deliveries(tenant: TenantDep, run_id: str, session: ReadS
     `attempts_log` lists each attempt: when it started, the status code or error, and how long it
     took (at most `WEBHOOK_TIMEOUT_S`, the deadline of the whole request).
     """
-    await _run_or_404(session, run_id, tenant)
-    deliveries = await events.deliveries(session, run_id)
-    attempts = await events.run_attempts(session, run_id)
+    run = await _run_or_404(session, run_id, tenant)
+    deliveries = await events.deliveries(session, repository.subject(run))
+    attempts = await events.attempts(session, repository.subject(run))
     return {"data": [
         {"event_id": delivery.event_id, "type": delivery.type, "attempts": delivery.attempts, "status": delivery.status,
          "last_status_code": delivery.last_status_code, "last_error": delivery.last_error,

@@ -9,12 +9,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
 from app.agent.schemas import FinalEmail, PublishedEmail
-from app.events.schemas import Catalogue, EventData
+from app.events.schemas import Catalogue, RunEventData
 from app.loop.schemas import RewardStats
-from app.stats.intervals import Interval
 from app.kit.pages import Page
 from app.runs.status import RunError, RunStatus
 
@@ -26,8 +25,6 @@ class EventType(StrEnum):
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
     RUN_WAITING = "run.waiting"
-    POLICY_PROMOTED = "policy.promoted"
-    POLICY_ROLLED_BACK = "policy.rolled_back"
 
 
 class Waiting(BaseModel):
@@ -39,13 +36,13 @@ class Waiting(BaseModel):
     until: datetime = Field(description="When it goes on with what arrived.")
 
 
-class RunStartedData(EventData):
+class RunStartedData(RunEventData):
     type = EventType.RUN_STARTED
     status: Literal[RunStatus.RUNNING] = RunStatus.RUNNING
     attempt: int = Field(description="1, then one more for each resume of a failed run.")
 
 
-class IterationCompletedData(EventData):
+class IterationCompletedData(RunEventData):
     type = EventType.ITERATION_COMPLETED
     iteration: int = Field(description="0 is the baseline email, written before any training.")
     email: PublishedEmail | None
@@ -56,7 +53,7 @@ class IterationCompletedData(EventData):
     )
 
 
-class RunEndedData(EventData):
+class RunEndedData(RunEventData):
     iterations_completed: int
 
 
@@ -80,68 +77,19 @@ class RunCancelledData(RunEndedData):
     best_email: FinalEmail | None = Field(None, description="The best-scoring email published before the cancel.")
 
 
-class RunWaitingData(EventData):
+class RunWaitingData(RunEventData):
     type = EventType.RUN_WAITING
     waiting: Waiting
 
 
-class PromotionEvidence(BaseModel):
-    """What the evaluation showed of the new champion against the one it replaced, as the gate read it."""
-
-    estimator: Literal["DR", "SNIPS"] = Field(description="DR where the outcome model could predict, else SNIPS.")
-    policy: Interval = Field(description="The promoted policy's off-policy reply rate.")
-    replaced: Interval = Field(description="The replaced champion's.")
-    ahead: bool = Field(description="The 90 % interval of the difference between the two lies above zero.")
-    sequential: bool = Field(False, description="That interval was the always-valid one (the deployment's `sequential`).")
-
-
-# The deployment (app.policies, above this package) tells these onto the promoted policy's run, so the run's events,
-# its live stream and its webhook carry them (docs/architecture/decisions.md).
-class PolicyPromotedData(EventData):
-    """A policy of this finished run became its graph's champion, by a `PUT` of the deployment or by auto-promotion,
-    with the evaluation that justified it."""
-
-    type = EventType.POLICY_PROMOTED
-    graph_id: str
-    policy: str = Field(description="The new champion, `<run_id>@<k>` (a policy of this run).")
-    replaced: str | None = Field(description="The champion it replaced; null for the graph's first deployment.")
-    trigger: Literal["request", "auto_promote"] = Field(description=(
-        "`request`: a `PUT /graphs/{graph_id}/deployment`; `auto_promote`: an evaluation put it ahead of the champion."))
-    gated: bool = Field(description="The deployment required evidence for a new champion (`require_evidence`).")
-    forced: bool = Field(description="Promoted by `force` against, or without, the evidence the gate asked for.")
-    evaluation: str | None = Field(description="The evaluation the gate read (`GET /evaluations/{id}`); null when the "
-                                               "promotion was not gated, or forced with no evaluation of both.")
-    evidence: PromotionEvidence | None = Field(description="What that evaluation showed; null without one.")
-    deployed_at: datetime = Field(description="The deployment's `deployed_at` in the graph's history.")
-
-
-class PolicyRolledBackData(PolicyPromotedData):
-    """A policy of this finished run became its graph's champion again: a rollback, with what justified it."""
-
-    type = EventType.POLICY_ROLLED_BACK
-
-
-PAYLOADS: dict[EventType, type[EventData]] = {
+PAYLOADS: dict[EventType, type[RunEventData]] = {
     data.type: data for data in (RunStartedData, IterationCompletedData, RunWaitingData, RunSucceededData, RunFailedData,
-                                 RunCancelledData, PolicyPromotedData, PolicyRolledBackData)
+                                 RunCancelledData)
 }
 TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
 CATALOGUE = Catalogue(PAYLOADS, TERMINAL_EVENTS)
 
-
-def _envelope(suffix: str, payload: type[EventData], **fields) -> type[BaseModel]:
-    name = payload.__name__.removesuffix("Data") + suffix
-    return create_model(name, type=(Literal[payload.type.value], ...), **fields, data=(payload, ...))
-
-
-EVENT_MODELS = [
-    _envelope("Event", payload, id=(str, ...), seq=(int, ...), created_at=(datetime, ...)) for payload in PAYLOADS.values()
-]
-WEBHOOK_MODELS = {
-    event_type: _envelope("Webhook", payload, timestamp=(datetime, Field(description="When the event happened.")))
-    for event_type, payload in PAYLOADS.items()
-}
-AnyEvent = Annotated[Union[tuple(EVENT_MODELS)], Field(discriminator="type")]  # noqa: UP007
+AnyEvent = Annotated[Union[tuple(CATALOGUE.event_models())], Field(discriminator="type")]  # noqa: UP007
 
 
 class EventList(Page[AnyEvent]):

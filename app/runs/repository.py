@@ -1,6 +1,5 @@
 """Reads and writes of runs and what they own (the trajectories' store is `app.runs.trajectories`)."""
 
-from collections.abc import Awaitable, Callable
 
 from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -10,7 +9,8 @@ from app.kit.db import Database
 from app.outcomes import refs
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.runs.status import ACTIVE, RunStatus
-from app.events.signing import SecretBox
+from app.events import service as events
+from app.events.schemas import Subject, SubjectKind
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.agent.schemas import Email, TracedEmail
@@ -103,21 +103,6 @@ async def drop_unrecorded_trajectories(session: AsyncSession, run_id: str) -> No
 
 
 # ---------------------------------------------------------------- runs and iterations
-
-
-async def sealed_webhook_secret(session: AsyncSession, run_id: str) -> str:
-    """As stored: sealed by `Services.secrets` (a `whsec_` value is from before secrets were sealed)."""
-    return await session.scalar(select(Run.webhook_secret).where(Run.id == run_id))
-
-
-def webhook_secrets(box: SecretBox) -> Callable[[AsyncSession, str], Awaitable[str]]:
-    """The relay's lookup of a run's signing secret, opened from its sealed form."""
-
-    async def webhook_secret(session: AsyncSession, run_id: str) -> str:
-        sealed = await sealed_webhook_secret(session, run_id)
-        return sealed if sealed.startswith("whsec_") else box.open(sealed)
-
-    return webhook_secret
 
 
 async def owned_run(session: AsyncSession, run_id: str, tenant: str) -> Run | None:
@@ -280,14 +265,21 @@ async def last_trained_step(session: AsyncSession, run_id: str) -> int | None:
     return None if training is None else int(training["step"])
 
 
+def subject(run: Run) -> Subject:
+    """Whom the run's events belong to."""
+    return Subject(SubjectKind.RUN, run.id, run.tenant)
+
+
 async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
-    """The run and its history: iterations, trajectories, scores, events, deliveries and idempotency keys go by ON
-    DELETE CASCADE; the refs of its own emails and their outcomes, and its stored checkpoints, explicitly. What its
-    kept policies hold (their snapshot, their checkpoint's copy, the drafts written with them) stays."""
+    """The run and its history: iterations, trajectories, scores and idempotency keys go by ON DELETE CASCADE; its
+    events (with their deliveries), the refs of its own emails and their outcomes, and its stored checkpoints,
+    explicitly (no foreign key). What its kept policies hold (their snapshot, their checkpoint's copy, the drafts
+    written with them) stays."""
     own = select(EmailRef.ref).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None))
     await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(own)))
     await session.execute(delete(EmailRef).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None)))
     await delete_stored_checkpoints(session, model_name)
+    await events.forget(session, subject(run))
     await session.execute(delete(Run).where(Run.id == run.id))
 
 

@@ -7,7 +7,7 @@ from app.kit import errors
 from app.kit.db import utcnow
 from app.events import service as events
 from app.events.models import Event
-from app.events.schemas import EventData
+from app.events.schemas import Receiver, RunEventData
 from app.outcomes import refs
 from app.runs.events import (
     IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData, RunWaitingData, Waiting,
@@ -38,15 +38,10 @@ async def locked_run(session: AsyncSession, run_id: str) -> Run:
     return run
 
 
-async def _announce(session: AsyncSession, run: Run, payload_type: type[EventData], **data) -> Event:
+async def _announce(session: AsyncSession, run: Run, payload_type: type[RunEventData], **data) -> Event:
     run.last_seq += 1
-    return await events.emit(session, payload_type(run_id=run.id, seq=run.last_seq, **data), run.webhook_url)
-
-
-async def announce(session: AsyncSession, run_id: str, payload_type: type[EventData], **data) -> Event:
-    """An event another domain tells about the run (its policy promoted), in the caller's transaction: the run's
-    next seq, and its webhook's delivery."""
-    return await _announce(session, await locked_run(session, run_id), payload_type, **data)
+    receiver = Receiver(run.webhook_url, run.webhook_secret) if run.webhook_url else None
+    return await events.emit(session, repository.subject(run), payload_type(run_id=run.id, seq=run.last_seq, **data), receiver)
 
 
 def webhook_scores(graph: KnowledgeGraph, moved: dict[str, float], changed: dict[str, float]) -> dict:

@@ -118,18 +118,21 @@ def test_a_failing_receiver_never_holds_up_the_run(server):
     receiver.close()
 
 
-def test_promotions_and_a_rollback_reach_the_runs_webhook_signed(server):
-    """Over real HTTP: each new champion is an event of its run, POSTed to the run's receiver, signed with its secret."""
+def test_promotions_and_a_rollback_reach_the_deployments_webhook_signed(server):
+    """Over real HTTP: each new champion is an event of the graph, POSTed to the deployment's receiver, signed with its
+    secret, and streamed live."""
     receiver = Receiver()
     with server.client() as client:
-        created = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "scenario_ids": SCENARIOS[:1],
-                                                   "webhook_url": receiver.url}).json()
-        run_id, secret = created["run_id"], created["webhook_secret"]
+        created = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "scenario_ids": SCENARIOS[:1]})
+        run_id = created.json()["run_id"]
         assert wait_for_status(client, run_id)["status"] == "succeeded"
-        ended = events(client, run_id)[-1]["seq"]
+        before = client.get("/graphs/demo/events", params={"limit": 1000}).json()["data"]
+        secret = None
         for policy in (f"{run_id}@1", f"{run_id}@0", f"{run_id}@1"):
-            assert client.put("/graphs/demo/deployment", json={"policy": policy}).status_code == 200
-        promotions = events(client, run_id)[ended:]
+            answer = client.put("/graphs/demo/deployment", json={"policy": policy, "webhook_url": receiver.url})
+            assert answer.status_code == 200
+            secret = secret or answer.json()["webhook_secret"]
+        promotions = client.get("/graphs/demo/events", params={"limit": 1000}).json()["data"][len(before):]
         assert [(e["type"], e["data"]["policy"], e["data"]["trigger"]) for e in promotions] == [
             ("policy.promoted", f"{run_id}@1", "request"), ("policy.promoted", f"{run_id}@0", "request"),
             ("policy.rolled_back", f"{run_id}@1", "request")]
@@ -138,10 +141,16 @@ def test_promotions_and_a_rollback_reach_the_runs_webhook_signed(server):
         heard = {r["headers"]["webhook-id"]: verifier.verify(r["body"], r["headers"]) for r in receiver.delivered()}
         for event in promotions:
             assert heard[event["id"]] == heard[event["id"]] | {"type": event["type"], "data": event["data"]}
-        # the finished run's stream, resumed after run.succeeded, gives the three and ends
-        streamed = client.get(f"/runs/{run_id}/events", headers={"Accept": "text/event-stream", "Last-Event-ID": str(ended)})
-        assert [line for line in streamed.text.splitlines() if line.startswith("event: ")] == [
-            f"event: {e['type']}" for e in promotions]
+        # the graph's stream, resumed after the events before, gives the three (and goes on: the client leaves)
+        streamed = []
+        with client.stream("GET", "/graphs/demo/events", headers={
+                "Accept": "text/event-stream", "Last-Event-ID": str(before[-1]["seq"] if before else 0)}) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("event: "):
+                    streamed.append(line.removeprefix("event: "))
+                if len(streamed) == len(promotions):
+                    break
+        assert streamed == [e["type"] for e in promotions]
     receiver.close()
 
 

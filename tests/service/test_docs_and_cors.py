@@ -21,6 +21,7 @@ OPERATION_IDS = {
     "reportOutcomes", "createOutcomeSource", "listOutcomeSources", "getOutcomeSource", "deleteOutcomeSource",
     "receiveProviderEvents", "receiveReply", "receiveReplyMime", "getRunOutcomes",
     "getPolicy", "listPolicies", "keepPolicy", "listKeptPolicies", "deletePolicy", "getDeployment", "putDeployment", "createDrafts", "getDraftBatch", "listDrafts", "getBatchOutcomes", "createEvaluation", "getEvaluation", "listEvaluations",
+    "listGraphEvents", "listBatchEvents",
 }
 ASSET_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']([^\"']+)[\"']", re.IGNORECASE)
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
@@ -134,7 +135,7 @@ def test_every_list_is_a_named_page_with_has_more():
     assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
     lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
     assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList",
-                     "OutcomeSourceList", "PolicyList", "DraftPage", "EvaluationList"}
+                     "OutcomeSourceList", "PolicyList", "DraftPage", "EvaluationList", "GraphEventList", "BatchEventList"}
     assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
 
 

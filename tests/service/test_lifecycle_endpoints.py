@@ -24,6 +24,7 @@ SCENARIO = demo_document().scenarios[0].id
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [SCENARIO], "max_turns": 2}
 RUN_TABLES = ("iterations", "trajectories", "node_scores", "node_score_changes", "idempotency_keys",
               "events", "webhook_deliveries", "webhook_attempts")
+SUBJECT_TABLES = ("events", "webhook_deliveries", "webhook_attempts")  # no run_id: by subject, or by event
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +191,10 @@ async def test_delete_run_removes_everything_it_owns(env):
     def counts(run: str, event_ids: list[str]) -> dict:
         with sqlite3.connect(path) as db:
             found = {table: db.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run,)).fetchone()[0]
-                     for table in RUN_TABLES if table != "webhook_attempts"}
+                     for table in RUN_TABLES if table not in SUBJECT_TABLES}
+            for table in ("events", "webhook_deliveries"):  # a run's by subject
+                found[table] = db.execute(f"SELECT count(*) FROM {table} WHERE subject_kind = 'run' AND subject_id = ?",
+                                          (run,)).fetchone()[0]
             marks = ",".join("?" * len(event_ids))
             found["webhook_attempts"] = db.execute(
                 f"SELECT count(*) FROM webhook_attempts WHERE event_id IN ({marks})", event_ids).fetchone()[0]
@@ -202,7 +206,8 @@ async def test_delete_run_removes_everything_it_owns(env):
 
     def event_ids(run: str) -> list[str]:
         with sqlite3.connect(path) as db:
-            return [row[0] for row in db.execute("SELECT id FROM events WHERE run_id = ?", (run,))]
+            return [row[0] for row in db.execute("SELECT id FROM events WHERE subject_kind = 'run' AND subject_id = ?",
+                                                 (run,))]
 
     ids, other_ids = event_ids(run_id), event_ids(other)
     before = counts(run_id, ids)

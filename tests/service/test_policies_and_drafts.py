@@ -4,6 +4,7 @@ saw (JSON and CSV in, JSON pages and CSV out, outcomes attributed), and runs tha
 import asyncio
 import csv
 import io
+import json
 
 import pytest
 
@@ -88,7 +89,8 @@ async def test_a_deployment_is_promoted_and_rolled_back(world):
     alice, bob, run_id = world
     assert (await alice.get("/graphs/demo/deployment")).json() == {
         "graph_id": "demo", "policy": None, "share": None, "challengers": [], "require_evidence": False,
-        "sequential": False, "traffic": "fixed", "floor": 0.01, "min_sends": 100, "auto_promote": False, "deployed_at": None, "history": []}
+        "sequential": False, "traffic": "fixed", "floor": 0.01, "min_sends": 100, "auto_promote": False, "deployed_at": None,
+        "webhook_url": None, "webhook_secret": None, "history": []}
     first = await alice.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})
     assert first.status_code == 200, first.text
     second = (await alice.put("/graphs/demo/deployment", json={"policy": run_id})).json()
@@ -252,8 +254,62 @@ async def test_a_batch_tells_its_webhook_when_it_ends_signed_with_its_own_secret
         headers = {k.lower(): v for k, v in delivered["headers"].items()}
         event = Webhook(created["webhook_secret"]).verify(delivered["body"], headers)
         assert event["type"] == "draft_batch.succeeded"
-        assert event["data"] == {"batch_id": created["batch_id"], "status": "succeeded", "count": 1, "completed": 1,
-                                 "policy": f"{run_id}@2", "error": None}
+        assert event["data"] == {"batch_id": created["batch_id"], "seq": 1, "status": "succeeded", "count": 1,
+                                 "completed": 1, "policy": f"{run_id}@2", "error": None}
+        # the webhook is the batch's event, delivered by the outbox: its delivery log and its events list say so
+        [listed] = (await alice.get(f"/draft-batches/{created['batch_id']}/events")).json()["data"]
+        assert (listed["id"], listed["type"], listed["data"]) == (delivered["headers"]["webhook-id"], event["type"],
+                                                                  event["data"])
+    finally:
+        receiver.close()
+
+
+async def test_a_batchs_events_are_listed_and_streamed_as_a_runs_are_and_only_to_its_tenant(world):
+    alice, bob, run_id = world
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2",
+                                                 "prospects": PROSPECTS[:1]})).json()
+    assert (await drafted(alice, created["batch_id"]))["status"] == "succeeded"
+    path = f"/draft-batches/{created['batch_id']}/events"
+    listed = (await alice.get(path)).json()
+    assert listed["has_more"] is False and [(e["seq"], e["type"]) for e in listed["data"]] == [(1, "draft_batch.succeeded")]
+    assert (await alice.get(path, params={"after": 1})).json() == {"data": [], "has_more": False}
+    # the finished batch's stream gives its events, then ends; caught up, 204 (EventSource stops reconnecting)
+    streamed = await alice.get(path, headers={"Accept": "text/event-stream"})
+    assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    [block] = [b for b in streamed.text.split("\n\n") if "data: " in b]
+    fields = dict(line.split(": ", 1) for line in block.splitlines())
+    assert (fields["id"], fields["event"], json.loads(fields["data"])) == ("1", "draft_batch.succeeded",
+                                                                          listed["data"][0]["data"])
+    caught_up = await alice.get(path, headers={"Accept": "text/event-stream", "Last-Event-ID": "1"})
+    assert caught_up.status_code == 204
+    for stranger in ((await bob.get(path)), (await bob.get(path, headers={"Accept": "text/event-stream"}))):
+        assert stranger.status_code == 404
+    assert (await alice.get(path, params={"after": -1})).status_code == 422
+
+
+async def test_a_dead_batch_webhook_never_holds_the_batch(world):
+    """A receiver that always fails: the batch's workflow ends at once (its event written), and the relay retries the
+    delivery, not the workflow."""
+    from dbos import DBOS
+
+    alice, _, run_id = world
+    receiver = Receiver(lambda n: (503, 0.0))
+    try:
+        created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": PROSPECTS[:1],
+                                                     "webhook_url": receiver.url})).json()
+        assert (await drafted(alice, created["batch_id"]))["status"] == "succeeded"
+        for _ in range(100):  # the batch's workflow ends right after the batch, whatever its receiver answers
+            status = await DBOS.get_workflow_status_async(created["batch_id"])
+            if status.status == "SUCCESS":
+                break
+            await asyncio.sleep(0.1)
+        assert status.status == "SUCCESS"
+        for _ in range(300):
+            if receiver.requests:
+                break
+            await asyncio.sleep(0.1)
+        assert receiver.requests and receiver.requests[0]["headers"]["webhook-id"] == (
+            await alice.get(f"/draft-batches/{created['batch_id']}/events")).json()["data"][0]["id"]
     finally:
         receiver.close()
 
@@ -622,3 +678,26 @@ async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
     assert (await alice.delete(f"/policies/{policy['id']}", params={"discard_sends": "true"})).status_code == 204
     for gone in (f"/policies/{policy['id']}", f"/policies/{run}@1", f"/draft-batches/{batch['batch_id']}"):
         assert (await alice.get(gone)).status_code == 404, gone
+
+
+async def test_an_evaluation_ends_with_an_event_of_its_graph_for_its_tenant_only(world, monkeypatch):
+    from app.evaluations import workflow
+
+    alice, bob, run_id = world
+
+    async def unreadable(*args, **kwargs):
+        raise RuntimeError("the logged sends could not be read")
+
+    before = (await alice.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
+    theirs = (await bob.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
+    monkeypatch.setattr(workflow, "logged_sends", unreadable)
+    created = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", f"{run_id}@2"]}))
+    assert (await evaluated(alice, created.json()["evaluation_id"]))["status"] == "failed"
+    after = (await alice.get("/graphs/demo/events", params={"limit": 1000, "after": before[-1]["seq"] if before else 0}))
+    [failed] = after.json()["data"]
+    assert failed["type"] == "evaluation.failed" and failed["seq"] == len(before) + 1
+    assert failed["data"] == {"graph_id": "demo", "seq": failed["seq"], "evaluation": created.json()["evaluation_id"],
+                              "policies": [f"{run_id}@1", f"{run_id}@2"],
+                              "error": "RuntimeError: the logged sends could not be read"}
+    assert (await bob.get("/graphs/demo/events", params={"limit": 1000})).json()["data"] == theirs  # Alice's alone
+    assert (await bob.get("/graphs/nope/events")).status_code == 404

@@ -1,6 +1,7 @@
-"""Every promotion and rollback of a graph's champion is an event on the promoted policy's run, with what justified
-it: in the run's events, its live stream and its signed webhook, and named by the deployment's history. A refused
-promotion, or a new deployment that keeps the champion, is none; another tenant's receiver never hears one."""
+"""Every promotion and rollback of a graph's champion is an event of the graph (the tenant's deployment on it), with
+what justified it: in the graph's events, its live stream and the signed webhook of the deployment's receiver, and
+named by the deployment's history. A refused promotion is none, a new deployment that keeps the champion is a
+`deployment.changed`; another tenant's receiver never hears one."""
 
 import asyncio
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from app.policies.evidence import verdict
 from app.policies.schemas import EvaluationResult
 from app.kit.settings import Settings
 from tests.standins import Receiver
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres, sse_until
 
 KEYS = "alice:alice-key,bob:bob-key"
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"], "max_turns": 4,
@@ -25,15 +26,16 @@ PROSPECT = {"company": "Ledgerly", "role": "CFO", "industry": "saas", "pains": [
 @dataclass
 class Tenant:
     client: object
+    app: object
     run_id: str
-    secret: str
     receiver: Receiver
+    secret: str | None = None  # the deployment's receiver's, once its first PUT set it
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
-    """Alice (a finished two-iteration run) and Bob (a one-iteration run) on the demo graph of one service, each run
-    with a webhook receiver of its own."""
+    """Alice (a finished two-iteration run) and Bob (a one-iteration run) on the demo graph of one service, each with a
+    webhook receiver of their own for their deployment on it."""
     postgres = None
     if request.param == "postgresql":
         require_postgres()
@@ -48,9 +50,8 @@ async def world(request, tmp_path_factory):
             tenants = {}
             for name, client, receiver, iterations in (("alice", alice, receivers[0], 2), ("bob", bob, receivers[1], 1)):
                 client.headers["Authorization"] = f"Bearer {name}-key"
-                created = (await client.post("/learn-loop", json=BODY | {"iterations": iterations,
-                                                                         "webhook_url": receiver.url})).json()
-                tenants[name] = Tenant(client, created["run_id"], created["webhook_secret"], receiver)
+                created = (await client.post("/learn-loop", json=BODY | {"iterations": iterations})).json()
+                tenants[name] = Tenant(client, app, created["run_id"], receiver)
             for tenant in tenants.values():
                 assert (await finished(tenant.client, tenant.run_id, timeout=300))["status"] == "succeeded"
             yield tenants["alice"], tenants["bob"]
@@ -61,13 +62,17 @@ async def world(request, tmp_path_factory):
             postgres.drop()
 
 
+async def graph_events(tenant: Tenant) -> list[dict]:
+    return (await tenant.client.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
+
+
 async def promotions(tenant: Tenant) -> list[dict]:
-    events = (await tenant.client.get(f"/runs/{tenant.run_id}/events", params={"limit": 1000})).json()["data"]
-    return [e for e in events if e["type"] in PROMOTIONS]
+    return [e for e in await graph_events(tenant) if e["type"] in PROMOTIONS]
 
 
 async def heard(tenant: Tenant, events: list[dict]) -> dict[str, dict]:
-    """The webhooks of these events, once the receiver has them, each verified with the run's secret, by event id."""
+    """The webhooks of these events, once the receiver has them, each verified with the deployment receiver's secret,
+    by event id."""
     wanted = {e["id"] for e in events}
     while not wanted <= {r["headers"]["webhook-id"] for r in tenant.receiver.delivered()}:
         await asyncio.sleep(0.05)
@@ -77,8 +82,16 @@ async def heard(tenant: Tenant, events: list[dict]) -> dict[str, dict]:
 
 
 async def put(tenant: Tenant, body: dict) -> dict:
-    answer = await tenant.client.put("/graphs/demo/deployment", json=body)
+    """The tenant's first PUT names its receiver; the later ones keep it."""
+    first = tenant.secret is None
+    answer = await tenant.client.put("/graphs/demo/deployment", json=body | ({"webhook_url": tenant.receiver.url}
+                                                                             if first else {}))
     assert answer.status_code == 200, answer.text
+    if first:
+        tenant.secret = answer.json()["webhook_secret"]
+        assert tenant.secret.startswith("whsec_")
+    else:
+        assert answer.json()["webhook_secret"] is None  # shown once
     return answer.json()
 
 
@@ -94,7 +107,11 @@ async def test_a_plain_promotion_and_a_rollback_are_events_the_history_names(wor
     await put(alice, {"policy": first})
     await put(alice, {"policy": second})
     same_champion = await put(alice, {"policy": second, "challengers": [{"policy": first, "share": 0.2}]})
-    assert same_champion["history"][0]["event"] is None  # only its challengers changed: no promotion
+    changed = [e for e in await graph_events(alice) if e["id"] == same_champion["history"][0]["event"]]
+    assert [e["type"] for e in changed] == ["deployment.changed"]  # only its challengers changed: no promotion
+    assert changed[0]["data"] | {"seq": None, "deployed_at": None} == {
+        "graph_id": "demo", "seq": None, "policy": second, "challengers": [{"policy": first, "share": 0.2}],
+        "traffic": "fixed", "require_evidence": False, "sequential": False, "auto_promote": False, "deployed_at": None}
     rolled_back = await put(alice, {"policy": first})
 
     events = await promotions(alice)
@@ -102,10 +119,11 @@ async def test_a_plain_promotion_and_a_rollback_are_events_the_history_names(wor
         ("policy.promoted", first, None), ("policy.promoted", second, first), ("policy.rolled_back", first, second)]
     for event in events:
         assert event["data"] | {"policy": None, "replaced": None, "deployed_at": None, "seq": None} == {
-            "run_id": alice.run_id, "seq": None, "graph_id": "demo", "policy": None, "replaced": None, "trigger": "request",
+            "seq": None, "graph_id": "demo", "policy": None, "replaced": None, "trigger": "request",
             "gated": False, "forced": False, "evaluation": None, "evidence": None, "deployed_at": None}
-    # the history names each event, newest first, with the same moment and kind
-    announced = [h for h in rolled_back["history"] if h["event"]]
+    assert [e["seq"] for e in await graph_events(alice)] == [1, 2, 3, 4]  # the graph's own seq
+    # the history names each promotion, newest first, with the same moment and kind
+    announced = [h for h in rolled_back["history"] if h["event"] in {e["id"] for e in events}]
     assert [h["event"] for h in announced] == [e["id"] for e in reversed(events)]
     assert [h["rollback"] for h in announced] == [True, False, False]
     for record, event in zip(announced, reversed(events), strict=True):
@@ -115,16 +133,16 @@ async def test_a_plain_promotion_and_a_rollback_are_events_the_history_names(wor
     for event in events:
         assert by_id[event["id"]]["type"] == event["type"] and by_id[event["id"]]["data"] == event["data"]
 
-    # the live stream of the finished run gives them after run.succeeded, then ends; from there, only them
-    streamed = await alice.client.get(f"/runs/{alice.run_id}/events", headers={"Accept": "text/event-stream"})
-    types = [line.removeprefix("event: ") for line in streamed.text.splitlines() if line.startswith("event: ")]
-    assert types[-4:] == ["run.succeeded", "policy.promoted", "policy.promoted", "policy.rolled_back"]
-    resumed = await alice.client.get(f"/runs/{alice.run_id}/events", headers={
-        "Accept": "text/event-stream", "Last-Event-ID": str(events[0]["seq"] - 1)})
-    assert [line for line in resumed.text.splitlines() if line.startswith("id: ")] == [f"id: {e['seq']}" for e in events]
-    caught_up = await alice.client.get(f"/runs/{alice.run_id}/events", headers={
-        "Accept": "text/event-stream", "Last-Event-ID": str(events[-1]["seq"])})
-    assert caught_up.status_code == 204
+    # the graph's live stream gives them, each as the list shows it; resumed after one, the next ones
+    streamed = await sse_until(alice.app, "/graphs/demo/events", {"Authorization": "Bearer alice-key"}, 4)
+    assert [(e[0], e[1], e[2]) for e in streamed] == [(str(e["seq"]), e["type"], e["data"])
+                                                      for e in await graph_events(alice)]
+    resumed = await sse_until(alice.app, "/graphs/demo/events", {"Authorization": "Bearer alice-key",
+                                                                 "Last-Event-ID": "2"}, 2)
+    assert [e[0] for e in resumed] == ["3", "4"]
+    # the run's own events are the run's only
+    run_events = (await alice.client.get(f"/runs/{alice.run_id}/events", params={"limit": 1000})).json()["data"]
+    assert run_events[-1]["type"] == "run.succeeded" and not {e["type"] for e in run_events} & set(PROMOTIONS)
 
 
 async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(world):
@@ -187,10 +205,15 @@ async def test_an_auto_promotion_is_an_event_that_says_so(world):
     [auto] = (await promotions(alice))[len(before):]
     assert auto["type"] == "policy.rolled_back"  # it had been champion in the test before
     assert auto["data"] | {"evidence": None, "deployed_at": None, "seq": None} == {
-        "run_id": alice.run_id, "seq": None, "graph_id": "demo", "policy": untrained, "replaced": champion,
+        "seq": None, "graph_id": "demo", "policy": untrained, "replaced": champion,
         "trigger": "auto_promote", "gated": True, "forced": False, "evaluation": created["evaluation_id"], "evidence": None,
         "deployed_at": None}
     assert auto["data"]["evidence"]["ahead"] is True and auto["data"]["evidence"]["sequential"] is True
+    listed = await graph_events(alice)
+    evaluated = listed[[e["id"] for e in listed].index(auto["id"]) - 1]  # the evaluation's event, then the promotion
+    assert (evaluated["type"], evaluated["data"]["evaluation"]) == ("evaluation.succeeded", created["evaluation_id"])
+    assert evaluated["data"]["policies"] == [untrained, champion]
+    assert (await heard(alice, [evaluated]))[evaluated["id"]]["data"] == evaluated["data"]
     now = (await alice.client.get("/graphs/demo/deployment")).json()
     assert now["sequential"] is True  # an auto-promotion keeps how the deployment reads its evidence
     assert now["history"][0] | {"challengers": None} == {
@@ -208,9 +231,10 @@ async def test_another_tenants_receiver_never_hears_a_promotion(world):
     alices = await promotions(alice)
     await heard(alice, alices)
     assert {r["headers"]["webhook-id"] for r in bob.receiver.requests}.isdisjoint(e["id"] for e in alices)
-    assert {Webhook(bob.secret).verify(r["body"], r["headers"])["data"]["run_id"] for r in bob.receiver.delivered()} == {
-        bob.run_id}
+    assert {Webhook(bob.secret).verify(r["body"], r["headers"])["data"]["policy"].split("@")[0]
+            for r in bob.receiver.delivered()} == {bob.run_id}
     assert his["id"] not in {r["headers"]["webhook-id"] for r in alice.receiver.requests}
+    assert his["id"] not in {e["id"] for e in await graph_events(alice)}  # one shared graph, a list per tenant
     assert (await bob.client.get(f"/runs/{alice.run_id}/events")).status_code == 404
 
 
@@ -250,3 +274,30 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
     assert (loosened["require_evidence"], loosened["sequential"]) == (True, False)
     promoted = await put(bob, {"policy": challenger})
     assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == created["evaluation_id"]
+
+
+async def test_a_deployments_receiver_is_kept_replaced_or_removed_by_a_put(world):
+    _, bob = world
+    champion = (await bob.client.get("/graphs/demo/deployment")).json()["policy"]
+    same = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion,
+                                                                  "webhook_url": bob.receiver.url})).json()
+    assert same["webhook_secret"] is None and same["webhook_url"] == bob.receiver.url  # the same URL keeps its secret
+    replaced = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion,
+                                                                      "webhook_url": bob.receiver.url + "?token=t"})).json()
+    assert replaced["webhook_secret"].startswith("whsec_") and replaced["webhook_secret"] != bob.secret
+    assert replaced["webhook_url"] == bob.receiver.url + "?***"  # the token is never shown again
+    [announced] = [e for e in await graph_events(bob) if e["id"] == replaced["history"][0]["event"]]
+    assert Webhook(replaced["webhook_secret"]).verify(*[(r["body"], r["headers"]) for r in (await _heard_raw(
+        bob, announced["id"]))][0])["type"] == "deployment.changed"
+    removed = (await bob.client.put("/graphs/demo/deployment", json={"policy": champion, "webhook_url": None})).json()
+    assert removed["webhook_url"] is None and removed["history"][0]["event"] is not None  # still an event, unheard
+    await asyncio.sleep(1)
+    assert removed["history"][0]["event"] not in {r["headers"]["webhook-id"] for r in bob.receiver.requests}
+    unsafe = await bob.client.put("/graphs/demo/deployment", json={"policy": champion, "webhook_url": "ftp://x/hook"})
+    assert unsafe.status_code == 422 and "webhook_url" in unsafe.text
+
+
+async def _heard_raw(tenant: Tenant, event_id: str) -> list[dict]:
+    while event_id not in {r["headers"]["webhook-id"] for r in tenant.receiver.delivered()}:
+        await asyncio.sleep(0.05)
+    return [r for r in tenant.receiver.delivered() if r["headers"]["webhook-id"] == event_id]

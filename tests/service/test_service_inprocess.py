@@ -86,7 +86,8 @@ async def test_a_webhook_urls_query_is_sealed_at_rest_and_sent_as_given(api):
     database = api._transport.app.state.services.db  # noqa: SLF001 - the rows as stored
     async with database.read() as session:
         stored = (await session.execute(text(
-            "SELECT r.webhook_url, d.url FROM runs r JOIN webhook_deliveries d ON d.run_id = r.id WHERE r.id = :id"),
+            "SELECT r.webhook_url, d.url FROM runs r JOIN webhook_deliveries d ON d.subject_kind = 'run' "
+            "AND d.subject_id = r.id WHERE r.id = :id"),
             {"id": run_id})).all()
     assert len(stored) == 4 and not any("s3cret" in column for row in stored for column in row)
 

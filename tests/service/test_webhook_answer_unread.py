@@ -18,7 +18,6 @@ from app.events.relay import WebhookRelay
 from app.events.signing import SecretBox, new_secret
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
-from app.runs import repository as runs_repository
 from app.runs.models import Run
 from app.kit.settings import Settings
 from tests.standins import HugeAnswerReceiver
@@ -31,14 +30,17 @@ async def one_due_webhook(settings: Settings, url: str) -> None:
     try:
         async with db.transaction() as session:
             await graphs_repository.save(session, demo_document())
+            secret = new_secret()
             session.add(Run(id="run_huge", status="running", graph_id=demo_document().id, config={}, iterations_total=1,
-                            webhook_url=url, webhook_secret=new_secret(), last_seq=1))
+                            webhook_url=url, webhook_secret=secret, last_seq=1))
             await session.flush()
-            session.add(Event(id="evt_huge", run_id="run_huge", seq=1, type="run.started",
-                              data={"run_id": "run_huge", "seq": 1, "status": "running", "attempt": 1}, created_at=now))
+            session.add(Event(id="evt_huge", tenant="public", subject_kind="run", subject_id="run_huge", seq=1,
+                              type="run.started", created_at=now,
+                              data={"run_id": "run_huge", "seq": 1, "status": "running", "attempt": 1}))
             await session.flush()
-            session.add(WebhookDelivery(event_id="evt_huge", run_id="run_huge", type="run.started", url=url,
-                                        status="pending", attempts=0, next_attempt_at=now, created_at=now))
+            session.add(WebhookDelivery(event_id="evt_huge", tenant="public", subject_kind="run", subject_id="run_huge",
+                                        type="run.started", url=url, secret=secret, status="pending", attempts=0,
+                                        next_attempt_at=now, created_at=now))
     finally:
         await db.close()
 
@@ -50,7 +52,7 @@ async def test_a_huge_answer_is_not_read_and_its_status_is_recorded(tmp_path, st
                         webhook_allow_private=True, webhook_timeout_s=10.0, webhook_retry_schedule=[3600])
     await one_due_webhook(settings, receiver.url)
     db = Database(settings)
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
+    relay = WebhookRelay(db, settings, SecretBox("relay-tests-secret-key"))
     try:
         assert await relay.fill_slots() == 1
         for _ in range(600):  # the attempt ends, and is recorded

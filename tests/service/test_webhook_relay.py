@@ -12,19 +12,19 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.kit import migrations
 from app.kit.db import Database, utcnow
 from app.events import relay as relay_module
 from app.events import service as event_log
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
+from app.events.schemas import Subject, SubjectKind
 from app.events.relay import WebhookRelay
 from app.events.signing import SecretBox, new_secret
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.runs import repository as runs_repository
 from app.runs.models import Run
 from app.kit.settings import Settings
 from tests.standins import DripReceiver, Receiver
@@ -100,8 +100,8 @@ async def test_a_drip_receiver_delays_no_other_run_and_every_attempt_is_recorded
         # The worker has stopped: A's attempts in flight were cut, and recorded as interrupted.
         db = Database(settings)
         async with db.read() as session:
-            deliveries_a = await event_log.deliveries(session, run_a)
-            attempts_a = await event_log.run_attempts(session, run_a)
+            deliveries_a = await event_log.deliveries(session, Subject(SubjectKind.RUN, run_a, "public"))
+            attempts_a = await event_log.attempts(session, Subject(SubjectKind.RUN, run_a, "public"))
         await db.close()
 
         # B: every event arrives once, within a few seconds of being written, although A's receiver drips.
@@ -163,16 +163,19 @@ async def outbox(database_url: str, url: str, n: int, **overrides) -> tuple[Sett
     run_id, now = "run_relay_test", utcnow()
     async with db.transaction() as session:
         await graphs_repository.save(session, demo_document())
+        secret = new_secret()
         session.add(Run(id=run_id, status="running", graph_id=demo_document().id, config={}, iterations_total=1,
-                        webhook_url=url, webhook_secret=new_secret(), last_seq=n))
+                        webhook_url=url, webhook_secret=secret, last_seq=n))
         await session.flush()
         for seq in range(1, n + 1):
             event_id = f"evt_{seq:04d}"
-            session.add(Event(id=event_id, run_id=run_id, seq=seq, type="run.started",
-                              data={"run_id": run_id, "seq": seq, "status": "running", "attempt": 1}, created_at=now))
+            session.add(Event(id=event_id, tenant="public", subject_kind="run", subject_id=run_id, seq=seq,
+                              type="run.started", created_at=now,
+                              data={"run_id": run_id, "seq": seq, "status": "running", "attempt": 1}))
             await session.flush()
-            session.add(WebhookDelivery(event_id=event_id, run_id=run_id, type="run.started", url=url, status="pending",
-                                        attempts=0, next_attempt_at=now, created_at=now))
+            session.add(WebhookDelivery(event_id=event_id, tenant="public", subject_kind="run", subject_id=run_id,
+                                        type="run.started", url=url, secret=secret, status="pending", attempts=0,
+                                        next_attempt_at=now, created_at=now))
     await db.close()
     return settings, run_id
 
@@ -181,7 +184,7 @@ async def outbox(database_url: str, url: str, n: int, **overrides) -> tuple[Sett
 async def two_workers(settings: Settings):
     """Two relays, each with its own connections to one database, running until the block ends."""
     databases = [Database(settings), Database(settings)]
-    relays = [WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url) for db in databases]
+    relays = [WebhookRelay(db, settings, SecretBox("relay-tests-secret-key")) for db in databases]
     tasks = [asyncio.create_task(relay.run_forever()) for relay in relays]
     try:
         yield databases[0]
@@ -255,9 +258,8 @@ async def test_a_secret_sealed_under_another_key_fails_the_attempt_visibly_and_s
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", receiver.url, 2, webhook_retry_schedule=[0.1])
     db = Database(settings)
     async with db.transaction() as session:
-        run = await session.get(Run, run_id)
-        run.webhook_secret = SecretBox("the-api-process-key").seal(new_secret())
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("the-worker-process-key")), SecretBox("the-worker-process-key").open_url)
+        await session.execute(update(WebhookDelivery).values(secret=SecretBox("the-api-process-key").seal(new_secret())))
+    relay = WebhookRelay(db, settings, SecretBox("the-worker-process-key"))
     task = asyncio.create_task(relay.run_forever())
     try:
         deliveries = await until(lambda: all_failed(db, run_id), 15)
@@ -274,17 +276,17 @@ async def test_a_secret_sealed_under_another_key_fails_the_attempt_visibly_and_s
 
 
 def select_deliveries(run_id: str):
-    return select(WebhookDelivery).where(WebhookDelivery.run_id == run_id).order_by(WebhookDelivery.event_id)
+    return select(WebhookDelivery).where(WebhookDelivery.subject_id == run_id).order_by(WebhookDelivery.event_id)
 
 
 async def test_a_stopping_worker_records_the_attempt_it_interrupts_and_frees_the_delivery(tmp_path):
     drip = DripReceiver(interval=0.2)
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", drip.url, 1, webhook_timeout_s=5.0)
     db = Database(settings)
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
+    relay = WebhookRelay(db, settings, SecretBox("relay-tests-secret-key"))
     try:
         assert await relay.fill_slots() == 1
-        assert await WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url).fill_slots() == 0  # leased
+        assert await WebhookRelay(db, settings, SecretBox("relay-tests-secret-key")).fill_slots() == 0  # leased
         for _ in range(100):  # the attempt is in flight
             if drip.requests:
                 break
@@ -318,7 +320,7 @@ async def test_a_stop_that_lands_while_an_attempt_is_recorded_keeps_the_record(t
     receiver = Receiver()
     settings, run_id = await outbox(f"sqlite:///{tmp_path}/relay.sqlite", receiver.url, 1)
     db = Database(settings)
-    relay = RelayWritingSlowly(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
+    relay = RelayWritingSlowly(db, settings, SecretBox("relay-tests-secret-key"))
     try:
         assert await relay.fill_slots() == 1
         await asyncio.wait_for(relay.recording.wait(), 10)
@@ -343,19 +345,23 @@ async def test_claims_go_round_robin_across_runs(database_url, per_run):
     db = Database(settings)
     later = utcnow()
     async with db.transaction() as session:
+        secret = new_secret()
         session.add(Run(id="run_other", status="running", graph_id=demo_document().id, config={}, iterations_total=1,
-                        webhook_url="http://127.0.0.1:9/b", webhook_secret=new_secret(), last_seq=1))
+                        webhook_url="http://127.0.0.1:9/b", webhook_secret=secret, last_seq=1))
         await session.flush()
-        session.add(Event(id="evt_other", run_id="run_other", seq=1, type="run.started",
-                          data={"run_id": "run_other", "seq": 1, "status": "running", "attempt": 1}, created_at=later))
+        session.add(Event(id="evt_other", tenant="public", subject_kind="run", subject_id="run_other", seq=1,
+                          type="run.started", created_at=later,
+                          data={"run_id": "run_other", "seq": 1, "status": "running", "attempt": 1}))
         await session.flush()
-        session.add(WebhookDelivery(event_id="evt_other", run_id="run_other", type="run.started", url="http://127.0.0.1:9/b",
-                                    status="pending", attempts=0, next_attempt_at=later, created_at=later))
-    relay = WebhookRelay(db, settings, runs_repository.webhook_secrets(SecretBox("relay-tests-secret-key")), SecretBox("relay-tests-secret-key").open_url)
+        session.add(WebhookDelivery(event_id="evt_other", tenant="public", subject_kind="run", subject_id="run_other",
+                                    type="run.started", url="http://127.0.0.1:9/b", secret=secret, status="pending",
+                                    attempts=0, next_attempt_at=later, created_at=later))
+    relay = WebhookRelay(db, settings, SecretBox("relay-tests-secret-key"))
     try:
         claimed = await relay._claim_due(4)
-        assert Counter(run for _, run, _ in claimed) == Counter({run_a: per_run, "run_other": 1})
-        lease = claimed[0][2]
+        assert Counter("run_other" if event_id == "evt_other" else run_a for event_id, _ in claimed) == Counter(
+            {run_a: per_run, "run_other": 1})
+        lease = claimed[0][1]
         assert lease - utcnow() > timedelta(seconds=settings.webhook_timeout_s)  # covers the whole attempt
     finally:
         await relay.close()

@@ -11,6 +11,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.events import service as events
+from app.events.schemas import Subject, SubjectKind
 from app.lifecycle.api import dbos_database_url
 from app.runs.status import RunStatus, Step
 from app.runs.events import EventType
@@ -35,7 +36,7 @@ async def process(tmp_path_factory):
 
 async def _events(process, run_id):
     async with process.api.db.read() as session:
-        page, _ = await events.events_page(session, run_id, after=0, limit=100)
+        page, _ = await events.events_page(session, Subject(SubjectKind.RUN, run_id, "public"), after=0, limit=100)
     return page
 
 

@@ -245,9 +245,11 @@ async function showRuns(current) {
 
 const interval = (i) => (i ? `${i.value.toFixed(3)} [${i.low.toFixed(3)}, ${i.high.toFixed(3)}]` : "–");
 
-/** The latest promotions and rollbacks of the history: each one is the event its champion's run announced. */
+/** The latest promotions and rollbacks of the history (newest first): the entries whose champion is new, each the
+ *  graph's `policy.promoted` or `policy.rolled_back` event; a deployment that kept its champion is none. */
 function promotions(history) {
-  const shown = history.filter((d) => d.event).slice(0, 5).map((d) => h("li", {},
+  const promoted = history.filter((d, i) => i === history.length - 1 || d.policy !== history[i + 1].policy);
+  const shown = promoted.slice(0, 5).map((d) => h("li", {},
     `${when(d.deployed_at)}: ${d.rollback ? "rolled back to" : "promoted"} `, h("span", { class: "mono" }, d.policy),
     d.trigger === "auto_promote" ? " by auto-promotion" : " by request",
     d.forced ? ", forced" : (d.evaluation ? `, on evaluation ${d.evaluation}` : "")));

@@ -1,0 +1,52 @@
+"""The catalogue of a draft batch's events.
+
+The same payload is an event's `data` in `GET /draft-batches/{batch_id}/events`, in its live stream, and in the webhook
+POSTed to the batch's `webhook_url`. A batch ends with `draft_batch.succeeded` or `draft_batch.failed`.
+"""
+
+from enum import StrEnum
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from app.drafts.schemas import BatchStatus
+from app.events.schemas import BatchEventData, Catalogue
+from app.kit.pages import Page
+
+
+class BatchEventType(StrEnum):
+    DRAFT_BATCH_SUCCEEDED = "draft_batch.succeeded"
+    DRAFT_BATCH_FAILED = "draft_batch.failed"
+
+
+class BatchEndedData(BatchEventData):
+    status: BatchStatus
+    count: int = Field(description="Prospects in the batch.")
+    completed: int = Field(description="Prospects drafted.")
+    policy: str = Field(description="The policy the batch names, `<run_id>@<k>`.")
+    error: dict | None = Field(description="`{\"message\", \"step\"}` of a failed batch; null otherwise.")
+
+
+class DraftBatchSucceededData(BatchEndedData):
+    """Every prospect of the batch was drafted (a prospect the policy wrote no email for counts as drafted)."""
+
+    type = BatchEventType.DRAFT_BATCH_SUCCEEDED
+    status: Literal[BatchStatus.SUCCEEDED] = BatchStatus.SUCCEEDED
+
+
+class DraftBatchFailedData(BatchEndedData):
+    """The batch failed, once every chunk had ended: the drafts stored stand, `error` says why."""
+
+    type = BatchEventType.DRAFT_BATCH_FAILED
+    status: Literal[BatchStatus.FAILED] = BatchStatus.FAILED
+
+
+PAYLOADS: dict[BatchEventType, type[BatchEventData]] = {
+    data.type: data for data in (DraftBatchSucceededData, DraftBatchFailedData)
+}
+CATALOGUE = Catalogue(PAYLOADS, frozenset(PAYLOADS))
+AnyBatchEvent = Annotated[Union[tuple(CATALOGUE.event_models())], Field(discriminator="type")]  # noqa: UP007
+
+
+class BatchEventList(Page[AnyBatchEvent]):
+    """A draft batch's events in seq order."""
