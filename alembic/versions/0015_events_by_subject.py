@@ -4,7 +4,7 @@ a deployment has a receiver of the graph's events. A run's policy.promoted and p
 graph they were promoted on.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-11-28 05:00:00
 """
 from typing import Sequence, Union
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision: str = '0015'
-down_revision: Union[str, Sequence[str], None] = '0013'
+down_revision: Union[str, Sequence[str], None] = '0014'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
