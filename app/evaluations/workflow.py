@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 
 from dbos import DBOS
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, select
 
 from app.kit.db import describe, utcnow
 from app.drafts.models import Draft, DraftBatch
@@ -17,8 +17,6 @@ from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
-from app.outcomes.models import EmailRef, OutcomeRecord
-from app.outcomes.schemas import OutcomeType
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
@@ -31,22 +29,14 @@ from app.engine.executor import current
 log = logging.getLogger("codreamer")
 
 
-async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list[tuple[str, int, str, int, float, int, dict]]:
-    """Every sent draft on the graph whose outcome is known: delivered before the reply window closed (or replied
-    to). (batch, position, its policy's run and iteration, its propensity, replied 0/1, its prospect)."""
-    delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
-                              else_=0))
-    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
-    known = (select(EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration, replied.label("replied"))
-             .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
-             .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
-             .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.run_id, EmailRef.iteration)
-             .having((delivered + replied) > 0).subquery())
-    rows = await session.execute(
-        select(known.c.draft_batch_id, known.c.slot, known.c.run_id, known.c.iteration, Draft.propensity, known.c.replied,
-               Draft.prospect)
-        .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))
-    return [tuple(row) for row in rows]
+async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list:
+    """Every sent draft on the graph whose outcome is known, with the traffic decision logged when it was drafted:
+    rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `replied` 0/1,
+    `prospect`)."""
+    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
+    return (await session.execute(
+        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.replied, Draft.prospect)
+        .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))).all()
 
 
 def direct_method(author_training: list, held_out_likes: list[str], held_out_predictions: list[float],
@@ -80,7 +70,7 @@ async def supports(session, tenant: str, graph_id: str) -> dict[str, dict[str, f
     """Per draft batch on the graph, each policy's share of it (a policy outside a batch had no chance there)."""
     rows = await session.execute(select(DraftBatch.id, DraftBatch.arms).where(
         DraftBatch.tenant == tenant, DraftBatch.graph_id == graph_id))
-    return {batch: {f"{a['run_id']}@{a['iteration']}": a["share"] for a in arms or []} for batch, arms in rows}
+    return {batch: {a["policy_id"]: a["share"] for a in arms or []} for batch, arms in rows}
 
 
 @DBOS.step(name="evaluate")
@@ -125,17 +115,16 @@ async def evaluate_step(evaluation_id: str) -> str:
                                                                segment(prospect["role"], prospect["industry"])),
                                                 content_hash(email)).p_reply)
         predicted_reply = estimators.mean_interval(predicted)
-        mine = author.policy.source  # results, batches' shares and logged sends name policies by alias
-        rows = [row for row in logged if shares.get(row[0], {}).get(mine, 0) > 0]
+        mine = author.policy.id
+        rows = [row for row in logged if shares.get(row.batch, {}).get(mine, 0) > 0]
         off = estimators.off_policy(
-            arms=[int(f"{run_id}@{iteration}" == mine) for _, _, run_id, iteration, *_ in rows],
-            propensities=[shares[batch][mine] for batch, *_ in rows],
-            rewards=[float(row[5]) for row in rows], arm=1,
-            predicted=direct_method(author.training, likes, predicted, [row[6] for row in rows]))
+            arms=[int(row.policy_id == mine) for row in rows], propensities=[row.propensity for row in rows],
+            rewards=[float(row.replied) for row in rows], arm=1,
+            predicted=direct_method(author.training, likes, predicted, [row.prospect for row in rows]))
         if logged and not rows:
             off = estimators.OffPolicy(n=0, reason="it had no share in any batch whose sends have a known outcome")
         reports.append(PolicyEvaluation(
-            policy=mine, held_out=len(judged), judge=estimators.mean_interval(judged),
+            policy=author.policy.source, held_out=len(judged), judge=estimators.mean_interval(judged),
             predicted_reply=predicted_reply,
             off_policy=off))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else

@@ -94,8 +94,7 @@ async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: date
     machine opens, bounces and auto-replies count for nothing.
     """
     recipient = OutcomeRecord.recipient
-    delivered = func.count(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before),
-                                 recipient)).distinct())
+    delivered = func.count(case((_mature_delivery(mature_before), recipient)).distinct())
     opens = func.count(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), recipient)).distinct())
     replies = func.count(case((OutcomeRecord.type == OutcomeType.REPLIED, recipient)).distinct())
     query = (select(OutcomeRecord.ref, delivered, opens, replies).where(OutcomeRecord.tenant == tenant)
@@ -110,3 +109,20 @@ async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: date
     traits = await session.execute(select(EmailRef.ref, EmailRef.features, EmailRef.content_hash).where(EmailRef.ref.in_(counts)))
     return [SentEmail(features=features, content_hash=content, delivered=max(counts[ref][0], counts[ref][2]),
                       opens=counts[ref][1], replies=counts[ref][2]) for ref, features, content in traits]
+
+
+def _mature_delivery(mature_before: datetime):
+    """A delivery older than the reply window: a send without a reply by then counts as one without."""
+    return and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before)
+
+
+def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime):
+    """Every sent draft on the graph whose outcome is known (delivered before the reply window closed, or replied to),
+    as a subquery for the caller to count or join: `ref`, `draft_batch_id`, `slot`, `policy_id`, `replied` (0 or 1)."""
+    delivered = func.max(case((_mature_delivery(mature_before), 1), else_=0))
+    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
+    return (select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id, replied.label("replied"))
+            .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
+            .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
+            .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id)
+            .having((delivered + replied) > 0).subquery())

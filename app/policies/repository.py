@@ -4,14 +4,13 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import func, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS, delete_stored_checkpoints
 from app.loop.schemas import TrainingOutcome
-from app.outcomes.models import EmailRef, OutcomeRecord
-from app.outcomes.schemas import OutcomeType
+from app.outcomes import repository as outcomes
 from app.policies.models import Deployment, Evaluation, Policy
 from app.policies.store import PolicyRef, policy_id
 from app.runs import repository as runs
@@ -93,16 +92,9 @@ async def was_champion(session: AsyncSession, graph_id: str, tenant: str, policy
 async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
     """Per policy id, its drafts on the graph with a known outcome (delivered before the reply window closed, or
     replied to) and how many of them got a reply."""
-    delivered = func.max(case((and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before), 1),
-                              else_=0))
-    replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
-    per_ref = (select(EmailRef.policy_id, delivered.label("delivered"), replied.label("replied"))
-               .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
-               .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
-               .group_by(EmailRef.ref, EmailRef.policy_id).subquery())
+    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
     rows = await session.execute(
-        select(per_ref.c.policy_id, func.count(), func.sum(per_ref.c.replied))
-        .where((per_ref.c.delivered + per_ref.c.replied) > 0).group_by(per_ref.c.policy_id))
+        select(known.c.policy_id, func.count(), func.sum(known.c.replied)).group_by(known.c.policy_id))
     return {policy: (sends, int(replies or 0)) for policy, sends, replies in rows}
 
 
