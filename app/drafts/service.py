@@ -7,12 +7,11 @@ from datetime import timedelta
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
-from app.drafts import queue
+from app.drafts import queue, repository
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
     CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
@@ -25,7 +24,6 @@ from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.knowledge_graph import repository as graphs
-from app.outcomes.models import EmailRef, OutcomeRecord
 from app.outcomes.schemas import OutcomeType, Sentiment
 from app.policies import repository as policies
 from app.policies import service as policy_service
@@ -194,7 +192,7 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
 
 async def _replay(svc: Services, tenant: str, key: str, digest: str) -> BatchCreated | None:
     async with svc.db.read() as session:
-        batch = await session.scalar(select(DraftBatch).where(DraftBatch.tenant == tenant, DraftBatch.idempotency_key == key))
+        batch = await repository.by_idempotency_key(session, tenant, key)
     if batch is None:
         return None
     if batch.request_hash != digest:
@@ -224,27 +222,6 @@ def batch_view(batch: DraftBatch) -> BatchOut:
                     finished_at=batch.finished_at, error=batch.error)
 
 
-async def sent_drafts(session: AsyncSession, policy_id: str) -> int:
-    """Sent drafts (with a recorded outcome) deleting the policy deletes: those it wrote, and every draft of the
-    batches it drafted as the champion (a batch goes with its policy). They are logged sends that evaluations of the
-    policies drafting beside them read."""
-    return await session.scalar(select(func.count(func.distinct(EmailRef.ref)))
-                                .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref).where(_refs_of(policy_id)))
-
-
-async def discard_refs(session: AsyncSession, policy_id: str) -> None:
-    """The refs of the drafts the policy wrote or its batches hold, with their outcomes: before the policy's deletion
-    takes its batches."""
-    refs = select(EmailRef.ref).where(_refs_of(policy_id))
-    await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(refs)))
-    await session.execute(delete(EmailRef).where(EmailRef.ref.in_(refs)))
-
-
-def _refs_of(policy_id: str):
-    batches = select(DraftBatch.id).where(DraftBatch.policy_id == policy_id)
-    return EmailRef.draft_batch_id.is_not(None) & ((EmailRef.policy_id == policy_id) | EmailRef.draft_batch_id.in_(batches))
-
-
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
                     policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
@@ -254,8 +231,7 @@ def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
     """In prospect order; `after` is a position (the drafts' order in the request, from 0)."""
-    rows = (await session.scalars(select(Draft).where(Draft.batch_id == batch.id, Draft.position > after)
-                                  .order_by(Draft.position).limit(limit + 1))).all()
+    rows = await repository.drafts(session, batch.id, after=after, limit=limit + 1)
     return [draft_view(batch, row) for row in rows[:limit]], len(rows) > limit
 
 
@@ -264,8 +240,7 @@ async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
-    rows = await session.scalars(select(Draft).where(Draft.batch_id == batch.id).order_by(Draft.position))
-    for draft in rows:
+    for draft in await repository.drafts(session, batch.id):
         prospect, email = draft.prospect, draft.email or {}
         writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
                          prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
@@ -276,16 +251,8 @@ async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
 
 async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[ProspectOutcomes]:
     """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only)."""
-    refs = dict((await session.execute(select(EmailRef.ref, EmailRef.prospect_id).where(EmailRef.draft_batch_id == batch.id)
-                                        .order_by(EmailRef.slot))).all())
-    if not refs:
-        return []
+    refs, rows = await repository.refs_and_outcomes(session, batch.id)
     counts: dict[str, dict[str, int]] = {ref: {} for ref in refs}
-    rows = await session.execute(
-        select(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment,
-               func.count(OutcomeRecord.recipient.distinct()))
-        .where(OutcomeRecord.ref.in_(refs))
-        .group_by(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment))
     for ref, kind, machine, sentiment, n in rows:
         tally = counts[ref]
         key = {OutcomeType.DELIVERED: "delivered", OutcomeType.BOUNCED: "bounces", OutcomeType.REPLIED: "replies",

@@ -9,21 +9,19 @@ import asyncio
 import logging
 
 from dbos import DBOS, WorkflowHandleAsync
-from sqlalchemy import select, update
 
 from app.kit.db import describe, utcnow
 from app import tasks
-from app.drafts import service
+from app.drafts import repository, service
 from app.drafts.events import DraftBatchFailedData, DraftBatchSucceededData
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import BatchStatus, DraftEmail
 from app.events import service as events
 from app.events.schemas import Receiver
 from app.loop.email import Written
-from app.loop.features import content_hash, email_features, segment
 from app.loop.reward import rollout_seed
 from app.outcomes import refs
-from app.outcomes.models import EmailRef
+from app.outcomes import repository as outcomes
 from app.engine.executor import current
 from app.drafts.writing import DraftingFailed, write_for, writer
 
@@ -52,9 +50,7 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
         batch = await session.get(DraftBatch, batch_id)
         if batch is None:
             return 0
-        pending = (await session.scalars(select(Draft).where(
-            Draft.batch_id == batch_id, Draft.position >= start, Draft.position < end, Draft.drafted_at.is_(None))
-            .order_by(Draft.position))).all()
+        pending = await repository.pending(session, batch_id, start, end)
     if not pending:
         return 0
     graph = await services.graphs.get(batch.graph_id)
@@ -75,19 +71,15 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
             if email is not None:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
-                session.add(EmailRef(
-                    ref=ref, tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id, iteration=row.iteration,
-                    slot=row.position,
-                    graph_id=batch.graph_id, scenario_id=like, judge_score=written.score,
-                    features=email_features(email, row.prospect["name"], row.prospect["company"],
-                                            segment(row.prospect["role"], row.prospect["industry"])),
-                    content_hash=content_hash(email), draft_batch_id=batch_id, prospect_id=row.prospect["id"]))
-            done = await session.execute(update(Draft).where(
-                Draft.batch_id == batch_id, Draft.position == row.position, Draft.drafted_at.is_(None)).values(
-                like=like, email=traced, judge_score=written.score, drafted_at=utcnow()))
-            stored += done.rowcount
-        await session.execute(update(DraftBatch).where(DraftBatch.id == batch_id).values(
-            completed=DraftBatch.completed + stored))
+                prospect = row.prospect
+                session.add(outcomes.email_ref(
+                    ref, email, name=prospect["name"], company=prospect["company"], role=prospect["role"],
+                    industry=prospect["industry"], tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id,
+                    iteration=row.iteration, slot=row.position, graph_id=batch.graph_id, scenario_id=like,
+                    judge_score=written.score, draft_batch_id=batch_id, prospect_id=prospect["id"]))
+            stored += await repository.store_drafted(session, batch_id, row.position, like=like, email=traced,
+                                                     judge_score=written.score, drafted_at=utcnow())
+        await repository.count_completed(session, batch_id, stored)
     return stored
 
 

@@ -6,10 +6,9 @@ import logging
 from datetime import timedelta
 
 from dbos import DBOS
-from sqlalchemy import and_, select
 
 from app.kit.db import describe, utcnow
-from app.drafts.models import Draft, DraftBatch
+from app.drafts import repository as drafts
 from app.drafts.writing import write_for, writer
 from app.stats import estimators
 from app import tasks
@@ -27,16 +26,6 @@ from app.policies.schemas import EvaluationResult, PolicyEvaluation
 from app.engine.executor import current
 
 log = logging.getLogger("codreamer")
-
-
-async def logged_sends(session, tenant: str, graph_id: str, mature_before) -> list:
-    """Every sent draft on the graph whose outcome is known, with the traffic decision logged when it was drafted:
-    rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `replied` 0/1,
-    `prospect`)."""
-    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
-    return (await session.execute(
-        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.replied, Draft.prospect)
-        .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))).all()
 
 
 def direct_method(author_training: list, held_out_likes: list[str], held_out_predictions: list[float],
@@ -66,13 +55,6 @@ def direct_method(author_training: list, held_out_likes: list[str], held_out_pre
 _PROSPECT = ("name", "role", "company", "industry", "pains")
 
 
-async def supports(session, tenant: str, graph_id: str) -> dict[str, dict[str, float]]:
-    """Per draft batch on the graph, each policy's share of it (a policy outside a batch had no chance there)."""
-    rows = await session.execute(select(DraftBatch.id, DraftBatch.arms).where(
-        DraftBatch.tenant == tenant, DraftBatch.graph_id == graph_id))
-    return {batch: {a["policy_id"]: a["share"] for a in arms or []} for batch, arms in rows}
-
-
 @DBOS.step(name="evaluate")
 async def evaluate_step(evaluation_id: str) -> str:
     executor = current()
@@ -86,8 +68,10 @@ async def evaluate_step(evaluation_id: str) -> str:
     mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
     async with services.db.read() as session:
         sent = await outcomes.sent_emails(session, evaluation.tenant, mature_before=mature_before, graph_id=graph.id)
-        logged = await logged_sends(session, evaluation.tenant, graph.id, mature_before)
-        shares = await supports(session, evaluation.tenant, graph.id)
+        logged = await drafts.logged_sends(session, evaluation.tenant, graph.id, mature_before)
+        # per batch, each policy's share of it: a policy outside a batch had no chance there
+        shares = {batch: {arm["policy_id"]: arm["share"] for arm in arms}
+                  for batch, arms in (await drafts.arms_by_batch(session, evaluation.tenant, graph.id)).items()}
     model = OutcomeModel.fit(sent, settings.outcome_prior_sends)
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}

@@ -7,9 +7,18 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agent.schemas import Email
+from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import SentEmail
 from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
+
+def email_ref(ref: str, email: Email, *, name: str, company: str, role: str, industry: str, **origin) -> EmailRef:
+    """What a written email's outcomes find their way back by: where it came from (`origin`: its tenant, graph, run or
+    batch, policy, slot…), and the traits of it and of its prospect that the outcome model learns over."""
+    return EmailRef(ref=ref, features=email_features(email, name, company, segment(role, industry)),
+                    content_hash=content_hash(email), **origin)
+
 
 @dataclass(frozen=True)
 class Origin:

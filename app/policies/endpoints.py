@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from app.core import ServicesDep
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
-from app.drafts import service as drafts
+from app.drafts import repository as drafts
 from app.kit.errors import NotFound, invalid
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.events.ssrf import UnsafeWebhookURL, resolve

@@ -7,6 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.backends.specs import delete_stored_checkpoints
 from app.kit.db import Database
 from app.outcomes import refs
+from app.outcomes import repository as outcomes
 from app.outcomes.models import EmailRef, OutcomeRecord
 from app.runs.status import ACTIVE, RunStatus
 from app.events import service as events
@@ -14,7 +15,6 @@ from app.events.schemas import Subject, SubjectKind
 from app.events.ssrf import redacted
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.agent.schemas import Email, TracedEmail
-from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import FeedbackSource
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
 
@@ -65,10 +65,10 @@ def email_ref(run: Run, graph: KnowledgeGraph, iteration: int, slot: int, scenar
               judge_score: float | None) -> EmailRef:
     """Where the email came from, and the traits the outcome model learns its outcomes over."""
     prospect = graph.scenarios[scenario_id].prospect
-    return EmailRef(ref=refs.email_ref(run.id, iteration, slot), tenant=run.tenant, run_id=run.id, graph_id=run.graph_id,
-                    iteration=iteration, slot=slot, scenario_id=scenario_id, judge_score=judge_score,
-                    features=email_features(email, prospect.name, prospect.company, segment(prospect.role, prospect.industry)),
-                    content_hash=content_hash(email))
+    return outcomes.email_ref(refs.email_ref(run.id, iteration, slot), email, name=prospect.name, company=prospect.company,
+                              role=prospect.role, industry=prospect.industry, tenant=run.tenant, run_id=run.id,
+                              graph_id=run.graph_id, iteration=iteration, slot=slot, scenario_id=scenario_id,
+                              judge_score=judge_score)
 
 
 async def trajectory_emails(session: AsyncSession, run_id: str, iteration: int, scenario_id: str) -> list[tuple[int, TracedEmail]]:

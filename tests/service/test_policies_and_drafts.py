@@ -681,7 +681,7 @@ async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
 
 
 async def test_an_evaluation_ends_with_an_event_of_its_graph_for_its_tenant_only(world, monkeypatch):
-    from app.evaluations import workflow
+    from app.drafts import repository
 
     alice, bob, run_id = world
 
@@ -690,7 +690,7 @@ async def test_an_evaluation_ends_with_an_event_of_its_graph_for_its_tenant_only
 
     before = (await alice.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
     theirs = (await bob.get("/graphs/demo/events", params={"limit": 1000})).json()["data"]
-    monkeypatch.setattr(workflow, "logged_sends", unreadable)
+    monkeypatch.setattr(repository, "logged_sends", unreadable)
     created = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1", f"{run_id}@2"]}))
     assert (await evaluated(alice, created.json()["evaluation_id"]))["status"] == "failed"
     after = (await alice.get("/graphs/demo/events", params={"limit": 1000, "after": before[-1]["seq"] if before else 0}))
