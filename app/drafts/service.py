@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
@@ -18,7 +17,8 @@ from app.drafts.schemas import (
     ProspectOutcomes,
 )
 from app.kit.db import utcnow
-from app.kit.errors import Conflict, NotFound, invalid
+from app.kit.idempotency import check_same_request, create_once, request_hash
+from app.kit.errors import NotFound, invalid
 from app.events.schemas import Subject, SubjectKind
 from app.events.service import new_id
 from app.events.signing import new_secret
@@ -32,7 +32,6 @@ from app.policies.models import Policy
 from app.policies.schemas import champion_share
 from app.policies.store import policy_id
 from app.stats.bandit import auto_shares
-from app.runs.service import request_hash
 from app.kit.settings import Settings
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
@@ -140,8 +139,15 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     """The batch, queued, with a row per prospect; or, for a repeated Idempotency-Key with the same body, the first
     (True). Nothing is stored on any refusal."""
     digest = request_hash(body)
-    if idempotency_key and (replayed := await _replay(svc, tenant, idempotency_key, digest)):
-        return replayed, True
+    created, replayed = await create_once(idempotency_key, lambda: _replay(svc, tenant, idempotency_key, digest),
+                                          lambda: _create_batch(svc, body, tenant, idempotency_key, digest), "batch")
+    if not replayed:
+        await queue.enqueue(created.batch_id)
+    return created, replayed
+
+
+async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempotency_key: str | None, digest: str
+                        ) -> BatchCreated:
     webhook_url = str(body.webhook_url) if body.webhook_url else None
     async with svc.db.read() as session:
         if not await graphs.visible(session, body.graph_id, tenant):
@@ -153,41 +159,34 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
         except UnsafeWebhookURL as exc:
             raise invalid("webhook_url", str(exc)) from None
     secret = new_secret() if webhook_url else None
-    try:
-        async with svc.db.transaction() as session:  # the policies kept and the batch stored, or neither
-            arms = await _arms(session, body, tenant, svc.settings)
-            policy = arms[0][0]
-            default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
-            batch = DraftBatch(
-                id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
-                iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
-                request_hash=digest,
-                arms=[{"policy_id": p.id, "run_id": p.run_id, "iteration": p.iteration, "share": share}
-                      for p, share in arms],
-                webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
-                webhook_secret=svc.secrets.seal(secret) if secret else None,
-            )
-            shares = [share for _, share in arms]
-            drafts = []
-            for position, prospect in enumerate(body.prospects):
-                prospect_id = prospect.id or f"p{position + 1}"
-                arm = choose_arm(shares, body.seed, prospect_id, position)
-                author = arms[arm][0]
-                drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
-                                    iteration=author.iteration, variant=arm, propensity=shares[arm],
-                                    prospect=prospect.model_dump(mode="json") | {
-                                        "id": prospect_id, "goal": prospect.goal or default_goal}))
-            session.add(batch)
-            await session.flush()
-            session.add_all(drafts)
-    except IntegrityError:  # a concurrent request with the same key won the race, or a policy was deleted meanwhile
-        replayed = await _replay(svc, tenant, idempotency_key, digest) if idempotency_key else None
-        if replayed is None:
-            raise Conflict("the batch could not be stored as it was validated; retry") from None
-        return replayed, True
-    await queue.enqueue(batch.id)
+    async with svc.db.transaction() as session:  # the policies kept and the batch stored, or neither
+        arms = await _arms(session, body, tenant, svc.settings)
+        policy = arms[0][0]
+        default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
+        batch = DraftBatch(
+            id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
+            iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
+            request_hash=digest,
+            arms=[{"policy_id": p.id, "run_id": p.run_id, "iteration": p.iteration, "share": share}
+                  for p, share in arms],
+            webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
+            webhook_secret=svc.secrets.seal(secret) if secret else None,
+        )
+        shares = [share for _, share in arms]
+        drafts = []
+        for position, prospect in enumerate(body.prospects):
+            prospect_id = prospect.id or f"p{position + 1}"
+            arm = choose_arm(shares, body.seed, prospect_id, position)
+            author = arms[arm][0]
+            drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
+                                iteration=author.iteration, variant=arm, propensity=shares[arm],
+                                prospect=prospect.model_dump(mode="json") | {
+                                    "id": prospect_id, "goal": prospect.goal or default_goal}))
+        session.add(batch)
+        await session.flush()
+        session.add_all(drafts)
     return BatchCreated(batch_id=batch.id, status=batch.status, count=batch.count, webhook_secret=secret,
-                        links=links(batch.id)), False
+                        links=links(batch.id))
 
 
 async def _replay(svc: Services, tenant: str, key: str, digest: str) -> BatchCreated | None:
@@ -195,8 +194,7 @@ async def _replay(svc: Services, tenant: str, key: str, digest: str) -> BatchCre
         batch = await repository.by_idempotency_key(session, tenant, key)
     if batch is None:
         return None
-    if batch.request_hash != digest:
-        raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
+    check_same_request(key, batch.request_hash, digest)
     return BatchCreated(batch_id=batch.id, status=batch.status, count=batch.count, links=links(batch.id))
 
 

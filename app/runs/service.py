@@ -4,19 +4,16 @@ graph that the runs on it hold back.
 `POST /learn-loop` and `codreamer run` both start runs here.
 """
 
-import hashlib
-import json
-
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.auth import OPEN_TENANT
 from app.backends.specs import SPECS, BackendUnavailable, check_available
 from app.core import Services
 from app.kit.db import serialize_on
+from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.kit.errors import Conflict, TooManyRequests, invalid
 from app.runs.status import RunStatus
 from app.events.service import new_id
@@ -35,12 +32,6 @@ from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
 def links(run_id: str) -> dict:
     base = f"/runs/{run_id}"
     return {"self": base, "iterations": f"{base}/iterations", "events": f"{base}/events", "node_scores": f"{base}/node-scores"}
-
-
-def request_hash(body: BaseModel) -> str:
-    """What an Idempotency-Key is checked against: the fields the request set, canonically (runs and draft batches)."""
-    fields = body.model_dump(mode="json", exclude_unset=True)
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -> EffectiveConfig:
@@ -118,8 +109,7 @@ async def _replay(svc: Services, tenant: str, key: str, body_hash: str) -> RunCr
         record = await session.get(IdempotencyKey, (tenant, key))
         if record is None:
             return None
-        if record.request_hash != body_hash:
-            raise Conflict(f"Idempotency-Key {key!r} was already used with a different request body")
+        check_same_request(key, record.request_hash, body_hash)
         run = await session.get(Run, record.run_id)
     note = "shown once, in the response that created the run" if run.webhook_url else None
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=None, webhook_secret_note=note, links=links(run.id))
@@ -142,8 +132,15 @@ async def create_run(
 ) -> tuple[RunCreated, bool]:
     """The new run, queued; or, for a repeated Idempotency-Key with the same body, the first one (True)."""
     body_hash = request_hash(body)
-    if idempotency_key and (existing := await _replay(svc, tenant, idempotency_key, body_hash)):
-        return existing, True
+    created, replayed = await create_once(idempotency_key, lambda: _replay(svc, tenant, idempotency_key, body_hash),
+                                          lambda: _create_run(svc, body, idempotency_key, tenant, body_hash), "run")
+    if not replayed:
+        await queue.enqueue(created.run_id)
+    return created, replayed
+
+
+async def _create_run(svc: Services, body: LearnLoopRequest, idempotency_key: str | None, tenant: str, body_hash: str
+                      ) -> RunCreated:
     config = await effective_config(svc, body, tenant)
     secret = new_secret() if config.webhook_url else None
     run = Run(
@@ -152,31 +149,24 @@ async def create_run(
         webhook_url=svc.secrets.seal(config.webhook_url) if config.webhook_url else None, webhook_secret=svc.secrets.seal(secret) if secret else None,
     )
     graph = await svc.graphs.get(config.graph_id) if config.init_from else None
-    try:
-        async with svc.db.transaction() as session:
-            await serialize_on(session, f"runs-of-tenant:{tenant}")  # the cap's count and the insert, one at a time
-            active = await session.scalar(select(func.count()).select_from(Run).where(
-                Run.tenant == tenant, Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))))
-            if active >= svc.settings.max_active_runs_per_tenant:
-                raise TooManyRequests(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
-                                      f"{svc.settings.max_active_runs_per_tenant}; retry when one ends", retry_after_s=30)
-            await _still_fits(session, config)
-            session.add(run)
-            if config.init_from:
-                await session.flush()
-                run.initial_context = await policies.start_from(session, config.init_from, tenant, graph, config.backend,
-                                                                config.scenario_ids, run.id, svc.settings)
-            if idempotency_key:
-                await session.flush()
-                session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))
-    except IntegrityError:  # a concurrent request with the same key won the race
-        replayed = await _replay(svc, tenant, idempotency_key, body_hash) if idempotency_key else None
-        if replayed is None:
-            raise Conflict("the run could not be stored as it was validated; retry") from None
-        return replayed, True
-    await queue.enqueue(run.id)
+    async with svc.db.transaction() as session:
+        await serialize_on(session, f"runs-of-tenant:{tenant}")  # the cap's count and the insert, one at a time
+        active = await session.scalar(select(func.count()).select_from(Run).where(
+            Run.tenant == tenant, Run.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))))
+        if active >= svc.settings.max_active_runs_per_tenant:
+            raise TooManyRequests(f"{active} runs are queued or running, the cap MAX_ACTIVE_RUNS_PER_TENANT="
+                                  f"{svc.settings.max_active_runs_per_tenant}; retry when one ends", retry_after_s=30)
+        await _still_fits(session, config)
+        session.add(run)
+        if config.init_from:
+            await session.flush()
+            run.initial_context = await policies.start_from(session, config.init_from, tenant, graph, config.backend,
+                                                            config.scenario_ids, run.id, svc.settings)
+        if idempotency_key:
+            await session.flush()
+            session.add(IdempotencyKey(tenant=tenant, key=idempotency_key, request_hash=body_hash, run_id=run.id))
     note = "shown once: keep it, later responses never include it" if secret else None
-    return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id)), False
+    return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id))
 
 
 async def replace_graph(session: AsyncSession, document: GraphDocument, tenant: str) -> None:
