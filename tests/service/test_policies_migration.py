@@ -5,13 +5,11 @@ database made by revision 0013, on both databases."""
 import json
 from datetime import UTC, datetime
 
-import pytest
 import sqlalchemy as sa
 from alembic import command
 
 from app.kit import migrations
 from app.kit.db import driver_url
-from tests.support import FreshPostgresDatabase, require_postgres
 
 RUN, GONE = "run_0001", "run_gone"
 NOW = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
@@ -76,19 +74,6 @@ def seed(connection) -> None:
         recipient="r", machine=False, received_at=NOW))
     insert(_table("evaluations", id=S, tenant=S, graph_id=S, policies=J, status=S, created_at=T).insert().values(
         id="evl_1", tenant="alice", graph_id="g", policies=[f"{RUN}@1", f"{GONE}@2"], status="succeeded", created_at=NOW))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/db.sqlite"
-        return
-    require_postgres()
-    database = FreshPostgresDatabase()
-    try:
-        yield database.url
-    finally:
-        database.drop()
 
 
 def test_the_policies_runs_named_are_kept_and_named_by_id(database_url):
