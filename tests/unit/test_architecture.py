@@ -7,6 +7,8 @@ from pathlib import Path
 
 from importlinter.cli import EXIT_STATUS_SUCCESS, lint_imports
 
+from app import tasks  # at collection: importing DBOS runs `file`, a process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,3 +28,18 @@ def test_every_module_sits_in_a_layer():
                 if not any(m == n or m.startswith(n + ".") for n in named)
                 and not any(n.startswith(m + ".") for n in named)}  # a package whose modules are named one by one
     assert not unplaced, f"modules in no layer of the contract: {sorted(unplaced)}"
+
+
+def test_every_durable_workflow_is_on_the_one_list():
+    """A worker registers the workflows `app.tasks` lists by importing their modules: one declared anywhere else, or
+    under a name of its own, would never run."""
+    declared = {}
+    for path in (ROOT / "app").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for found in re.finditer(r"@DBOS\.workflow\(name=tasks\.(\w+)\.name\)|@DBOS\.workflow\(", path.read_text()):
+            assert found.group(1), f"{module}: a workflow not named from app.tasks"
+            declared[found.group(1)] = module
+    listed = {name: workflow for name, workflow in vars(tasks).items() if workflow in tasks.WORKFLOWS}
+    assert {name: workflow.module for name, workflow in listed.items()} == declared
+    assert tasks.APPLICATION_VERSION == "+".join(f"{w.name}-{w.version}" for w in tasks.WORKFLOWS)
+    assert {w.queue for w in tasks.WORKFLOWS} <= set(tasks.QUEUES)
