@@ -5,6 +5,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.drafts.schemas import BatchStatus
+from app.policies.models import ARMS, TrafficArm
 
 
 class DraftBatch(Base):
@@ -22,9 +23,8 @@ class DraftBatch(Base):
     iteration: Mapped[int]
     status: Mapped[BatchStatus] = mapped_column(StrEnumText(BatchStatus), default=BatchStatus.QUEUED)
     count: Mapped[int]
-    # the policies drafting, with their shares: [{"policy_id", "run_id", "iteration", "share"}], the first the one the
-    # batch names
-    arms: Mapped[list] = mapped_column(default=list)
+    # the policies drafting, with their shares, the first the one the batch names
+    arms: Mapped[list[TrafficArm]] = mapped_column(ARMS, default=list)
     completed: Mapped[int] = mapped_column(default=0)
     seed: Mapped[int] = mapped_column(default=0)
     webhook_url: Mapped[str | None] = mapped_column(Text)  # sealed, as a run's

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.drafts.models import Draft, DraftBatch
@@ -73,9 +73,7 @@ async def sent_drafts(session: AsyncSession, policy_id: str) -> int:
 async def discard_refs(session: AsyncSession, policy_id: str) -> None:
     """The refs of the drafts the policy wrote or its batches hold, with their outcomes: before the policy's deletion
     takes its batches."""
-    refs = select(EmailRef.ref).where(_refs_of(policy_id))
-    await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(refs)))
-    await session.execute(delete(EmailRef).where(EmailRef.ref.in_(refs)))
+    await outcomes.forget_refs(session, _refs_of(policy_id))
 
 
 async def refs_and_outcomes(session: AsyncSession, batch_id: str) -> tuple[dict[str, str], list]:

@@ -28,7 +28,7 @@ from app.outcomes.schemas import OutcomeType, Sentiment
 from app.policies import repository as policies
 from app.policies import service as policy_service
 from app.policies import store
-from app.policies.models import Policy
+from app.policies.models import Policy, TrafficArm
 from app.policies.schemas import champion_share
 from app.policies.store import policy_id
 from app.stats.bandit import auto_shares
@@ -112,14 +112,14 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
         raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
                                 f"(PUT /graphs/{body.graph_id}/deployment)")
     challengers = deployed.challengers or []
-    ids = [deployed.policy_id] + [c["policy_id"] for c in challengers]
+    ids = [deployed.policy_id] + [c.policy_id for c in challengers]
     if deployed.traffic == "auto":
         mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
         seen = await policies.sends_by_policy(session, tenant, body.graph_id, mature_before)
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:
-        shares = [champion_share([c["share"] for c in challengers])] + [c["share"] for c in challengers]
+        shares = [champion_share([c.share for c in challengers])] + [c.share for c in challengers]
     return [(await store.owned(session, arm, tenant), share) for arm, share in zip(ids, shares)]
 
 
@@ -167,8 +167,7 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
             id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
             iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
             request_hash=digest,
-            arms=[{"policy_id": p.id, "run_id": p.run_id, "iteration": p.iteration, "share": share}
-                  for p, share in arms],
+            arms=[TrafficArm(policy_id=p.id, run_id=p.run_id, iteration=p.iteration, share=share) for p, share in arms],
             webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
             webhook_secret=svc.secrets.seal(secret) if secret else None,
         )

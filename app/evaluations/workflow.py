@@ -70,7 +70,7 @@ async def evaluate_step(evaluation_id: str) -> str:
         sent = await outcomes.sent_emails(session, evaluation.tenant, mature_before=mature_before, graph_id=graph.id)
         logged = await drafts.logged_sends(session, evaluation.tenant, graph.id, mature_before)
         # per batch, each policy's share of it: a policy outside a batch had no chance there
-        shares = {batch: {arm["policy_id"]: arm["share"] for arm in arms}
+        shares = {batch: {arm.policy_id: arm.share for arm in arms}
                   for batch, arms in (await drafts.arms_by_batch(session, evaluation.tenant, graph.id)).items()}
     model = OutcomeModel.fit(sent, settings.outcome_prior_sends)
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]

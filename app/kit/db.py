@@ -14,6 +14,7 @@ from enum import StrEnum
 
 import asyncpg
 import sqlalchemy
+from pydantic import TypeAdapter
 from sqlalchemy import JSON, DateTime, Executable, MetaData, Row, String, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -53,6 +54,23 @@ class UTCDateTime(TypeDecorator):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class TypedJSON(TypeDecorator):
+    """JSON whose value is read and written as a typed one (a pydantic model, or a list of them)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def __init__(self, adapter: TypeAdapter):
+        super().__init__()
+        self.adapter = adapter
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else self.adapter.dump_python(value, mode="json")
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else self.adapter.validate_python(value)
 
 
 class StrEnumText(TypeDecorator):

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -28,11 +28,14 @@ class Origin:
 
 
 async def origins(session: AsyncSession, refs: set[str]) -> dict[str, Origin]:
-    """Where each known ref was written (any tenant's: the caller filters by its own)."""
+    """Where each known ref was written (any tenant's: the caller filters by its own). The refs stay until the
+    caller's transaction ends (FOR KEY SHARE on PostgreSQL; SQLite's writers take turns): a deletion of a ref under
+    way is waited for, and its ref is then unknown, so no outcome is stored for an email that is gone."""
     if not refs:
         return {}
     rows = await session.execute(
         select(EmailRef.ref, EmailRef.run_id, EmailRef.iteration, EmailRef.tenant).where(EmailRef.ref.in_(refs))
+        .with_for_update(read=True, key_share=True)
     )
     return {ref: Origin(run_id, iteration, tenant) for ref, run_id, iteration, tenant in rows}
 
@@ -118,6 +121,14 @@ async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: date
     traits = await session.execute(select(EmailRef.ref, EmailRef.features, EmailRef.content_hash).where(EmailRef.ref.in_(counts)))
     return [SentEmail(features=features, content_hash=content, delivered=max(counts[ref][0], counts[ref][2]),
                       opens=counts[ref][1], replies=counts[ref][2]) for ref, features, content in traits]
+
+
+async def forget_refs(session: AsyncSession, which) -> None:
+    """The refs `which` selects (a condition on EmailRef), then their outcomes: in that order, so that outcomes stored
+    by an ingestion the deletion had to wait for (it holds the refs) go too."""
+    gone = (await session.scalars(delete(EmailRef).where(which).returning(EmailRef.ref))).all()
+    for start in range(0, len(gone), 1000):
+        await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(gone[start:start + 1000])))
 
 
 def _mature_delivery(mature_before: datetime):

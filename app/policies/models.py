@@ -1,9 +1,26 @@
 from datetime import datetime
 
+from pydantic import BaseModel, TypeAdapter
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.kit.db import Base, UTCDateTime, utcnow
+from app.kit.db import Base, TypedJSON, UTCDateTime, utcnow
+
+
+class TrafficArm(BaseModel):
+    """A policy drafting on a graph with its share of the traffic: a deployment's challenger, a batch's arm."""
+
+    policy_id: str | None  # None only for a policy whose run was deleted before policies were kept
+    run_id: str
+    iteration: int
+    share: float | None  # None under `auto` traffic: each batch's shares are drawn then
+
+    @property
+    def alias(self) -> str:
+        return f"{self.run_id}@{self.iteration}"
+
+
+ARMS = TypedJSON(TypeAdapter(list[TrafficArm]))
 
 
 class Policy(Base):
@@ -51,9 +68,8 @@ class Deployment(Base):
     policy_id: Mapped[str | None] = mapped_column(String(40), index=True)
     run_id: Mapped[str] = mapped_column(String(40))
     iteration: Mapped[int]
-    # up to three challengers beside the champion: [{"policy_id", "run_id", "iteration", "share"}], the champion takes
-    # the rest
-    challengers: Mapped[list] = mapped_column(default=list)
+    # up to three challengers beside the champion, which takes the rest of the traffic
+    challengers: Mapped[list[TrafficArm]] = mapped_column(ARMS, default=list)
     traffic: Mapped[str] = mapped_column(String(8), default="fixed")  # "auto": shares by top-two Thompson sampling
     floor: Mapped[float] = mapped_column(default=0.0)  # every policy's least share
     min_sends: Mapped[int] = mapped_column(default=100)  # "auto": mature sends a policy needs before its share moves

@@ -120,7 +120,7 @@ async def deployed(session: AsyncSession, policy: Policy) -> bool:
     champion or a challenger."""
     deployment = await current(session, policy.graph_id, policy.tenant)
     return deployment is not None and (deployment.policy_id == policy.id or any(
-        c.get("policy_id") == policy.id for c in deployment.challengers or []))
+        c.policy_id == policy.id for c in deployment.challengers or []))
 
 
 async def is_deployed(session: AsyncSession, graph_id: str, tenant: str, source: str) -> bool:

@@ -12,7 +12,7 @@ from app.events.signing import SecretBox, new_secret
 from app.events.ssrf import redacted
 from app.knowledge_graph import repository as graphs
 from app.policies import repository, store
-from app.policies.models import Deployment, Evaluation, Policy
+from app.policies.models import Deployment, Evaluation, Policy, TrafficArm
 from app.policies.repository import LearnedPolicy
 from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
@@ -90,7 +90,7 @@ async def deletable(session: AsyncSession, policy_id_: str, tenant: str, discard
 
 
 def _arms(row: Deployment) -> list[Arm]:
-    return [Arm(policy=policy_id(c["run_id"], c["iteration"]), share=c["share"]) for c in row.challengers or []]
+    return [Arm(policy=c.alias, share=c.share) for c in row.challengers or []]
 
 
 def _record(row: Deployment) -> DeploymentRecord:
@@ -177,7 +177,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     row = Deployment(
         graph_id=graph_id, tenant=tenant, policy_id=champion.id, run_id=champion.run_id, iteration=champion.iteration,
         webhook_url=webhook_url, webhook_secret=webhook_secret,
-        challengers=[{"policy_id": c.id, "run_id": c.run_id, "iteration": c.iteration, "share": arm.share}
+        challengers=[TrafficArm(policy_id=c.id, run_id=c.run_id, iteration=c.iteration, share=arm.share)
                      for c, arm in zip(challengers, body.challengers, strict=True)],
         traffic=body.traffic, floor=body.floor, min_sends=body.min_sends, auto_promote=body.auto_promote,
         require_evidence=require, sequential=sequential, forced=forced, evaluation_id=evaluation_id,
@@ -219,16 +219,14 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     result = EvaluationResult.model_validate(evaluation.result)
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
-        found = verdict(result, policy_id(challenger["run_id"], challenger["iteration"]), champion,
-                        sequential=current.sequential)
+        found = verdict(result, challenger.alias, champion, sequential=current.sequential)
         if found.ahead:
-            demoted = {"policy_id": current.policy_id, "run_id": current.run_id, "iteration": current.iteration,
-                       "share": challenger["share"]}
+            demoted = TrafficArm(policy_id=current.policy_id, run_id=current.run_id, iteration=current.iteration,
+                                 share=challenger.share)
             row = Deployment(
-                graph_id=current.graph_id, tenant=current.tenant, policy_id=challenger["policy_id"],
-                run_id=challenger["run_id"],
-                iteration=challenger["iteration"], challengers=[*current.challengers[:index], demoted,
-                                                                *current.challengers[index + 1:]],
+                graph_id=current.graph_id, tenant=current.tenant, policy_id=challenger.policy_id,
+                run_id=challenger.run_id, iteration=challenger.iteration,
+                challengers=[*current.challengers[:index], demoted, *current.challengers[index + 1:]],
                 traffic=current.traffic, floor=current.floor, min_sends=current.min_sends, auto_promote=True,
                 require_evidence=current.require_evidence, sequential=current.sequential, forced=False,
                 evaluation_id=evaluation.id, trigger="auto_promote", webhook_url=current.webhook_url,

@@ -8,7 +8,7 @@ from app.backends.specs import delete_stored_checkpoints
 from app.kit.db import Database
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
-from app.outcomes.models import EmailRef, OutcomeRecord
+from app.outcomes.models import EmailRef
 from app.runs.status import ACTIVE, RunStatus
 from app.events import service as events
 from app.events.schemas import Subject, SubjectKind
@@ -275,9 +275,7 @@ async def delete_run(session: AsyncSession, run: Run, model_name: str) -> None:
     events (with their deliveries), the refs of its own emails and their outcomes, and its stored checkpoints,
     explicitly (no foreign key). What its kept policies hold (their snapshot, their checkpoint's copy, the drafts
     written with them) stays."""
-    own = select(EmailRef.ref).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None))
-    await session.execute(delete(OutcomeRecord).where(OutcomeRecord.ref.in_(own)))
-    await session.execute(delete(EmailRef).where(EmailRef.run_id == run.id, EmailRef.draft_batch_id.is_(None)))
+    await outcomes.forget_refs(session, (EmailRef.run_id == run.id) & EmailRef.draft_batch_id.is_(None))
     await delete_stored_checkpoints(session, model_name)
     await events.forget(session, subject(run))
     await session.execute(delete(Run).where(Run.id == run.id))

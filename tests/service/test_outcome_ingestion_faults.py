@@ -166,10 +166,12 @@ async def test_a_batch_stored_while_its_run_is_deleted_counts_its_events_unattri
     try:
         deletion = deleter.transaction()
         await deletion.start()
-        await deleter.execute("DELETE FROM runs WHERE id = $1", run_id)  # uncommitted: the batch still sees the refs
+        # as DELETE /runs does (the run's own refs, then the run), uncommitted: the batch still sees the refs
+        await deleter.execute("DELETE FROM email_refs WHERE run_id = $1 AND draft_batch_id IS NULL", run_id)
+        await deleter.execute("DELETE FROM runs WHERE id = $1", run_id)
         answer = asyncio.ensure_future(alice.post("/outcomes", json=batch))
         deleting = await deleter.fetchval("SELECT pg_backend_pid()")
-        for _ in range(600):  # until the batch waits on the deleted run's row lock
+        for _ in range(600):  # until the batch waits on the deleted refs' row locks
             waiting = await deleter.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", deleting)
             if waiting or answer.done():
