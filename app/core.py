@@ -19,7 +19,7 @@ class Services:
     db: Database
     graphs: GraphCache
     secrets: SecretBox  # webhook secrets at rest
-    feed: EventFeed  # live events: one poller per run, shared by all of its streams
+    feed: EventFeed  # live events: one poller per subject, shared by all of its streams
     # What this process needs besides the database to do its work (the embedded model server, in a
     # worker): each says why it cannot now, or None; readiness reports them.
     health: list[Callable[[], str | None]] = field(default_factory=list)

@@ -55,7 +55,7 @@ def test_each_backend_accepts_only_its_own_options():
 
 
 # What each backend can do, as the code outside app/backends reads it: `continuable` lets `init_from` start a run from
-# a policy (app/policies/warm_start.py), `keeps_every_checkpoint` spares a finished run's checkpoints from pruning
+# a policy (app/runs/policies.py), `keeps_every_checkpoint` spares a finished run's checkpoints from pruning
 # (app/runs/workflow.py) and makes each of its policies deployable (app/policies/service.py).
 ABILITIES = {
     "embedded": {"trainable": True, "continuable": True, "keeps_every_checkpoint": True},
