@@ -6,7 +6,7 @@ from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenari
 from app.runs.models import IdempotencyKey, Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord, Worker
 from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, OutcomeSource
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
-from app.policies.models import Deployment, Evaluation, Policy
+from app.learned.models import Deployment, Evaluation, Policy
 from app.drafts.models import Draft, DraftBatch
 
 __all__ = [

@@ -5,7 +5,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.drafts.schemas import BatchStatus
-from app.policies.models import ARMS, TrafficArm
+from app.learned.models import ARMS, TrafficArm
 
 
 class DraftBatch(Base):

@@ -25,13 +25,11 @@ from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.knowledge_graph import repository as graphs
 from app.outcomes.schemas import OutcomeType, Sentiment
-from app.policies import repository as policies
-from app.policies import service as policy_service
-from app.policies import store
-from app.policies.models import Policy, TrafficArm
-from app.policies.schemas import champion_share
-from app.policies.store import policy_id
-from app.stats.bandit import auto_shares
+from app.runs import policies as kept
+from app.learned import store
+from app.learned.models import Policy, TrafficArm
+from app.learned.store import policy_id
+from app.stats.bandit import auto_shares, champion_share
 from app.kit.settings import Settings
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
@@ -102,12 +100,12 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
     """The policies that draft (kept, if they were not) and their shares: the one named, alone; else the deployment's
     champion and challengers."""
     if body.policy is not None:
-        policy, _ = await policy_service.resolve(session, body.policy, tenant, settings, field="policy")
+        policy, _ = await kept.keep(session, body.policy, tenant, settings, field="policy")
         if policy.graph_id != body.graph_id:
             raise invalid("policy", f"policy {policy.source!r} was learned on graph {policy.graph_id!r}, "
                                     f"not on graph {body.graph_id!r}")
         return [(policy, 1.0)]
-    deployed = await policies.current(session, body.graph_id, tenant)
+    deployed = await store.current_deployment(session, body.graph_id, tenant)
     if deployed is None:
         raise invalid("policy", f"graph {body.graph_id!r} has no deployed policy: name one, or deploy one first "
                                 f"(PUT /graphs/{body.graph_id}/deployment)")
@@ -115,7 +113,7 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
     ids = [deployed.policy_id] + [c.policy_id for c in challengers]
     if deployed.traffic == "auto":
         mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
-        seen = await policies.sends_by_policy(session, tenant, body.graph_id, mature_before)
+        seen = await store.sends_by_policy(session, tenant, body.graph_id, mature_before)
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:

@@ -10,9 +10,9 @@ from app.knowledge_graph.schemas import Prospect, Scenario
 from app.loop.email import Written, write_email
 from app.loop.generation import Policy
 from app.loop.reward import Judge
-from app.policies import store
-from app.policies.likeness import most_like
-from app.policies.models import Policy as KeptPolicy
+from app.learned import store
+from app.learned.likeness import most_like
+from app.learned.models import Policy as KeptPolicy
 from app.runs.schemas import EffectiveConfig
 
 

@@ -10,7 +10,7 @@ from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationL
 from app.events.service import new_id
 from app.knowledge_graph import repository as graphs
 from app.policies import service as policies
-from app.policies.models import Evaluation
+from app.learned.models import Evaluation
 
 
 async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCreated:

@@ -20,8 +20,8 @@ from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
 from app.policies.events import EvaluationFailedData, EvaluationSucceededData
-from app.policies.likeness import most_like
-from app.policies.models import Evaluation
+from app.learned.likeness import most_like
+from app.learned.models import Evaluation
 from app.policies.schemas import EvaluationResult, PolicyEvaluation
 from app.engine.executor import current
 

@@ -14,7 +14,8 @@ from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_o
 from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.knowledge_graph import repository as graphs
 from app.kit.pages import cursor_params
-from app.policies import repository, service, store
+from app.learned import store
+from app.policies import repository, service
 from app.policies.events import CATALOGUE, GraphEventList
 from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyIn, PolicyList, PolicyOut
 from app.runs.repository import owned_run

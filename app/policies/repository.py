@@ -4,15 +4,15 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS, delete_stored_checkpoints
 from app.loop.schemas import TrainingOutcome
-from app.outcomes import repository as outcomes
-from app.policies.models import Deployment, Evaluation, Policy
-from app.policies.store import PolicyRef, policy_id
+from app.learned.models import Deployment, Evaluation, Policy
+from app.learned import store
+from app.learned.store import PolicyRef, policy_id
 from app.runs import repository as runs
 from app.runs.models import Iteration, Run
 from app.runs.schemas import EffectiveConfig
@@ -77,25 +77,11 @@ async def history(session: AsyncSession, graph_id: str, tenant: str) -> list[Dep
                                        .order_by(Deployment.id.desc()))).all())
 
 
-async def current(session: AsyncSession, graph_id: str, tenant: str) -> Deployment | None:
-    return await session.scalar(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
-                                .order_by(Deployment.id.desc()).limit(1))
-
-
 async def was_champion(session: AsyncSession, graph_id: str, tenant: str, policy_id_: str) -> bool:
     """The policy was the graph's champion in a deployment recorded before (promoting it again is a rollback)."""
     return await session.scalar(select(Deployment.id).where(
         Deployment.graph_id == graph_id, Deployment.tenant == tenant, Deployment.policy_id == policy_id_)
         .limit(1)) is not None
-
-
-async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
-    """Per policy id, its drafts on the graph with a known outcome (delivered before the reply window closed, or
-    replied to) and how many of them got a reply."""
-    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
-    rows = await session.execute(
-        select(known.c.policy_id, func.count(), func.sum(known.c.replied)).group_by(known.c.policy_id))
-    return {policy: (sends, int(replies or 0)) for policy, sends, replies in rows}
 
 
 EVALUATIONS_PAGE = 50
@@ -118,14 +104,14 @@ async def latest_evaluation(session: AsyncSession, graph_id: str, tenant: str, p
 async def deployed(session: AsyncSession, policy: Policy) -> bool:
     """The current deployment of the policy's graph (a policy deploys on its own graph only) drafts with it, as its
     champion or a challenger."""
-    deployment = await current(session, policy.graph_id, policy.tenant)
+    deployment = await store.current_deployment(session, policy.graph_id, policy.tenant)
     return deployment is not None and (deployment.policy_id == policy.id or any(
         c.policy_id == policy.id for c in deployment.challengers or []))
 
 
 async def is_deployed(session: AsyncSession, graph_id: str, tenant: str, source: str) -> bool:
     """The policy (by alias) is the champion of its graph's current deployment."""
-    deployment = await current(session, graph_id, tenant)
+    deployment = await store.current_deployment(session, graph_id, tenant)
     return deployment is not None and policy_id(deployment.run_id, deployment.iteration) == source
 
 

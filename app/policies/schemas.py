@@ -100,11 +100,6 @@ class DeploymentIn(BaseModel):
         return self
 
 
-def champion_share(challenger_shares: list[float]) -> float:
-    """What fixed challengers leave the champion (never below 0: their sum may pass 1 by a rounding error)."""
-    return max(0.0, 1 - sum(challenger_shares))
-
-
 class Arm(BaseModel):
     policy: str
     share: float | None = Field(description="Its fixed share; null with `auto` traffic (each batch computes them).")

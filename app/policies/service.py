@@ -11,15 +11,17 @@ from app.events.schemas import GraphEventData, Receiver, Subject, SubjectKind
 from app.events.signing import SecretBox, new_secret
 from app.events.ssrf import redacted
 from app.knowledge_graph import repository as graphs
-from app.policies import repository, store
-from app.policies.models import Deployment, Evaluation, Policy, TrafficArm
+from app.learned import store
+from app.stats.bandit import champion_share
+from app.policies import repository
+from app.learned.models import Deployment, Evaluation, Policy, TrafficArm
 from app.policies.repository import LearnedPolicy
 from app.policies.evidence import Verdict, verdict
 from app.policies.schemas import (
-    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut, champion_share,
+    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut,
 )
 from app.policies.events import DeploymentChangedData, PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
-from app.policies.store import PolicyRef, policy_id
+from app.learned.store import PolicyRef, policy_id
 from app.runs import policies as kept
 from app.runs import repository as runs
 from app.runs.models import Run
@@ -152,7 +154,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
                    for i, c in enumerate(body.challengers)]
     if len({champion.id, *(c.id for c in challengers)}) != 1 + len(challengers):
         raise invalid("challengers", "a policy appears twice among the champion and its challengers")
-    current = await repository.current(session, graph_id, tenant)
+    current = await store.current_deployment(session, graph_id, tenant)
     require = body.require_evidence if body.require_evidence is not None else bool(current and current.require_evidence)
     sequential = body.sequential if body.sequential is not None else bool(current and current.sequential)
     # the gate in force judges this very promotion: a PUT that lifts or loosens it does so for later ones
@@ -213,7 +215,7 @@ def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) ->
 async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
     champion takes its place among the challengers), announced on the graph; returns it, or None."""
-    current = await repository.current(session, evaluation.graph_id, evaluation.tenant)
+    current = await store.current_deployment(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
     result = EvaluationResult.model_validate(evaluation.result)
@@ -271,6 +273,6 @@ async def announce(session: AsyncSession, graph_id: str, tenant: str, payload_ty
     (`graphs.lock`, as promotions do): the graph's next seq, and a delivery to the current deployment's receiver."""
     subject = graph_subject(graph_id, tenant)
     seq = await events.last_seq(session, subject) + 1
-    current = await repository.current(session, graph_id, tenant)
+    current = await store.current_deployment(session, graph_id, tenant)
     receiver = Receiver(current.webhook_url, current.webhook_secret) if current and current.webhook_url else None
     return await events.emit(session, subject, payload_type(graph_id=graph_id, seq=seq, **data), receiver)

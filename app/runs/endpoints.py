@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from app.kit import conditional
 from app.backends.specs import delete_local_files, model_name
-from app.policies import store as policy_store
+from app.learned import store as policy_store
 from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
 from app.kit.db import Database

@@ -1,4 +1,4 @@
-"""A run's iteration kept as a policy of its own (`app.policies.models.Policy`), and a new run that starts from one.
+"""A run's iteration kept as a policy of its own (`app.learned.models.Policy`), and a new run that starts from one.
 
 Keeping copies what the run had learned by iteration k (node scores, lessons, rewards, its configuration) and, where
 the backend stores checkpoints with us, the checkpoint's parameters under the policy's own model name: the policy
@@ -16,10 +16,10 @@ from app.kit.errors import Conflict, NotFound, invalid
 from app.events.service import new_id
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.schemas import TrainingOutcome
-from app.policies import store
-from app.policies.likeness import most_like
-from app.policies.models import Policy
-from app.policies.store import PolicyRef, policy_id
+from app.learned import store
+from app.learned.likeness import most_like
+from app.learned.models import Policy
+from app.learned.store import PolicyRef, policy_id
 from app.runs import repository as runs
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
 from app.runs.schemas import EffectiveConfig

@@ -35,3 +35,8 @@ def _top_two(outcomes: list[tuple[int, int]], seed: int) -> np.ndarray:
     second[np.arange(DRAWS), first] = -1.0  # the best other than the first's winner
     picked = np.where(rng.random(DRAWS) < TOP_TWO, first, second.argmax(axis=1))
     return np.bincount(picked, minlength=arms) / DRAWS
+
+
+def champion_share(challenger_shares: list[float]) -> float:
+    """What fixed challengers leave the champion (never below 0: their sum may pass 1 by a rounding error)."""
+    return max(0.0, 1 - sum(challenger_shares))

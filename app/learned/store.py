@@ -6,12 +6,14 @@ iteration), which stays valid once the run is deleted.
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS
-from app.policies.models import Policy
+from app.learned.models import Deployment, Policy
+from app.outcomes import repository as outcomes
 
 ID_PREFIX = "pol_"
 _ALIAS = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
@@ -81,3 +83,20 @@ def serving_key(policy: Policy) -> str:
 async def names_checkpoint(session: AsyncSession, model_name: str) -> bool:
     """A kept policy's checkpoint is stored under this model name (a run's, at a provider or in ART's folder)."""
     return await session.scalar(select(Policy.id).where(Policy.checkpoint == model_name).limit(1)) is not None
+
+
+# ---------------------------------------------------------------- what drafting reads of a deployment
+
+
+async def current_deployment(session: AsyncSession, graph_id: str, tenant: str) -> Deployment | None:
+    return await session.scalar(select(Deployment).where(Deployment.graph_id == graph_id, Deployment.tenant == tenant)
+                                .order_by(Deployment.id.desc()).limit(1))
+
+
+async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
+    """Per policy id, its drafts on the graph with a known outcome (delivered before the reply window closed, or
+    replied to) and how many of them got a reply."""
+    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
+    rows = await session.execute(
+        select(known.c.policy_id, func.count(), func.sum(known.c.replied)).group_by(known.c.policy_id))
+    return {policy: (sends, int(replies or 0)) for policy, sends, replies in rows}

@@ -1,0 +1,1 @@
+"""What a run learned, kept as a policy of its own: the policies table (with the deployments and evaluations that point at policies), its reads by id or alias, and the likeness of prospects; below the runs domain that keeps policies."""
