@@ -107,7 +107,7 @@ async def open_services(settings: Settings, *, api: bool = True) -> Services:
 
 
 async def start(settings: Settings) -> Process:
-    """The API's process: it only enqueues, cancels and wakes workflows, through DBOS's client. Launched, DBOS would
+    """The API's process: it only enqueues and cancels workflows, through DBOS's client. Launched, DBOS would
     keep threads busy that an API never uses (a notifier waking 100 times a second, queue polling, a scheduler), each
     one taking the interpreter from the requests in turn."""
     services = await open_services(settings)
