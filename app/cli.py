@@ -94,7 +94,8 @@ def run(
     from fastapi.exceptions import RequestValidationError
 
     from app.lifecycle.api import StartupError
-    from app.lifecycle.local import add_graph, iterations as run_iterations, local_service, run_to_end
+    from app.lifecycle.local import add_graph, local_service, run_to_end
+    from app.lifecycle.local import iterations as run_iterations
 
     async def main(data_dir: Path):
         async with local_service(data_dir, settings) as process:
@@ -288,8 +289,8 @@ def serve(
 
     import uvicorn
 
-    from app.main import create_app
     from app.kit.serving import http_protocol
+    from app.main import create_app
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -322,7 +323,8 @@ def worker(child: Annotated[bool, typer.Option(hidden=True, help="started by `se
 
     settings = _settings_or_exit(database=True)
     from app.lifecycle import api as lifecycle
-    from app.lifecycle.worker import start as start_worker, stop as stop_worker
+    from app.lifecycle.worker import start as start_worker
+    from app.lifecycle.worker import stop as stop_worker
 
     if child:
         from app.kit.worker_process import follow_parent

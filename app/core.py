@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.kit.db import Database
 from app.events.signing import SecretBox
 from app.events.stream import EventFeed
-from app.knowledge_graph.service import GraphCache
+from app.kit.db import Database
 from app.kit.settings import Settings
+from app.knowledge_graph.service import GraphCache
 
 
 @dataclass(frozen=True)

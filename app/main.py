@@ -7,29 +7,29 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from app.kit import docs
-from app.lifecycle import api as lifecycle
-from app.kit.auth import ApiKeyAuth, parse_api_keys
-from app.kit.deps import UNAUTHORIZED, api_key_scheme, reject_unknown_query_params
+from app.drafts.endpoints import router as drafts_router
+from app.drafts.events import CATALOGUE as BATCH_EVENTS
+from app.evaluations.endpoints import router as evaluations_router
 from app.events.endpoints import document_webhooks
 from app.http import errors
 from app.http.health import router as health_router
 from app.http.middleware import BodyLimit, StrictInput
+from app.kit import docs
+from app.kit.auth import ApiKeyAuth, parse_api_keys
+from app.kit.deps import UNAUTHORIZED, api_key_scheme, reject_unknown_query_params
+from app.kit.settings import Settings, get_settings
+from app.kit.worker_process import WorkerProcess
 from app.knowledge_graph.endpoints import router as graphs_router
+from app.lifecycle import api as lifecycle
 from app.outcomes.endpoints import hooks as outcome_hooks
 from app.outcomes.endpoints import router as outcomes_router
 from app.policies.endpoints import router as policies_router
 from app.policies.events import CATALOGUE as GRAPH_EVENTS
-from app.drafts.endpoints import router as drafts_router
-from app.drafts.events import CATALOGUE as BATCH_EVENTS
-from app.evaluations.endpoints import router as evaluations_router
-from app.runs.endpoints import render_ahead
 from app.runs.endpoints import graphs_router as graph_changes_router
+from app.runs.endpoints import render_ahead
 from app.runs.endpoints import router as runs_router
 from app.runs.events import CATALOGUE as RUN_EVENTS
-from app.kit.settings import Settings, get_settings
 from app.ui.endpoints import router as ui_router
-from app.kit.worker_process import WorkerProcess
 
 PUBLIC = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/", "/ui"})
 PUBLIC_PREFIXES = (docs.STATIC_PATH + "/", "/ui/", "/outcomes/hooks/")  # StaticFiles refuses paths that escape its folder

@@ -8,9 +8,9 @@ async def run_in_process(request, settings=None, *, details: bool = False) -> tu
     """One run through the service's own workflow (`app.lifecycle.local`, as `codreamer run`) on a throwaway database: the
     finished run and its iterations (with their trajectories when `details`). Imports the app only when called, so
     a benchmark process can set its environment first."""
+    from app.kit.settings import Settings
     from app.lifecycle.local import local_service, run_to_end
     from app.runs import repository
-    from app.kit.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
         async with local_service(Path(data_dir), settings or Settings(_env_file=None)) as process:

@@ -19,7 +19,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.api_load import _cancel, _cpu_seconds, _iterations, _reaped_children_cpu_seconds, _sample, _start_runs, _summary
+from bench.api_load import (
+    _cancel,
+    _cpu_seconds,
+    _iterations,
+    _reaped_children_cpu_seconds,
+    _sample,
+    _start_runs,
+    _summary,
+)
 from tests.support import FreshPostgresDatabase, Server, child_pids, wait_for
 
 RATES = (100, 200)

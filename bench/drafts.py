@@ -57,8 +57,8 @@ class Api:
 @asynccontextmanager
 async def service(data_dir: Path):
     """The app with its worker in this process, on a SQLite file, and a client that calls it over ASGI."""
-    from app.main import create_app
     from app.kit.settings import Settings
+    from app.main import create_app
     from tests.support import connect, lifespan
 
     settings = Settings(_env_file=None, database_url=f"sqlite:///{data_dir.resolve() / 'codreamer.sqlite'}",

@@ -40,11 +40,11 @@ def _run(args: tuple[str, str | None, int]) -> dict:
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
+    from app.kit.settings import Settings
     from app.knowledge_graph.schemas import GraphDocument
     from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.kit.settings import Settings
 
     document = GraphDocument.model_validate_json(UNSEEN.read_text()) if graph == "unseen" else None
 

@@ -10,8 +10,8 @@ import asyncio
 import itertools
 import os
 import tempfile
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -35,12 +35,12 @@ def _curve(args: tuple) -> dict:
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
+    from app.kit.settings import Settings
     from app.knowledge_graph.service import hidden_preferences
     from app.knowledge_graph.synthetic import synthetic_document
     from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
-    from app.kit.settings import Settings
 
     async def run():
         document = synthetic_document(SYNTHETIC_SEED) if graph == "synthetic" else None
@@ -84,13 +84,13 @@ def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: i
 
     An upper bound: it ignores whether the agent could reach those nodes within its turns.
     """
+    from app.agent.schemas import Email
+    from app.agent.transcript import SeenNode, Transcript
     from app.backends.embedded.composer import CTAS, LENGTHS, TONES, compose
     from app.backends.embedded.judge import grade
     from app.backends.embedded.policy import ProspectView
     from app.knowledge_graph.service import demo_graph, hidden_preferences
     from app.loop.feedback import reply_probabilities
-    from app.agent.schemas import Email
-    from app.agent.transcript import SeenNode, Transcript
 
     graph, preferences = demo_graph(), hidden_preferences("demo")
     best = {}

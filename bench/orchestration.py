@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import art
 import numpy as np
-from fastapi import FastAPI
 from art.types import TrainResult
+from fastapi import FastAPI
 
+from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import plan_turn
 from app.backends.embedded.server import LoopbackServer
@@ -25,7 +26,6 @@ from app.loop.generation import Policy, generate
 from app.loop.reward import Judge, Scorer
 from app.loop.schemas import RunConfig
 from app.loop.training import train
-from app.agent.transcript import parse_transcript
 
 
 @dataclass

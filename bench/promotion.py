@@ -164,8 +164,8 @@ def replay_regret(line: list[float], first: float, regressed: float, rate: float
     in which it is at least as large; the share of replays in which a policy worse than the champion it replaced was
     deployed, the longest such stretch in weeks and the largest such gap in true reply rate (`worse_deployed`, as in the
     regret parts)."""
-    from app.stats.estimators import off_policy
     from app.stats.bandit import auto_shares
+    from app.stats.estimators import off_policy
 
     rng = np.random.default_rng(seed)
     min_sends = weekly // (1 + max_challengers)

@@ -6,10 +6,10 @@ Tool results are JSON so that both LLMs and the embedded policy can read them
 
 import json
 
-from app.knowledge_graph.graph import KnowledgeGraph
-from app.knowledge_graph.schemas import Scenario
 from app.agent.email_checks import draft_feedback
 from app.agent.schemas import Email
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
 
 TOOLS = [
     {

@@ -7,14 +7,14 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.core import ServicesDep
-from app.kit.docs import inline_refs
-from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.drafts import service
 from app.drafts.events import CATALOGUE, BatchEventList
 from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, BatchStatus, DraftPage, DraftRequest
-from app.kit.errors import invalid
 from app.events import service as events
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.kit.docs import inline_refs
+from app.kit.errors import invalid
 from app.kit.pages import cursor_params
 
 router = APIRouter(tags=["drafts"])

@@ -3,8 +3,8 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.drafts.schemas import BatchStatus
+from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.learned.models import ARMS, TrafficArm
 
 

@@ -13,24 +13,32 @@ from app.core import Services
 from app.drafts import queue, repository
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
-    CSV_COLUMNS, EXPORT_COLUMNS, MAX_PROSPECTS, BatchCreated, BatchLinks, BatchOut, DraftOut, DraftRequest, ProspectIn,
+    CSV_COLUMNS,
+    EXPORT_COLUMNS,
+    MAX_PROSPECTS,
+    BatchCreated,
+    BatchLinks,
+    BatchOut,
+    DraftOut,
+    DraftRequest,
+    ProspectIn,
     ProspectOutcomes,
 )
-from app.kit.db import utcnow
-from app.kit.idempotency import check_same_request, create_once, request_hash
-from app.kit.errors import NotFound, invalid
 from app.events.schemas import Subject, SubjectKind
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.kit.db import utcnow
+from app.kit.errors import NotFound, invalid
+from app.kit.idempotency import check_same_request, create_once, request_hash
+from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
-from app.outcomes.schemas import OutcomeType, Sentiment
-from app.runs import policies as kept
 from app.learned import store
 from app.learned.models import Policy, TrafficArm
 from app.learned.store import policy_id
+from app.outcomes.schemas import OutcomeType, Sentiment
+from app.runs import policies as kept
 from app.stats.bandit import auto_shares, champion_share
-from app.kit.settings import Settings
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 

@@ -10,20 +10,20 @@ import logging
 
 from dbos import DBOS, WorkflowHandleAsync
 
-from app.kit.db import describe, utcnow
 from app import tasks
 from app.drafts import repository, service
 from app.drafts.events import DraftBatchFailedData, DraftBatchSucceededData
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import BatchStatus, DraftEmail
+from app.drafts.writing import DraftingFailed, write_for, writer
+from app.engine.executor import current
 from app.events import service as events
 from app.events.schemas import Receiver
+from app.kit.db import describe, utcnow
 from app.loop.email import Written
 from app.loop.reward import rollout_seed
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
-from app.engine.executor import current
-from app.drafts.writing import DraftingFailed, write_for, writer
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)

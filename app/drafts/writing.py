@@ -7,12 +7,12 @@ from app.agent.schemas import ScenarioContext
 from app.engine.executor import Executor
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
 from app.knowledge_graph.schemas import Prospect, Scenario
-from app.loop.email import Written, write_email
-from app.loop.generation import Policy
-from app.loop.reward import Judge
 from app.learned import store
 from app.learned.likeness import most_like
 from app.learned.models import Policy as KeptPolicy
+from app.loop.email import Written, write_email
+from app.loop.generation import Policy
+from app.loop.reward import Judge
 from app.runs.schemas import EffectiveConfig
 
 

@@ -14,10 +14,10 @@ from app.backends.embedded.repository import DatabaseCheckpoints
 from app.backends.registry import create_backend, create_model, judge_endpoint
 from app.backends.retry import retrying
 from app.core import Services
-from app.loop.generation import Policy
-from app.loop.reward import Judge
 from app.engine.outcome_watch import OutcomeWatch
 from app.kit.settings import Settings
+from app.loop.generation import Policy
+from app.loop.reward import Judge
 
 
 def create_judge(settings: Settings, embedded: EmbeddedBackend, name: str = "default") -> Judge:

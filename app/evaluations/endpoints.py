@@ -5,9 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, status
 
 from app.core import ServicesDep
-from app.kit.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
 from app.evaluations import service
 from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationList, EvaluationOut
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, ReadSession, TenantDep
 from app.kit.pages import cursor_params
 
 router = APIRouter(tags=["evaluations"])

@@ -4,13 +4,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
-from app.kit.errors import NotFound, invalid
 from app.evaluations import queue
 from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationLinks, EvaluationOut
 from app.events.service import new_id
+from app.kit.errors import NotFound, invalid
 from app.knowledge_graph import repository as graphs
-from app.policies import service as policies
 from app.learned.models import Evaluation
+from app.policies import service as policies
 
 
 async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCreated:

@@ -7,23 +7,23 @@ from datetime import timedelta
 
 from dbos import DBOS
 
-from app.kit.db import describe, utcnow
+from app import tasks
 from app.drafts import repository as drafts
 from app.drafts.writing import write_for, writer
-from app.stats import estimators
-from app import tasks
+from app.engine.executor import current
+from app.kit.db import describe, utcnow
+from app.knowledge_graph import repository as graphs
+from app.knowledge_graph.schemas import Prospect
+from app.learned.likeness import most_like
+from app.learned.models import Evaluation
 from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
-from app.knowledge_graph import repository as graphs
-from app.knowledge_graph.schemas import Prospect
 from app.policies import service as policy_service
 from app.policies.events import EvaluationFailedData, EvaluationSucceededData
-from app.learned.likeness import most_like
-from app.learned.models import Evaluation
 from app.policies.schemas import EvaluationResult, PolicyEvaluation
-from app.engine.executor import current
+from app.stats import estimators
 
 log = logging.getLogger("codreamer")
 

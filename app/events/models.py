@@ -6,8 +6,8 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.events.schemas import DeliveryStatus, SubjectKind
+from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 
 
 class Event(Base):

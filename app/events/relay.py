@@ -38,11 +38,11 @@ import httpx
 from sqlalchemy import func, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.db import Database, utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.schemas import DeliveryStatus
 from app.events.signing import SecretBox, SecretUnavailable, signed_headers
 from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.kit.db import Database, utcnow
 from app.kit.settings import Settings
 
 log = logging.getLogger(__name__)

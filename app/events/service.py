@@ -6,9 +6,9 @@ import time
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.db import utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.schemas import DeliveryStatus, EventData, Receiver, Subject
+from app.kit.db import utcnow
 
 
 def new_id(prefix: str) -> str:

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 import anyio
 from fastapi.sse import ServerSentEvent, format_sse_event
 
-from app.kit.db import Database, describe
 from app.events.models import Event
 from app.events.schemas import Catalogue, Subject
 from app.events.service import events_page
+from app.kit.db import Database, describe
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.5

@@ -3,8 +3,8 @@
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.kit import migrations
 from app.core import ServicesDep
+from app.kit import migrations
 
 router = APIRouter(tags=["health"])
 

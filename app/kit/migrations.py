@@ -6,12 +6,12 @@ The Alembic environment lives in `alembic/` beside `app/`, with `alembic.ini` at
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from alembic import command
 from app.kit.db import driver_url
 
 

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Query, Request, Response, status
 
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
 from app.kit.errors import NotFound
+from app.kit.pages import cursor_params
 from app.knowledge_graph import repository, service, upload
 from app.knowledge_graph.schemas import GraphDocument, GraphList, GraphSummary, NodeDetail, NodePage, ScenarioList
-from app.kit.pages import cursor_params
 
 router = APIRouter(prefix="/graphs", tags=["knowledge graphs"])
 NodesCursor = cursor_params(Annotated[str | None, Query(max_length=200, description="A node id: the page starts after it.")],

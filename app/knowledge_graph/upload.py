@@ -14,9 +14,8 @@ from starlette.concurrency import run_in_threadpool
 
 from app.kit.docs import inline_refs
 from app.kit.errors import BadRequest
-from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
 from app.kit.settings import Settings
-
+from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
 
 # The routes read the body themselves (read_upload), so FastAPI documents neither it nor its 422.
 BODY = {"requestBody": {"required": True, "content": {"application/json": {

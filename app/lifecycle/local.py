@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from app.lifecycle import worker
-from app.kit.auth import OPEN_TENANT
 from app.events import service as events
 from app.events.models import Event
 from app.events.schemas import Subject, SubjectKind
-from app.runs.events import TERMINAL_EVENTS
+from app.kit.auth import OPEN_TENANT
+from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import GraphDocument
+from app.lifecycle import worker
 from app.runs import queue, repository, service
+from app.runs.events import TERMINAL_EVENTS
 from app.runs.schemas import LearnLoopRequest
-from app.kit.settings import Settings
 
 
 @asynccontextmanager

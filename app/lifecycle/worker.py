@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from dbos import DBOS
 
 from app import tasks
-
-from app.lifecycle import api as lifecycle
 from app.engine.executor import Executor, install
 from app.events.relay import WebhookRelay
 from app.kit import durable, logs
 from app.kit.heap import freeze_startup_heap
 from app.kit.settings import Settings
+from app.lifecycle import api as lifecycle
 from app.runs.workers import Housekeeper
 
 log = logging.getLogger("codreamer")

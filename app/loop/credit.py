@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import art
 
-from app.loop.schemas import RunConfig
 from app.kit.observability import traced
+from app.loop.schemas import RunConfig
 
 # Node scores are multiplicative preferences, so credit moves them in log-space, symmetrically
 # around the neutral 1.0: at most 5× more (or less) likely to be listed first than an unscored node.

@@ -15,6 +15,7 @@ import art
 import numpy as np
 
 from app.agent.schemas import Email, ScenarioContext
+from app.kit.observability import traced
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
 from app.loop.feedback import OutcomeFeedback
@@ -24,8 +25,6 @@ from app.loop.reward import Judge, blend, clamped
 from app.loop.rollout import rollout
 from app.loop.schemas import EndReason, RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.kit.observability import traced
-
 
 SAMPLED_ATTEMPTS = 3  # after a greedy rollout that wrote no email
 

@@ -18,6 +18,7 @@ from openai import AsyncOpenAI
 from app.agent.prompt import initial_messages
 from app.agent.schemas import ScenarioContext
 from app.agent.tools import TOOLS
+from app.kit.observability import traced
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores
 from app.knowledge_graph.schemas import Scenario
 from app.loop.exploration import Exploration
@@ -25,7 +26,6 @@ from app.loop.reward import Scorer, has_signal, rollout_seed
 from app.loop.rollout import rollout
 from app.loop.schemas import EndReason, RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.kit.observability import traced
 
 
 class _Transport(AiohttpTransport):

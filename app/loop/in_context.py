@@ -6,9 +6,9 @@ from collections.abc import Mapping
 import art
 
 from app.agent.schemas import Exemplar, ScenarioContext
+from app.kit.observability import traced
 from app.loop.email import best_trajectory
 from app.loop.schemas import RunConfig
-from app.kit.observability import traced
 
 PLAYBOOK_SIZE = 4  # lessons per scenario in a prompt: a short list an LLM reads, not a log
 LESSON_CHARS = 240  # each lesson at most this long

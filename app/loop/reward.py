@@ -10,16 +10,16 @@ from enum import StrEnum
 import art
 import litellm
 import numpy as np
-from pydantic import ValidationError
 from art.metrics import MetricsBuilder
 from art.rewards import ruler_score_group
+from pydantic import ValidationError
 
 from app.kit.faults import fault_point
+from app.kit.observability import traced
 from app.loop.feedback import Feedback
 from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource
 from app.loop.schemas import RewardStats, RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.kit.observability import traced
 
 SALES_EMAIL_RUBRIC = """
 Grade as a sales manager grades a rep's cold email before it goes out:

@@ -17,16 +17,15 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
-from app.knowledge_graph.graph import KnowledgeGraph
-from app.knowledge_graph.schemas import Scenario
+from app.agent.email_text import email_from_text, tool_call_from_text
 from app.agent.prompt import initial_messages
 from app.agent.schemas import Email, ScenarioContext
-from app.agent.email_text import email_from_text, tool_call_from_text
 from app.agent.tools import TOOL_NAMES, TOOLS, AgentTools
+from app.kit.observability import traced
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
 from app.loop.schemas import EndReason
 from app.loop.trajectory import EmailTrajectory
-from app.kit.observability import traced
-
 
 FINALIZE = {"type": "function", "function": {"name": "finalize_email"}}
 CORRECTION = ("Answer with a tool call, not text: explore with get_connected_nodes and get_relevant_context, and submit the "

@@ -5,9 +5,9 @@ import time
 import art
 
 from app.backends.retry import retrying
+from app.kit.observability import traced
 from app.loop.reward import has_signal
 from app.loop.schemas import RunConfig, TrainingOutcome
-from app.kit.observability import traced
 
 
 def steps_off_policy(group: art.TrajectoryGroup, step_before: int) -> int:

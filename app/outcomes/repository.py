@@ -13,6 +13,7 @@ from app.loop.outcome_model import SentEmail
 from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord
 from app.outcomes.schemas import OutcomeType
 
+
 def email_ref(ref: str, email: Email, *, name: str, company: str, role: str, industry: str, **origin) -> EmailRef:
     """What a written email's outcomes find their way back by: where it came from (`origin`: its tenant, graph, run or
     batch, policy, slot…), and the traits of it and of its prospect that the outcome model learns over."""

@@ -5,7 +5,14 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import (
-    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
 )
 
 

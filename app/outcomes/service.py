@@ -11,24 +11,29 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.db import Database
-from app.kit.errors import NotFound, TooManyRequests, Unauthorized, invalid
+from app.agent.schemas import Email
 from app.events.service import new_id
 from app.events.signing import SecretBox
+from app.kit.db import Database, utcnow
+from app.kit.errors import NotFound, TooManyRequests, Unauthorized, invalid
 from app.kit.settings import Settings
-from app.agent.schemas import Email
-from app.kit.db import utcnow
 from app.loop.feedback import FeedbackSimulator
-from app.stats.intervals import Z_95, wilson
 from app.outcomes import inbound, inbound_pool, repository, simulated
 from app.outcomes.models import OutcomeSource
 from app.outcomes.providers import PROVIDERS
 from app.outcomes.providers.base import BadSignature
 from app.outcomes.providers.sendgrid import parse_sendgrid
 from app.outcomes.schemas import (
-    Calibration, IngestResult, OutcomeEvent, OutcomeType, RunOutcomes, Sentiment, SentEmailOutcomes,
+    Calibration,
+    IngestResult,
+    OutcomeEvent,
+    OutcomeType,
+    RunOutcomes,
+    SentEmailOutcomes,
+    Sentiment,
 )
 from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut
+from app.stats.intervals import Z_95, wilson
 
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
 

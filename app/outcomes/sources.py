@@ -6,9 +6,9 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from app.kit.pages import Page
 from app.outcomes.providers import PROVIDERS, Provider
 from app.outcomes.schemas import BasicAuth
-from app.kit.pages import Page
 
 Secret = Annotated[str, StringConstraints(min_length=8, max_length=4096, strip_whitespace=True)]
 

@@ -7,13 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from app.core import ServicesDep
-from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
 from app.drafts import repository as drafts
-from app.kit.errors import NotFound, invalid
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.events.ssrf import UnsafeWebhookURL, resolve
-from app.knowledge_graph import repository as graphs
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.kit.errors import NotFound, invalid
 from app.kit.pages import cursor_params
+from app.knowledge_graph import repository as graphs
 from app.learned import store
 from app.policies import repository, service
 from app.policies.events import CATALOGUE, GraphEventList

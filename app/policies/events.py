@@ -11,9 +11,9 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, Field
 
 from app.events.schemas import Catalogue, GraphEventData
-from app.stats.intervals import Interval
 from app.kit.pages import Page
 from app.policies.schemas import Arm
+from app.stats.intervals import Interval
 
 
 class GraphEventType(StrEnum):

@@ -4,15 +4,15 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy import delete as sql_delete
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS, delete_stored_checkpoints
-from app.loop.schemas import TrainingOutcome
-from app.learned.models import Deployment, Evaluation, Policy
 from app.learned import store
+from app.learned.models import Deployment, Evaluation, Policy
 from app.learned.store import PolicyRef, policy_id
+from app.loop.schemas import TrainingOutcome
 from app.runs import repository as runs
 from app.runs.models import Iteration, Run
 from app.runs.schemas import EffectiveConfig

@@ -7,10 +7,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.events.ssrf import WebhookURL
+from app.kit.pages import Page
 from app.loop.schemas import RewardStats
 from app.stats.estimators import OffPolicy
 from app.stats.intervals import Interval
-from app.kit.pages import Page
+
 
 class PolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -3,29 +3,34 @@
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS, base_model
-from app.kit.db import utcnow
-from app.kit.errors import Conflict, NotFound, invalid
 from app.events import service as events
 from app.events.models import Event
 from app.events.schemas import GraphEventData, Receiver, Subject, SubjectKind
 from app.events.signing import SecretBox, new_secret
 from app.events.ssrf import redacted
+from app.kit.db import utcnow
+from app.kit.errors import Conflict, NotFound, invalid
+from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
 from app.learned import store
-from app.stats.bandit import champion_share
-from app.policies import repository
 from app.learned.models import Deployment, Evaluation, Policy, TrafficArm
-from app.policies.repository import LearnedPolicy
-from app.policies.evidence import Verdict, verdict
-from app.policies.schemas import (
-    Arm, DeploymentIn, DeploymentOut, DeploymentRecord, EvaluationResult, PolicyOut,
-)
-from app.policies.events import DeploymentChangedData, PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
 from app.learned.store import PolicyRef, policy_id
+from app.policies import repository
+from app.policies.events import DeploymentChangedData, PolicyPromotedData, PolicyRolledBackData, PromotionEvidence
+from app.policies.evidence import Verdict, verdict
+from app.policies.repository import LearnedPolicy
+from app.policies.schemas import (
+    Arm,
+    DeploymentIn,
+    DeploymentOut,
+    DeploymentRecord,
+    EvaluationResult,
+    PolicyOut,
+)
 from app.runs import policies as kept
 from app.runs import repository as runs
 from app.runs.models import Run
-from app.kit.settings import Settings
+from app.stats.bandit import champion_share
 
 resolve = kept.keep  # every place a policy is taken keeps it, by its id or its alias
 

@@ -8,29 +8,36 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 
-from app.kit import conditional
 from app.backends.specs import delete_local_files, model_name
-from app.learned import store as policy_store
-from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
 from app.core import ServicesDep
-from app.kit.db import Database
-from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
-from app.kit.errors import Conflict, NotFound
 from app.events import service as events
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.events.schemas import DeliveryList
+from app.kit import conditional
+from app.kit.conditional import NOT_MODIFIED, IfNoneMatch
+from app.kit.db import Database
+from app.kit.deps import BODY_ERRORS, NOT_FOUND, DatabaseDep, ErrorOut, ReadSession, SettingsDep, TenantDep
+from app.kit.errors import Conflict, NotFound
+from app.kit.pages import cursor_params
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph import upload
 from app.knowledge_graph.schemas import GraphSummary
 from app.knowledge_graph.service import GraphsDep
+from app.learned import store as policy_store
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import RunOutcomes
-from app.kit.pages import cursor_params
 from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
 from app.runs.schemas import (
-    IterationDetail, IterationList, IterationOut, JudgeList, LearnLoopRequest, NodeScoresOut, RunCreated, RunList,
+    IterationDetail,
+    IterationList,
+    IterationOut,
+    JudgeList,
+    LearnLoopRequest,
+    NodeScoresOut,
+    RunCreated,
+    RunList,
     RunOut,
 )
 from app.runs.status import RunStatus

@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field
 
 from app.agent.schemas import FinalEmail, PublishedEmail
 from app.events.schemas import Catalogue, RunEventData
-from app.loop.schemas import RewardStats
 from app.kit.pages import Page
+from app.loop.schemas import RewardStats
 from app.runs.status import RunError, RunStatus
 
 

@@ -11,19 +11,19 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS, base_model, copy_stored_checkpoint, model_name
+from app.events.service import new_id
 from app.kit.db import serialize_on
 from app.kit.errors import Conflict, NotFound, invalid
-from app.events.service import new_id
+from app.kit.settings import Settings
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
-from app.loop.schemas import TrainingOutcome
 from app.learned import store
 from app.learned.likeness import most_like
 from app.learned.models import Policy
 from app.learned.store import PolicyRef, policy_id
+from app.loop.schemas import TrainingOutcome
 from app.runs import repository as runs
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
 from app.runs.schemas import EffectiveConfig
-from app.kit.settings import Settings
 
 
 def _refused(field: str | None, message: str) -> Exception:

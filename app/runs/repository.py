@@ -4,20 +4,19 @@
 from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agent.schemas import Email, TracedEmail
 from app.backends.specs import delete_stored_checkpoints
-from app.kit.db import Database
-from app.outcomes import refs
-from app.outcomes import repository as outcomes
-from app.outcomes.models import EmailRef
-from app.runs.status import ACTIVE, RunStatus
 from app.events import service as events
 from app.events.schemas import Subject, SubjectKind
 from app.events.ssrf import redacted
+from app.kit.db import Database
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
-from app.agent.schemas import Email, TracedEmail
 from app.loop.outcome_model import FeedbackSource
+from app.outcomes import refs
+from app.outcomes import repository as outcomes
+from app.outcomes.models import EmailRef
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run, TrajectoryRecord
-
+from app.runs.status import ACTIVE, RunStatus
 
 # ---------------------------------------------------------------- node scores
 

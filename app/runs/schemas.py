@@ -6,13 +6,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.agent.schemas import FinalEmail, PublishedEmail, ScenarioContext, TracedEmail
-from app.runs.events import Waiting
-from app.runs.status import RunError, RunStatus
-from app.loop.outcome_model import FeedbackSource
-from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
 from app.events.ssrf import WebhookURL
 from app.kit.pages import Page
 from app.kit.settings import BackendName
+from app.loop.outcome_model import FeedbackSource
+from app.loop.schemas import FeedbackMode, RewardStats, RunConfig
+from app.runs.events import Waiting
+from app.runs.status import RunError, RunStatus
 
 
 class LearnLoopRequest(RunConfig):

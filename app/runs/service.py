@@ -9,16 +9,15 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.auth import OPEN_TENANT
 from app.backends.specs import SPECS, BackendUnavailable, check_available
 from app.core import Services
-from app.kit.db import serialize_on
-from app.kit.idempotency import check_same_request, create_once, request_hash
-from app.kit.errors import Conflict, TooManyRequests, invalid
-from app.runs.status import RunStatus
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, redacted, resolve
+from app.kit.auth import OPEN_TENANT
+from app.kit.db import serialize_on
+from app.kit.errors import Conflict, TooManyRequests, invalid
+from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph.schemas import GraphDocument
@@ -27,6 +26,7 @@ from app.loop.schemas import FeedbackMode
 from app.runs import policies, queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
+from app.runs.status import RunStatus
 
 
 def links(run_id: str) -> dict:

@@ -3,21 +3,27 @@
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit import errors
-from app.kit.db import utcnow
 from app.events import service as events
 from app.events.models import Event
 from app.events.schemas import Receiver, RunEventData
-from app.outcomes import refs
-from app.runs.events import (
-    IterationCompletedData, RunCancelledData, RunFailedData, RunStartedData, RunSucceededData, RunWaitingData, Waiting,
-)
-from app.runs.status import RunError, RunStatus, Step
+from app.kit import errors
+from app.kit.db import utcnow
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph
+from app.outcomes import refs
 from app.runs import repository
+from app.runs.events import (
+    IterationCompletedData,
+    RunCancelledData,
+    RunFailedData,
+    RunStartedData,
+    RunSucceededData,
+    RunWaitingData,
+    Waiting,
+)
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
 from app.runs.records import IterationRecord
+from app.runs.status import RunError, RunStatus, Step
 
 FULL_SCORES_MAX_NODES = 2000
 TRUNCATED_TOP = 500

@@ -18,14 +18,14 @@ from pathlib import Path
 from dbos import DBOS
 from sqlalchemy import delete, select
 
-from app.backends.specs import delete_local_files, model_name
-from app.kit.db import Database, utcnow
-from app.runs.status import RunStatus
 from app import tasks
+from app.backends.specs import delete_local_files, model_name
 from app.kit import durable
+from app.kit.db import Database, utcnow
+from app.kit.settings import Settings
 from app.runs import queue, transitions
 from app.runs.models import Run, Worker
-from app.kit.settings import Settings
+from app.runs.status import RunStatus
 
 log = logging.getLogger("codreamer")
 ENDED_WORKFLOW = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")

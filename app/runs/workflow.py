@@ -20,15 +20,19 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from app import tasks
+from app.agent.schemas import Email, PublishedEmail
 from app.backends.specs import SPECS, delete_local_files, delete_stored_checkpoints, model_name
+from app.engine.executor import current
+from app.engine.outcome_watch import OUTCOMES_TOPIC
 from app.kit.db import describe, is_transient, utcnow
 from app.kit.faults import fault_point
+from app.kit.observability import call_with_trace
 from app.knowledge_graph.graph import KnowledgeGraph, ScenarioScores
 from app.loop.credit import reweight
 from app.loop.email import best_trajectory, choose_by_outcomes, write_email
 from app.loop.exploration import Exploration
 from app.loop.features import segment
-from app.agent.schemas import Email, PublishedEmail
 from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
 from app.loop.in_context import distil
@@ -36,19 +40,21 @@ from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
 from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
-from app.kit.observability import call_with_trace
 from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
 from app.outcomes.schemas import IngestResult
-from app import tasks
 from app.runs import repository, trajectories, transitions
-from app.engine.executor import current
-from app.runs.models import Iteration, Run
-from app.engine.outcome_watch import OUTCOMES_TOPIC
 from app.runs.events import Waiting
+from app.runs.models import Iteration, Run
 from app.runs.records import (
-    Contexts, EmailResult, GenerationResult, IterationRecord, ReweightResult, StartState, WaitState,
+    Contexts,
+    EmailResult,
+    GenerationResult,
+    IterationRecord,
+    ReweightResult,
+    StartState,
+    WaitState,
 )
 from app.runs.schemas import EffectiveConfig
 from app.runs.status import RunStatus, Step

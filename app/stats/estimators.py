@@ -14,6 +14,7 @@ matplotlib (see the decision record); each estimator here is tested against a ca
 """
 
 import math
+
 import numpy as np
 from pydantic import BaseModel, Field
 

@@ -10,7 +10,13 @@ import pytest
 from app.kit.db import LISTEN_CHECK_S
 from app.knowledge_graph.service import demo_document
 from tests.support import (
-    FreshPostgresDatabase, Server, TcpProxy, WorkerProcess, assert_exactly_once, require_postgres, wait_for,
+    FreshPostgresDatabase,
+    Server,
+    TcpProxy,
+    WorkerProcess,
+    assert_exactly_once,
+    require_postgres,
+    wait_for,
     wait_for_status,
 )
 

@@ -4,7 +4,13 @@ drafted exactly once (one email, one ref each), on SQLite and PostgreSQL."""
 import pytest
 
 from tests.support import (
-    FreshPostgresDatabase, Server, process_gone, require_postgres, run_workers, wait_for, wait_for_status,
+    FreshPostgresDatabase,
+    Server,
+    process_gone,
+    require_postgres,
+    run_workers,
+    wait_for,
+    wait_for_status,
 )
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from app.knowledge_graph.service import demo_document
-from tests.standins import HangingModel
 from tests import support
+from tests.standins import HangingModel
 from tests.support import PrivateCluster, Server, events, free_port, postmaster_started_at, wait_for, wait_for_status
 
 pytestmark = pytest.mark.slow

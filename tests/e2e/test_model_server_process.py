@@ -6,7 +6,6 @@ import sys
 
 from tests.support import process_gone, wait_until
 
-
 ORPHAN = """
 import asyncio, art
 from app.backends.embedded import EmbeddedBackend

@@ -5,11 +5,11 @@ import json
 import httpx
 import pytest
 import schemathesis
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from app.main import create_app
 from app.kit.settings import Settings
+from app.main import create_app
 from tests.support import FreshPostgresDatabase, Server, require_postgres
 
 KEY = "schema-key"

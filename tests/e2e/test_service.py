@@ -6,7 +6,15 @@ from standardwebhooks import Webhook
 from app.knowledge_graph.service import demo_document
 from tests.standins import Receiver
 from tests.support import (
-    FreshPostgresDatabase, Server, events, parse, process_gone, require_postgres, run_workers, wait_for, wait_for_status,
+    FreshPostgresDatabase,
+    Server,
+    events,
+    parse,
+    process_gone,
+    require_postgres,
+    run_workers,
+    wait_for,
+    wait_for_status,
 )
 
 pytestmark = pytest.mark.slow

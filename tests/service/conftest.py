@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from app.kit.settings import Settings
 from app.knowledge_graph.schemas import GraphDocument
 from app.lifecycle.local import add_graph, local_service, run_to_end
 from app.main import create_app
 from app.runs import repository
 from app.runs.schemas import LearnLoopRequest
-from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 

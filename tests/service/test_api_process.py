@@ -4,11 +4,11 @@ DBOS's threads would take its interpreter from requests. It reaches runs' workfl
 import pytest
 from dbos import DBOSClient, _dbos
 
+from app import tasks
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.lifecycle.api import dbos_database_url
 from app.main import create_app
-from app import tasks
-from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 SCENARIO = demo_document().scenarios[0].id

@@ -7,8 +7,8 @@ import httpx
 import pytest
 from openapi_spec_validator import validate
 
-from app.main import create_app
 from app.kit.settings import Settings
+from app.main import create_app
 from tests.support import connect, lifespan
 
 ORIGIN = "http://localhost:3000"

@@ -11,11 +11,11 @@ import pytest
 from art.rewards import ruler_score_group
 from openai import AsyncOpenAI
 
+from app.agent.prompt import initial_messages
+from app.agent.tools import TOOLS
 from app.kit import supervision
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import rollout
-from app.agent.prompt import initial_messages
-from app.agent.tools import TOOLS
 from tests.support import process_gone, wait_until
 
 

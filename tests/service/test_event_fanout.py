@@ -13,9 +13,9 @@ import time
 from sqlalchemy import event
 
 from app.events import stream
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 STREAMS = 200

@@ -3,14 +3,14 @@
 import json
 
 from app.events import stream
-from app.runs.events import CATALOGUE, TERMINAL_EVENTS, EventList
 from app.events.schemas import Subject, SubjectKind
 from app.events.service import events_page
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.lifecycle.local import local_service
 from app.runs import service as runs
+from app.runs.events import CATALOGUE, TERMINAL_EVENTS, EventList
 from app.runs.schemas import LearnLoopRequest
-from app.kit.settings import Settings
 
 SCENARIO = demo_document().scenarios[0].id
 

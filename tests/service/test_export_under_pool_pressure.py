@@ -9,9 +9,9 @@ import logging
 
 import httpx
 
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.kit.settings import Settings
 from tests.support import connect, finished, lifespan
 
 EXPORTS = 400

@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from app.main import create_app
 from app.kit.settings import Settings
+from app.main import create_app
 from tests.support import FreshPostgresDatabase, chunked, connect, lifespan, require_postgres
 
 JSON = {"content-type": "application/json"}

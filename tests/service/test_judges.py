@@ -7,12 +7,12 @@ import jsonschema
 import pytest
 from art.rewards.ruler import Response
 
+from app.engine.executor import create_judge
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document, demo_graph
 from app.loop.reward import EXPLANATION_CHARS, RETRY_HINTS, Judge, JudgeError, JudgeStats
-from app.engine.executor import create_judge
 from app.main import create_app
 from app.runs.schemas import LearnLoopRequest
-from app.kit.settings import Settings
 from tests.standins import UnreliableJudge
 from tests.support import connect, lifespan
 

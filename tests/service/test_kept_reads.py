@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from app.kit.db import LISTEN_CHECK_S, Database, KeptReads
-from app.knowledge_graph.service import demo_document
 from app.kit import conditional
+from app.kit.db import LISTEN_CHECK_S, Database, KeptReads
+from app.kit.settings import Settings
+from app.knowledge_graph.service import demo_document
 from app.runs.endpoints import RENDERED
 from app.runs.repository import RUN_VERSIONS, version
-from app.kit.settings import Settings
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}
 

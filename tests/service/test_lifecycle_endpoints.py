@@ -7,16 +7,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from dbos import DBOS
 
 from app.backends.embedded.models import PolicyCheckpoint
 from app.backends.specs import model_name
+from app.engine.executor import current
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs import workflow
-from app.engine.executor import current
-from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import connect, finished, lifespan
 

@@ -7,17 +7,17 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from dbos import DBOS
 from sqlalchemy import create_engine, text
 
 import app.models  # noqa: F401
-from app.lifecycle import api as lifecycle
+from alembic import command
 from app.kit import migrations
 from app.kit.db import Base, driver_url
 from app.kit.settings import Settings
+from app.lifecycle import api as lifecycle
 from tests.support import FreshPostgresDatabase, require_postgres
 
 

@@ -6,11 +6,11 @@ import math
 import pytest
 from sqlalchemy import select
 
+from app.kit.settings import Settings
 from app.lifecycle.local import local_service, run_to_end
 from app.main import create_app
 from app.runs.models import NodeScore, NodeScoreChange
 from app.runs.schemas import LearnLoopRequest
-from app.kit.settings import Settings
 from tests.support import connect
 
 pytestmark = pytest.mark.slow

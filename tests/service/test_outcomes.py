@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"

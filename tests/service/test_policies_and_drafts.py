@@ -7,13 +7,12 @@ import io
 import json
 
 import pytest
+from standardwebhooks.webhooks import Webhook
 
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.policies import repository as policy_repository
-from app.kit.settings import Settings
-from standardwebhooks.webhooks import Webhook
-
 from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from alembic import command
 
+from alembic import command
 from app.kit import migrations
 from app.kit.db import driver_url
 

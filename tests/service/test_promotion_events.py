@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pytest
 from standardwebhooks import Webhook
 
+from app.kit.settings import Settings
 from app.main import create_app
 from app.policies.evidence import verdict
 from app.policies.schemas import EvaluationResult
-from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres, sse_until
 

@@ -7,11 +7,11 @@ import asyncio
 import art
 import pytest
 
+from app.engine.executor import current
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.lifecycle.local import local_service
 from app.main import create_app
-from app.engine.executor import current
-from app.kit.settings import Settings
 from tests.support import FreshPostgresDatabase, connect, lifespan, require_postgres
 
 CAP = 5

@@ -7,15 +7,15 @@ from sqlalchemy import text
 from standardwebhooks import Webhook
 
 from app.backends.registry import create_model
+from app.engine.executor import create_judge
+from app.kit.settings import Settings
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
+from app.loop.feedback import create_feedback
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
-from app.loop.feedback import create_feedback
-from app.engine.executor import create_judge
 from app.loop.schemas import RunConfig
 from app.main import create_app
-from app.kit.settings import Settings
 from tests.standins import Receiver
 from tests.support import connect, finished, lifespan
 

@@ -4,10 +4,10 @@ every outcome attributed to its draft through `POST /outcomes` and listed per pr
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_graph
 from app.main import create_app
 from app.outcomes.simulated_team import SimulatedTeam
-from app.kit.settings import Settings
 from tests.support import connect, finished, lifespan
 
 SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]

@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from app.kit.db import Database
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs import repository
 from app.runs.models import Iteration
-from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3}

@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 
+from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
-from app.kit.settings import Settings
 from tests.support import connect, lifespan
 
 BOB_KEY = "bob-secret-key"

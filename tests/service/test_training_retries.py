@@ -5,15 +5,14 @@ import httpx
 import pytest
 
 from app.backends.embedded import EmbeddedBackend
+from app.engine.executor import create_judge
+from app.kit.settings import Settings
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
-from app.loop.training import train
-from app.engine.executor import create_judge
 from app.loop.schemas import RunConfig
-from app.kit.settings import Settings
-
+from app.loop.training import train
 
 TRAIN = RunConfig(learning_rate=0.05)
 

@@ -11,15 +11,15 @@ import art  # noqa: F401  (its httpx patch is what a worker runs with)
 import pytest
 from sqlalchemy import select
 
-from app.kit import migrations
-from app.kit.db import Database, utcnow
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.relay import WebhookRelay
 from app.events.signing import SecretBox, new_secret
+from app.kit import migrations
+from app.kit.db import Database, utcnow
+from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
 from app.runs.models import Run
-from app.kit.settings import Settings
 from tests.standins import HugeAnswerReceiver
 
 

@@ -14,19 +14,19 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select, update
 
-from app.kit import migrations
-from app.kit.db import Database, utcnow
 from app.events import relay as relay_module
 from app.events import service as event_log
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
-from app.events.schemas import Subject, SubjectKind
 from app.events.relay import WebhookRelay
+from app.events.schemas import Subject, SubjectKind
 from app.events.signing import SecretBox, new_secret
+from app.kit import migrations
+from app.kit.db import Database, utcnow
+from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs_repository
 from app.knowledge_graph.service import demo_document
 from app.main import create_app
 from app.runs.models import Run
-from app.kit.settings import Settings
 from tests.standins import DripReceiver, Receiver
 from tests.support import connect, lifespan
 

@@ -10,19 +10,19 @@ from dbos._serialization import DefaultSerializer
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from app import tasks
+from app.engine.executor import current
 from app.events import service as events
 from app.events.schemas import Subject, SubjectKind
-from app.lifecycle.api import dbos_database_url
-from app.runs.status import RunStatus, Step
-from app.runs.events import EventType
-from app.lifecycle.local import local_service, run_to_end
-from app import tasks
-from app.runs import queue, repository, service, transitions, workflow
-from app.engine.executor import current
-from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
-from app.runs.workers import Housekeeper
-from app.runs.schemas import LearnLoopRequest
 from app.kit.settings import Settings
+from app.lifecycle.api import dbos_database_url
+from app.lifecycle.local import local_service, run_to_end
+from app.runs import queue, repository, service, transitions, workflow
+from app.runs.events import EventType
+from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
+from app.runs.schemas import LearnLoopRequest
+from app.runs.status import RunStatus, Step
+from app.runs.workers import Housekeeper
 
 REQUEST = LearnLoopRequest(iterations=1, rollouts_per_group=2, scenario_ids=["scn-healthcare-cto"], max_turns=4)
 POINTS = ["start", "email:0", "generate:1", "score:1", "train:1", "reweight:1", "email:1", "publish:1", "finish"]

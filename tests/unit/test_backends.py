@@ -10,12 +10,11 @@ import httpx
 import openai
 import pytest
 
-from app.backends.specs import SPECS, BackendUnavailable, EmbeddedOptions, ServerlessOptions, check_available
 from app.backends.retry import is_transient
-from app.loop.training import train
-from app.loop.schemas import RunConfig
+from app.backends.specs import SPECS, BackendUnavailable, EmbeddedOptions, ServerlessOptions, check_available
 from app.kit.settings import Settings
-
+from app.loop.schemas import RunConfig
+from app.loop.training import train
 
 TRAIN = RunConfig(learning_rate=0.05)
 

@@ -5,8 +5,20 @@ import math
 import numpy as np
 import pytest
 
-from bench.promotion import (accuracy, batches, peeking, project, promotion_order, regressed_weeks, replay_inputs,
-                             replay_regret, sends_needed, stratified_truth, worse_deployed, written_by)
+from bench.promotion import (
+    accuracy,
+    batches,
+    peeking,
+    project,
+    promotion_order,
+    regressed_weeks,
+    replay_inputs,
+    replay_regret,
+    sends_needed,
+    stratified_truth,
+    worse_deployed,
+    written_by,
+)
 from bench.report import regressions_compared, replay_section
 
 

@@ -14,16 +14,16 @@ import importlib.resources
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
-import tomllib
 import typer
 import yaml
 
-from app.lifecycle import api as lifecycle
 from app.kit.settings import Settings
+from app.lifecycle import api as lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -10,8 +10,16 @@ import pytest
 
 from app.agent import email_checks
 from app.agent.email_checks import (
-    ask_problems, echoed_pains, filler, grammar_problems, is_clause, names_seller, pain_answers, read_parts,
-    speaks_to, used_facts,
+    ask_problems,
+    echoed_pains,
+    filler,
+    grammar_problems,
+    is_clause,
+    names_seller,
+    pain_answers,
+    read_parts,
+    speaks_to,
+    used_facts,
 )
 from app.agent.prompt import initial_messages, seller_summary
 from app.agent.text import article, possessive, sentences, terms, words

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from app.cli import app as cli
 from app.events.signing import signed_headers
-from app.knowledge_graph.schemas import GraphDocument
 from app.kit.settings import Settings
+from app.knowledge_graph.schemas import GraphDocument
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -4,9 +4,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.kit.errors import BadRequest, Conflict, NotFound, ServiceError, TooManyRequests
 from app.http.errors import install_handlers
-from app.runs.transitions import Conflict as RunConflict, RunGone
+from app.kit.errors import BadRequest, Conflict, NotFound, ServiceError, TooManyRequests
+from app.runs.transitions import Conflict as RunConflict
+from app.runs.transitions import RunGone
 
 
 @pytest.mark.parametrize(("error", "status", "headers"), [

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from app.drafts.service import choose_arm
-from app.stats import estimators
 from app.policies.evidence import verdict
-from app.stats.intervals import Z_90, always_valid_margin, wilson
 from app.policies.schemas import EvaluationResult
+from app.stats import estimators
+from app.stats.intervals import Z_90, always_valid_margin, wilson
 
 # Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
 ARMS = [1, 0, 1, 0, 0, 1]

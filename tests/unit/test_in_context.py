@@ -6,12 +6,12 @@ import art
 
 from app.agent.prompt import initial_messages
 from app.agent.schemas import Email, ScenarioContext
+from app.agent.transcript import parse_transcript
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.agent.transcript import parse_transcript
+from app.loop.in_context import PLAYBOOK_SIZE, criteria, distil, lessons
 from app.loop.schemas import RunConfig
 from app.loop.trajectory import EmailTrajectory
-from app.loop.in_context import PLAYBOOK_SIZE, criteria, distil, lessons
 
 
 def trajectory(reward, explanation, scenario_id="s", rollout=0, citations=("a",)):

@@ -144,8 +144,8 @@ def test_the_email_to_send_is_drawn_by_reward_under_the_outcome_models_posterior
 
     from app.agent.schemas import Email
     from app.loop.email import choose_by_outcomes
-    from app.loop.feedback import OutcomeFeedback
     from app.loop.features import content_hash, email_features
+    from app.loop.feedback import OutcomeFeedback
 
     def email(greeting: str, ask: str) -> Email:
         return Email(subject="A note", body=f"{greeting} Priya,\n\nWe help hospitals.\n\n{ask}\n\nSam", citations=[])

@@ -1,17 +1,16 @@
 import art
 import pytest
 
-from app.knowledge_graph.service import demo_graph
-from app.loop.feedback import FeedbackSimulator, reply_probabilities
-from app.loop.features import perceived_cta, perceived_length, perceived_tone
-from app.loop.feedback import create_feedback
-from app.agent.schemas import Email
-from app.loop.schemas import RunConfig
-from app.loop.trajectory import EmailTrajectory
-from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
 from app.agent.prompt import initial_messages, proven_nodes
+from app.agent.schemas import Email
 from app.agent.transcript import parse_transcript
 from app.knowledge_graph.graph import NodeScores, ScenarioScores
+from app.knowledge_graph.service import demo_graph
+from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
+from app.loop.features import perceived_cta, perceived_length, perceived_tone
+from app.loop.feedback import FeedbackSimulator, create_feedback, reply_probabilities
+from app.loop.schemas import RunConfig
+from app.loop.trajectory import EmailTrajectory
 
 
 def trajectory(reward, citations, scenario_id="s", rollout=0, email=True):

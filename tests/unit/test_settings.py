@@ -5,10 +5,10 @@ import hashlib
 import pytest
 from pydantic import ValidationError
 
-from app.kit.auth import parse_api_keys
 from app.cli import _config_problem
-from app.lifecycle.api import StartupError, check  # at collection: importing DBOS runs `file`, a process
+from app.kit.auth import parse_api_keys
 from app.kit.settings import JudgeSpec, Settings
+from app.lifecycle.api import StartupError, check  # at collection: importing DBOS runs `file`, a process
 
 ORIGIN = "http://localhost:3000"
 BOB_KEY = "bob-secret-key"

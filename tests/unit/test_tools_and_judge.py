@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from app.backends.embedded.judge import grade, judge
-from app.knowledge_graph.service import demo_graph
 from app.agent.prompt import initial_messages
 from app.agent.tools import AgentTools
 from app.agent.transcript import parse_transcript
+from app.backends.embedded.judge import grade, judge
+from app.knowledge_graph.service import demo_graph
 
 
 @pytest.fixture

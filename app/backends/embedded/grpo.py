@@ -8,8 +8,8 @@ import numpy as np
 from art import TrajectoryGroup
 from openai.types.chat.chat_completion import Choice
 
-from app.backends.embedded.policy import Checkpoint, Decision, logprob_and_grad, plan_turn, replayer
 from app.agent.transcript import parse_transcript
+from app.backends.embedded.policy import Checkpoint, Decision, logprob_and_grad, plan_turn, replayer
 
 
 @dataclass

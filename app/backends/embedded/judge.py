@@ -11,8 +11,19 @@ import json
 import re
 
 from app.agent.email_checks import (
-    ask_kind, ask_problems, concision, echoed_pains, filler, grammar_problems, names_seller, pain_answers,
-    personalization_score, read_parts, readability, speaks_to, used_facts,
+    ask_kind,
+    ask_problems,
+    concision,
+    echoed_pains,
+    filler,
+    grammar_problems,
+    names_seller,
+    pain_answers,
+    personalization_score,
+    read_parts,
+    readability,
+    speaks_to,
+    used_facts,
 )
 from app.agent.text import sentences, terms
 from app.agent.transcript import SeenNode, Transcript, parse_transcript

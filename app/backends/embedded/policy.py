@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, angle_of, compose
 from app.agent.text import terms
 from app.agent.transcript import SeenNode, Transcript
+from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, angle_of, compose
 
 DEFAULT_LEARNING_RATE = 0.05  # the step of GRPO's update of this policy, unless a run sets its own
 ACTIONS = ("get_connected_nodes", "get_relevant_context", "propose_email", "finalize_email")

@@ -26,12 +26,12 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from app.kit import logs
-from app.kit.faults import injected_latency
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
+from app.kit import logs
+from app.kit.faults import injected_latency
 from app.kit.heap import freeze_startup_heap
 from app.kit.supervision import READY, report_status
 

@@ -11,7 +11,15 @@ from typing import Any, Literal
 
 from app.outcomes.inbound import InboundReply, Limits, PairHeaders, Refused, parse_reply, reply_of, sender_of
 from app.outcomes.providers.base import (
-    REF_KEY, TOLERANCE_S, BadSignature, check_timestamp, epoch, event, field, json_body, ref_of,
+    REF_KEY,
+    TOLERANCE_S,
+    BadSignature,
+    check_timestamp,
+    epoch,
+    event,
+    field,
+    json_body,
+    ref_of,
 )
 from app.outcomes.schemas import BasicAuth, OutcomeEvent, OutcomeType
 

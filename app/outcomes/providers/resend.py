@@ -8,7 +8,15 @@ from typing import Any
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.outcomes.providers.base import (
-    REF_KEY, TOLERANCE_S, BadSignature, check_timestamp, event, iso, json_object, lowered, ref_of,
+    REF_KEY,
+    TOLERANCE_S,
+    BadSignature,
+    check_timestamp,
+    event,
+    iso,
+    json_object,
+    lowered,
+    ref_of,
 )
 from app.outcomes.schemas import BasicAuth, OutcomeEvent, OutcomeType
 

@@ -13,7 +13,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from app.outcomes.inbound import InboundReply, Limits, parse_reply
 from app.outcomes.providers.base import (
-    REF_KEY, TOLERANCE_S, BadSignature, check_timestamp, epoch, event, field, json_body, lowered, ref_of, required_header,
+    REF_KEY,
+    TOLERANCE_S,
+    BadSignature,
+    check_timestamp,
+    epoch,
+    event,
+    field,
+    json_body,
+    lowered,
+    ref_of,
+    required_header,
 )
 from app.outcomes.schemas import BasicAuth, OutcomeEvent, OutcomeType
 
