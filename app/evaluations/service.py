@@ -8,6 +8,7 @@ from app.evaluations import queue
 from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationLinks, EvaluationOut
 from app.events.service import new_id
 from app.kit.errors import NotFound, invalid
+from app.kit.pages import fetch_page
 from app.knowledge_graph import repository as graphs
 from app.learned.models import Evaluation
 from app.policies import service as policies
@@ -39,8 +40,8 @@ async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, afte
         query = query.where(Evaluation.graph_id == graph_id)
     if after is not None:
         query = query.where(Evaluation.id < after)
-    rows = (await session.scalars(query.order_by(Evaluation.id.desc()).limit(limit + 1))).all()
-    return [view(row) for row in rows[:limit]], len(rows) > limit
+    rows, more = await fetch_page(session, query.order_by(Evaluation.id.desc()), limit)
+    return [view(row) for row in rows], more
 
 
 async def get(session: AsyncSession, evaluation_id: str, tenant: str) -> EvaluationOut:

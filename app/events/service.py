@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.events.models import Event, WebhookAttempt, WebhookDelivery
 from app.events.schemas import DeliveryStatus, EventData, Receiver, Subject
 from app.kit.db import utcnow
+from app.kit.pages import fetch_page
 
 
 def new_id(prefix: str) -> str:
@@ -45,10 +46,8 @@ async def last_seq(session: AsyncSession, subject: Subject) -> int:
 
 
 async def events_page(session: AsyncSession, subject: Subject, *, after: int, limit: int) -> tuple[list[Event], bool]:
-    rows = (await session.scalars(
-        select(Event).where(*_of(Event, subject), Event.seq > after).order_by(Event.seq).limit(limit + 1)
-    )).all()
-    return list(rows[:limit]), len(rows) > limit
+    return await fetch_page(session, select(Event).where(*_of(Event, subject), Event.seq > after).order_by(Event.seq),
+                            limit)
 
 
 async def forget(session: AsyncSession, subject: Subject) -> None:

@@ -5,6 +5,8 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 Item = TypeVar("Item")
 Position = TypeVar("Position")
@@ -41,3 +43,9 @@ def cursor_params(after: Any, *, first: Any = None, default_limit: int, max_limi
         return Cursor(after, limit)
 
     return Annotated[Cursor, Depends(cursor)]
+
+
+async def fetch_page(session: AsyncSession, query: Select, limit: int) -> tuple[list, bool]:
+    """A page of the query's rows, in the order it asks for, and whether more follow (one row more is read to know)."""
+    rows = (await session.scalars(query.limit(limit + 1))).all()
+    return list(rows[:limit]), len(rows) > limit

@@ -7,6 +7,7 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.db import utcnow
+from app.kit.pages import fetch_page
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
 from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
@@ -77,8 +78,8 @@ async def nodes_page(session: AsyncSession, graph_id: str, *, type: str | None, 
         query = query.where(GraphNode.type == type)
     if after is not None:
         query = query.where(GraphNode.id > after)
-    rows = (await session.scalars(query.order_by(GraphNode.id).limit(limit + 1))).all()
-    return [_node(r) for r in rows[:limit]], len(rows) > limit
+    rows, more = await fetch_page(session, query.order_by(GraphNode.id), limit)
+    return [_node(r) for r in rows], more
 
 
 async def node_with_neighbors(session: AsyncSession, graph_id: str, node_id: str) -> tuple[Node, list[dict]] | None:

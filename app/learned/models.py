@@ -15,10 +15,6 @@ class TrafficArm(BaseModel):
     iteration: int
     share: float | None  # None under `auto` traffic: each batch's shares are drawn then
 
-    @property
-    def alias(self) -> str:
-        return f"{self.run_id}@{self.iteration}"
-
 
 ARMS = TypedJSON(TypeAdapter(list[TrafficArm]))
 

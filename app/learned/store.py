@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.backends.specs import SPECS
+from app.kit.pages import fetch_page
 from app.learned.models import Deployment, Policy
 from app.outcomes import repository as outcomes
 
@@ -70,8 +71,7 @@ async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, afte
         query = query.where(Policy.graph_id == graph_id)
     if after is not None:
         query = query.where(Policy.id > after)
-    rows = (await session.scalars(query.order_by(Policy.id).limit(limit + 1))).all()
-    return list(rows[:limit]), len(rows) > limit
+    return await fetch_page(session, query.order_by(Policy.id), limit)
 
 
 def serving_key(policy: Policy) -> str:

@@ -18,6 +18,7 @@ from app.learned import store
 from app.policies import repository, service
 from app.policies.events import CATALOGUE, GraphEventList
 from app.policies.schemas import DeploymentIn, DeploymentOut, PolicyIn, PolicyList, PolicyOut
+from app.runs import policies as kept
 from app.runs.repository import owned_run
 
 router = APIRouter(tags=["policies"])
@@ -37,7 +38,7 @@ async def keep_policy(body: PolicyIn, response: Response, svc: ServicesDep, tena
     """What a run had learned once iteration k was recorded, copied into a policy of its own (checkpoint, node scores,
     lessons): it outlives the run. The same `from` again answers 200 with the same policy."""
     async with svc.db.transaction() as session:
-        policy, created = await service.resolve(session, body.source, tenant, svc.settings, field="from", name=body.name)
+        policy, created = await kept.keep(session, body.source, tenant, svc.settings, field="from", name=body.name)
         view = await service.view(session, policy, svc.settings)
     if not created:
         response.status_code = status.HTTP_200_OK

@@ -32,8 +32,6 @@ from app.runs import repository as runs
 from app.runs.models import Run
 from app.stats.bandit import champion_share
 
-resolve = kept.keep  # every place a policy is taken keeps it, by its id or its alias
-
 
 async def find(session: AsyncSession, text: str, tenant: str) -> Policy | LearnedPolicy:
     """For reading, keeping nothing: the tenant's kept policy of that id or alias, else the run's iteration as the run
@@ -97,7 +95,7 @@ async def deletable(session: AsyncSession, policy_id_: str, tenant: str, discard
 
 
 def _arms(row: Deployment) -> list[Arm]:
-    return [Arm(policy=c.alias, share=c.share) for c in row.challengers or []]
+    return [Arm(policy=policy_id(c.run_id, c.iteration), share=c.share) for c in row.challengers or []]
 
 
 def _record(row: Deployment) -> DeploymentRecord:
@@ -130,7 +128,7 @@ async def deployable(session: AsyncSession, text: str, tenant: str, graph_id: st
                      settings: Settings) -> Policy:
     """The policy, kept, if a graph's drafts can be written with it: of this graph, its run finished (or deleted since
     it was kept), its checkpoint kept."""
-    policy, _ = await resolve(session, text, tenant, settings, field=field)  # refused, the keeping is rolled back
+    policy, _ = await kept.keep(session, text, tenant, settings, field=field)  # refused, the keeping is rolled back
     if policy.graph_id != graph_id:
         raise invalid(field, f"policy {policy.source!r} was learned on graph {policy.graph_id!r}, not on graph {graph_id!r}")
     run = await session.get(Run, policy.run_id)
@@ -226,7 +224,8 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     result = EvaluationResult.model_validate(evaluation.result)
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
-        found = verdict(result, challenger.alias, champion, sequential=current.sequential)
+        found = verdict(result, policy_id(challenger.run_id, challenger.iteration), champion,
+                        sequential=current.sequential)
         if found.ahead:
             demoted = TrafficArm(policy_id=current.policy_id, run_id=current.run_id, iteration=current.iteration,
                                  share=challenger.share)

@@ -23,7 +23,6 @@ from app.learned.store import PolicyRef, policy_id
 from app.loop.schemas import TrainingOutcome
 from app.runs import repository as runs
 from app.runs.models import Iteration, NodeScore, NodeScoreChange, Run
-from app.runs.schemas import EffectiveConfig
 
 
 def _refused(field: str | None, message: str) -> Exception:
@@ -68,7 +67,7 @@ async def keep(session: AsyncSession, text: str, tenant: str, settings: Settings
 
 
 async def _snapshot(session: AsyncSession, run: Run, row: Iteration, settings: Settings, name: str | None) -> Policy:
-    config = EffectiveConfig.model_validate(run.config)
+    config = run.effective_config
     spec = SPECS[config.backend]
     step = (TrainingOutcome.model_validate(row.training).step if row.training else 0) if spec.trainable else None
     scores = await runs.scores_after(session, run.id, row.iteration)
