@@ -10,9 +10,14 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from app.backends.embedded import EmbeddedBackend  # noqa: E402
+from tests import every_test_runs  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "service", "e2e")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(every_test_runs, "every_test_runs_checks")
 
 
 def pytest_collection_modifyitems(config, items):
