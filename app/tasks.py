@@ -8,16 +8,21 @@ ended `failed` (resumable) by the housekeeping, as a checkpoint of the old steps
 from app.kit.durable import Queue, Workflow
 
 RUNS = Queue("runs")
-DRAFTS = Queue("drafts")  # a batch's own workflow, and evaluations, which draft as batches do
+# A batch's own workflow, and evaluations, which draft as batches do. Partitioned by tenant: one tenant's workflows
+# hold at most DRAFT_CONCURRENCY_PER_TENANT of the queue's slots, and each poll visits the tenants in a random order,
+# so one tenant's backlog never holds another's batch behind it.
+DRAFTS = Queue("drafts", by_tenant=True)
 # A batch enqueues each chunk of its prospects here, so every worker drafts a share of one batch; two queues, so that
-# batches waiting for their chunks can never hold every slot the chunks need.
-DRAFT_CHUNKS = Queue("draft_chunks")
+# batches waiting for their chunks can never hold every slot the chunks need. By tenant too, for the same reason.
+DRAFT_CHUNKS = Queue("draft_chunks", by_tenant=True)
 QUEUES = (RUNS, DRAFTS, DRAFT_CHUNKS)
 
 LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=3)
-DRAFT_BATCH = Workflow("draft_batch", DRAFTS, "app.drafts.workflow", version=1)
-DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=1)
-EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=1)
+# 2: chunks enqueued by tenant, steps retried through database trouble, a cancelled batch drafts no more
+DRAFT_BATCH = Workflow("draft_batch", DRAFTS, "app.drafts.workflow", version=2)
+DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=2)
+# 2: steps retried through database trouble; a cancelled evaluation is left cancelled
+EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=2)
 WORKFLOWS = (LEARNING_RUN, DRAFT_BATCH, DRAFT_CHUNK, EVALUATION)
 
 APPLICATION_VERSION = "+".join(f"{workflow.name}-{workflow.version}" for workflow in WORKFLOWS)

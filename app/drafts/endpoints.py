@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from app.core import ServicesDep
 from app.drafts import service
 from app.drafts.events import CATALOGUE, BatchEventList
-from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, BatchStatus, DraftPage, DraftRequest
+from app.drafts.schemas import ENDED, BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
 from app.events import service as events
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
@@ -18,6 +18,10 @@ from app.kit.errors import invalid
 from app.kit.pages import cursor_params
 
 router = APIRouter(tags=["drafts"])
+CONFLICT = {409: {"model": ErrorOut, "description": "The batch's status refuses it"}}
+TOO_MANY = {429: {"model": ErrorOut, "description": "The tenant has MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT batches queued "
+                                                    "or running", "headers": {"Retry-After": {
+    "description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}}}
 BatchId = Annotated[str, Path(min_length=1, max_length=40)]
 PositionCursor = cursor_params(Annotated[int, Query(ge=-1, le=10_000, description="A position: the page starts after it.")],
                                first=-1, default_limit=100, max_limit=1000)
@@ -54,7 +58,7 @@ async def _request(request: Request) -> DraftRequest:
 @router.post("/drafts", response_model=BatchCreated, status_code=status.HTTP_202_ACCEPTED, summary="Draft emails for prospects",
              responses={200: {"model": BatchCreated, "description": "Replay of an earlier request with the same Idempotency-Key"},
                         409: {"model": ErrorOut, "description": "Idempotency-Key reused with a different body"},
-                        **BODY_ERRORS}, openapi_extra=BODY)
+                        **TOO_MANY, **BODY_ERRORS}, openapi_extra=BODY)
 async def create_drafts(request: Request, response: Response, svc: ServicesDep, tenant: TenantDep,
                         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None) -> BatchCreated:
     """One email per prospect, written with the policy (default: the graph's deployment) by the workers, durably.
@@ -69,6 +73,21 @@ async def create_drafts(request: Request, response: Response, svc: ServicesDep, 
 async def get_draft_batch(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> BatchOut:
     """Its status and progress: `completed` of `count` prospects drafted."""
     return service.batch_view(await service.batch_of(session, batch_id, tenant))
+
+
+@router.post("/draft-batches/{batch_id}/cancel", response_model=BatchOut, status_code=status.HTTP_202_ACCEPTED,
+             summary="Cancel a draft batch", responses={**CONFLICT, **NOT_FOUND})
+async def cancel_draft_batch(batch_id: BatchId, svc: ServicesDep, tenant: TenantDep) -> BatchOut:
+    """A queued or running batch ends `cancelled` (event `draft_batch.cancelled`): no prospect is drafted after it,
+    the drafts already stored stand. A finished batch → 409."""
+    return await service.cancel_batch(svc, batch_id, tenant)
+
+
+@router.post("/draft-batches/{batch_id}/resume", response_model=BatchOut, status_code=status.HTTP_202_ACCEPTED,
+             summary="Resume a failed draft batch", responses={**CONFLICT, **NOT_FOUND, **TOO_MANY})
+async def resume_draft_batch(batch_id: BatchId, svc: ServicesDep, tenant: TenantDep) -> BatchOut:
+    """A failed batch is queued again and drafts only the prospects it had not drafted; any other status → 409."""
+    return await service.resume_batch(svc, batch_id, tenant)
 
 
 EVENT_STREAM = stream_responses(
@@ -94,7 +113,7 @@ async def list_batch_events(batch_id: BatchId, request: Request, svc: ServicesDe
         batch = await service.batch_of(session, batch_id, tenant)
         subject = service.subject(batch)
         listed = await page_or_none(session, request, subject, after, page.limit)
-        ended = batch.status in (BatchStatus.SUCCEEDED, BatchStatus.FAILED)
+        ended = batch.status in ENDED
         until = await events.last_seq(session, subject) if ended and listed is None else None
     if listed is not None:
         return listed

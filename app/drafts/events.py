@@ -1,7 +1,8 @@
 """The catalogue of a draft batch's events.
 
 The same payload is an event's `data` in `GET /draft-batches/{batch_id}/events`, in its live stream, and in the webhook
-POSTed to the batch's `webhook_url`. A batch ends with `draft_batch.succeeded` or `draft_batch.failed`.
+POSTed to the batch's `webhook_url`. A batch ends with `draft_batch.succeeded`, `draft_batch.failed` or
+`draft_batch.cancelled` (a failed batch resumed ends again, with an event of a later seq).
 """
 
 from enum import StrEnum
@@ -17,6 +18,7 @@ from app.kit.pages import Page
 class BatchEventType(StrEnum):
     DRAFT_BATCH_SUCCEEDED = "draft_batch.succeeded"
     DRAFT_BATCH_FAILED = "draft_batch.failed"
+    DRAFT_BATCH_CANCELLED = "draft_batch.cancelled"
 
 
 class BatchEndedData(BatchEventData):
@@ -41,8 +43,16 @@ class DraftBatchFailedData(BatchEndedData):
     status: Literal[BatchStatus.FAILED] = BatchStatus.FAILED
 
 
+class DraftBatchCancelledData(BatchEndedData):
+    """The batch was cancelled (`POST /draft-batches/{batch_id}/cancel`): the drafts stored stand, no more are
+    written."""
+
+    type = BatchEventType.DRAFT_BATCH_CANCELLED
+    status: Literal[BatchStatus.CANCELLED] = BatchStatus.CANCELLED
+
+
 PAYLOADS: dict[BatchEventType, type[BatchEventData]] = {
-    data.type: data for data in (DraftBatchSucceededData, DraftBatchFailedData)
+    data.type: data for data in (DraftBatchSucceededData, DraftBatchFailedData, DraftBatchCancelledData)
 }
 CATALOGUE = Catalogue(PAYLOADS, frozenset(PAYLOADS))
 AnyBatchEvent = Annotated[Union[tuple(CATALOGUE.event_models())], Field(discriminator="type")]  # noqa: UP007

@@ -6,12 +6,19 @@ from sqlalchemy import and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.drafts.models import Draft, DraftBatch
+from app.drafts.schemas import BatchStatus
 from app.outcomes import repository as outcomes
 from app.outcomes.models import EmailRef, OutcomeRecord
 
 
 async def by_idempotency_key(session: AsyncSession, tenant: str, key: str) -> DraftBatch | None:
     return await session.scalar(select(DraftBatch).where(DraftBatch.tenant == tenant, DraftBatch.idempotency_key == key))
+
+
+async def active_batches(session: AsyncSession, tenant: str) -> int:
+    """The tenant's batches queued or running."""
+    return await session.scalar(select(func.count()).select_from(DraftBatch).where(
+        DraftBatch.tenant == tenant, DraftBatch.status.in_((BatchStatus.QUEUED, BatchStatus.RUNNING))))
 
 
 async def pending(session: AsyncSession, batch_id: str, start: int, end: int) -> Sequence[Draft]:

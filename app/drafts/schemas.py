@@ -67,6 +67,10 @@ class BatchStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ENDED = frozenset((BatchStatus.SUCCEEDED, BatchStatus.FAILED, BatchStatus.CANCELLED))
 
 
 class BatchLinks(BaseModel):

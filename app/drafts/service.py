@@ -11,25 +11,29 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
 from app.drafts import queue, repository
+from app.drafts.events import DraftBatchCancelledData
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
     CSV_COLUMNS,
+    ENDED,
     EXPORT_COLUMNS,
     MAX_PROSPECTS,
     BatchCreated,
     BatchLinks,
     BatchOut,
+    BatchStatus,
     DraftOut,
     DraftRequest,
     ProspectIn,
     ProspectOutcomes,
 )
-from app.events.schemas import Subject, SubjectKind
+from app.events import service as events
+from app.events.schemas import Receiver, Subject, SubjectKind
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
-from app.kit.db import utcnow
-from app.kit.errors import NotFound, invalid
+from app.kit.db import serialize_on, utcnow
+from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
@@ -41,6 +45,7 @@ from app.runs import policies as kept
 from app.stats.bandit import auto_shares, champion_share
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
+RETRY_AFTER_S = 30  # over the cap of active batches: a batch of a thousand takes minutes
 
 
 def links(batch_id: str) -> BatchLinks:
@@ -148,7 +153,7 @@ async def create_batch(svc: Services, body: DraftRequest, tenant: str, idempoten
     created, replayed = await create_once(idempotency_key, lambda: _replay(svc, tenant, idempotency_key, digest),
                                           lambda: _create_batch(svc, body, tenant, idempotency_key, digest), "batch")
     if not replayed:
-        await queue.enqueue(created.batch_id)
+        await queue.enqueue(created.batch_id, tenant)
     return created, replayed
 
 
@@ -166,6 +171,7 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
             raise invalid("webhook_url", str(exc)) from None
     secret = new_secret() if webhook_url else None
     async with svc.db.transaction() as session:  # the policies kept and the batch stored, or neither
+        await _within_cap(session, tenant, svc.settings)
         arms = await _arms(session, body, tenant, svc.settings)
         policy = arms[0][0]
         default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
@@ -192,6 +198,60 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
         session.add_all(drafts)
     return BatchCreated(batch_id=batch.id, status=batch.status, count=batch.count, webhook_secret=secret,
                         links=links(batch.id))
+
+
+async def _within_cap(session: AsyncSession, tenant: str, settings: Settings) -> None:
+    """429 while the tenant has MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT batches queued or running; the count and the
+    insert that follows take turns per tenant, so concurrent requests cannot all pass it."""
+    await serialize_on(session, f"draft-batches-of-tenant:{tenant}")
+    active = await repository.active_batches(session, tenant)
+    if active >= settings.max_active_draft_batches_per_tenant:
+        raise TooManyRequests(f"{active} draft batches are queued or running, the cap MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT="
+                              f"{settings.max_active_draft_batches_per_tenant}; retry when one ends (or cancel one)",
+                              retry_after_s=RETRY_AFTER_S)
+
+
+async def cancel_batch(svc: Services, batch_id: str, tenant: str) -> BatchOut:
+    """A queued or running batch stops drafting (its chunks draft nothing more) and ends `cancelled`, with its
+    `draft_batch.cancelled` event; the drafts stored stand. A finished batch is a 409."""
+    async with svc.db.transaction() as session:
+        batch = await _locked(session, batch_id, tenant)
+        if batch.status in ENDED:
+            raise Conflict(f"draft batch {batch_id!r} is {batch.status}; only a queued or running batch can be cancelled")
+        ended = await events.last_seq(session, subject(batch))
+        batch.status, batch.finished_at = BatchStatus.CANCELLED, utcnow()
+        await events.emit(session, subject(batch), DraftBatchCancelledData(
+            batch_id=batch.id, seq=ended + 1, count=batch.count, completed=batch.completed,
+            policy=policy_id(batch.run_id, batch.iteration), error=None), receiver(batch))
+        view = batch_view(batch)
+    await queue.cancel(batch_id, attempt=ended + 1)
+    return view
+
+
+async def resume_batch(svc: Services, batch_id: str, tenant: str) -> BatchOut:
+    """A failed batch is queued again, as a new workflow: its chunks draft only the prospects not drafted yet."""
+    async with svc.db.transaction() as session:
+        batch = await _locked(session, batch_id, tenant)
+        if batch.status != BatchStatus.FAILED:
+            raise Conflict(f"draft batch {batch_id!r} is {batch.status}; only a failed batch can be resumed")
+        await _within_cap(session, tenant, svc.settings)
+        attempt = await events.last_seq(session, subject(batch)) + 1  # each attempt before it ended with an event
+        batch.status, batch.error, batch.finished_at = BatchStatus.QUEUED, None, None
+        view = batch_view(batch)
+    await queue.enqueue(batch_id, tenant, attempt)
+    return view
+
+
+async def _locked(session: AsyncSession, batch_id: str, tenant: str) -> DraftBatch:
+    batch = await session.get(DraftBatch, batch_id, with_for_update=True)
+    if batch is None or batch.tenant != tenant:
+        raise NotFound(f"draft batch {batch_id!r} not found")
+    return batch
+
+
+def receiver(batch: DraftBatch) -> Receiver | None:
+    """Where the batch's events are POSTed (through the outbox relay), if anywhere."""
+    return Receiver(batch.webhook_url, batch.webhook_secret) if batch.webhook_url else None
 
 
 async def _replay(svc: Services, tenant: str, key: str, digest: str) -> BatchCreated | None:

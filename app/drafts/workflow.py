@@ -3,22 +3,24 @@
 The batch's workflow enqueues its chunks, waits for every one, then ends the batch and writes its outcome event, once
 (its webhook, if any, goes out through the outbox relay: a receiver never holds the batch's queue slot).
 Killed mid-batch, each workflow resumes where it stopped (a chunk at its step, the batch at the chunk it waits for) and
-every prospect ends up drafted exactly once. Only workers import this module (it imports the loop)."""
+every prospect ends up drafted exactly once; each step is re-run through a passing database error (a restart, a lost
+connection). Both queues are partitioned by the batch's tenant. Only workers import this module (it imports the loop)."""
 
 import asyncio
 import logging
+from typing import NamedTuple
 
-from dbos import DBOS, WorkflowHandleAsync
+from dbos import DBOS, SetEnqueueOptions, WorkflowHandleAsync
 
 from app import tasks
 from app.drafts import repository, service
 from app.drafts.events import DraftBatchFailedData, DraftBatchSucceededData
 from app.drafts.models import Draft, DraftBatch
-from app.drafts.schemas import BatchStatus, DraftEmail
+from app.drafts.schemas import ENDED, BatchStatus, DraftEmail
 from app.drafts.writing import DraftingFailed, write_for, writer
 from app.engine.executor import current
 from app.events import service as events
-from app.events.schemas import Receiver
+from app.kit import durable
 from app.kit.db import describe, utcnow
 from app.loop.email import Written
 from app.loop.reward import rollout_seed
@@ -30,25 +32,31 @@ CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has
 log = logging.getLogger("codreamer")
 
 
-@DBOS.step(name="draft_start")
-async def start_step(batch_id: str) -> int:
+class BatchStart(NamedTuple):
+    count: int  # prospects to draft (0: the batch is gone or cancelled)
+    tenant: str  # whose queue partition its chunks go to
+
+
+@DBOS.step(name="draft_start", **durable.THROUGH_DATABASE_TROUBLE)
+async def start_step(batch_id: str) -> BatchStart:
     async with current().services.db.transaction() as session:
-        batch = await session.get(DraftBatch, batch_id)
-        if batch is None:
-            return 0
+        batch = await session.get(DraftBatch, batch_id, with_for_update=True)
+        if batch is None or batch.status == BatchStatus.CANCELLED:
+            return BatchStart(0, batch.tenant if batch else "")
         if batch.status == BatchStatus.QUEUED:
             batch.status = BatchStatus.RUNNING
-        return batch.count
+        return BatchStart(batch.count, batch.tenant)
 
 
-@DBOS.step(name="draft_chunk")
+@DBOS.step(name="draft_chunk", **durable.THROUGH_DATABASE_TROUBLE)
 async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
-    """Drafts the chunk's prospects not drafted yet, each with the policy drawn for it; returns how many it drafted."""
+    """Drafts the chunk's prospects not drafted yet, each with the policy drawn for it; returns how many it drafted.
+    Re-run whole after a passing database error: what an attempt stored is not drafted again."""
     executor = current()
     services = executor.services
     async with services.db.read() as session:
         batch = await session.get(DraftBatch, batch_id)
-        if batch is None:
+        if batch is None or batch.status == BatchStatus.CANCELLED:
             return 0
         pending = await repository.pending(session, batch_id, start, end)
     if not pending:
@@ -65,6 +73,10 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
     drafted = await asyncio.gather(*(draft(row) for row in pending))
     domain = services.settings.message_id_domain
     async with services.db.transaction() as session:
+        # the batch's row first: a cancel (which locks it too) comes before this chunk's drafts or after them
+        locked = await session.get(DraftBatch, batch_id, with_for_update=True)
+        if locked is None or locked.status in ENDED:
+            return 0
         stored = 0
         for row, (like, written) in zip(pending, drafted, strict=True):
             email, traced = written.email.email if written.email else None, None
@@ -83,13 +95,13 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
     return stored
 
 
-@DBOS.step(name="draft_finish")
+@DBOS.step(name="draft_finish", **durable.THROUGH_DATABASE_TROUBLE)
 async def finish_step(batch_id: str, error: str | None) -> None:
     """Marks the batch succeeded or failed, with its outcome event (and its webhook's delivery) in the same transaction;
-    once, however often the step runs."""
+    once, however often the step runs, and never once the batch was cancelled."""
     async with current().services.db.transaction() as session:
         batch = await session.get(DraftBatch, batch_id, with_for_update=True)
-        if batch is None or batch.status in (BatchStatus.SUCCEEDED, BatchStatus.FAILED):
+        if batch is None or batch.status in ENDED:
             return
         batch.status = BatchStatus.FAILED if error else BatchStatus.SUCCEEDED
         batch.error = {"message": error, "step": "draft"} if error else None
@@ -99,7 +111,7 @@ async def finish_step(batch_id: str, error: str | None) -> None:
         await events.emit(session, subject, payload(
             batch_id=batch.id, seq=await events.last_seq(session, subject) + 1, count=batch.count,
             completed=batch.completed, policy=f"{batch.run_id}@{batch.iteration}", error=batch.error,
-        ), Receiver(batch.webhook_url, batch.webhook_secret) if batch.webhook_url else None)
+        ), service.receiver(batch))
     current().wake_relay()
 
 
@@ -109,13 +121,15 @@ async def draft_chunk(batch_id: str, start: int, end: int) -> int:
     return await draft_chunk_step(batch_id, start, end)
 
 
-async def _chunks(batch_id: str, count: int) -> list[WorkflowHandleAsync[int]]:
-    """The batch's chunks, enqueued; a replay gets the same workflows back (their ids follow from the batch's)."""
+async def _chunks(batch_id: str, start: BatchStart) -> list[WorkflowHandleAsync[int]]:
+    """The batch's chunks, enqueued in its tenant's partition; a replay gets the same workflows back (their ids follow
+    from the batch's)."""
     queue = await DBOS.retrieve_queue_async(tasks.DRAFT_CHUNKS.name)
     if queue is None:
         raise RuntimeError(f"DBOS has no queue {tasks.DRAFT_CHUNKS.name!r} (a worker registers it when it starts)")
-    return [await queue.enqueue_async(draft_chunk, batch_id, start, min(count, start + CHUNK))
-            for start in range(0, count, CHUNK)]
+    with SetEnqueueOptions(queue_partition_key=start.tenant):
+        return [await queue.enqueue_async(draft_chunk, batch_id, first, min(start.count, first + CHUNK))
+                for first in range(0, start.count, CHUNK)]
 
 
 def _failure(batch_id: str, exc: Exception) -> str:
@@ -125,10 +139,10 @@ def _failure(batch_id: str, exc: Exception) -> str:
 
 @DBOS.workflow(name=tasks.DRAFT_BATCH.name)
 async def draft_batch(batch_id: str) -> str:
-    count = await start_step(batch_id)
+    start = await start_step(batch_id)
     error = None
     try:
-        chunks = await _chunks(batch_id, count)
+        chunks = await _chunks(batch_id, start)
     except Exception as exc:  # noqa: BLE001 - the batch fails, saying why; the log has the whole cause
         error, chunks = _failure(batch_id, exc), []
     # Every chunk, in order (each wait is recorded, and a replay must ask in the same order), even after one failed:

@@ -1,6 +1,7 @@
 """`POST /evaluations`: policies compared on held-out prospects and, off-policy, on the drafts already sent."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -11,6 +12,17 @@ from app.policies.schemas import EvaluationResult
 
 MAX_POLICIES = 4
 MAX_HELD_OUT = 200
+
+
+class EvaluationStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE = (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
 
 
 class EvaluationIn(BaseModel):
@@ -51,7 +63,7 @@ class EvaluationOut(BaseModel):
     graph_id: str
     policies: list[str] = Field(description="By alias, `<run_id>@<k>`, in the order given.")
     policy_ids: list[str] = Field(description="The same policies' own ids.")
-    status: str = Field(description="queued, running, succeeded or failed")
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
     result: EvaluationResult | None
     error: dict | None
     created_at: datetime

@@ -1,21 +1,38 @@
 """Evaluations as the API takes them in and gives them back."""
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
 from app.evaluations import queue
-from app.evaluations.schemas import EvaluationCreated, EvaluationIn, EvaluationLinks, EvaluationOut
+from app.evaluations.schemas import (
+    ACTIVE,
+    EvaluationCreated,
+    EvaluationIn,
+    EvaluationLinks,
+    EvaluationOut,
+    EvaluationStatus,
+)
 from app.events.service import new_id
-from app.kit.errors import NotFound, invalid
+from app.kit.db import serialize_on, utcnow
+from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.pages import fetch_page
 from app.knowledge_graph import repository as graphs
 from app.learned.models import Evaluation
 from app.policies import service as policies
 
+RETRY_AFTER_S = 30  # over the cap of active evaluations
+
 
 async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCreated:
     async with svc.db.transaction() as session:
+        await serialize_on(session, f"evaluations-of-tenant:{tenant}")  # the cap's count and the insert, in turn
+        active = await session.scalar(select(func.count()).select_from(Evaluation).where(
+            Evaluation.tenant == tenant, Evaluation.status.in_(ACTIVE)))
+        if active >= svc.settings.max_active_evaluations_per_tenant:
+            raise TooManyRequests(f"{active} evaluations are queued or running, the cap MAX_ACTIVE_EVALUATIONS_PER_TENANT="
+                                  f"{svc.settings.max_active_evaluations_per_tenant}; retry when one ends (or cancel one)",
+                                  retry_after_s=RETRY_AFTER_S)
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")
         resolved = [await policies.deployable(session, text, tenant, body.graph_id, f"policies.{i}", svc.settings)
@@ -24,12 +41,27 @@ async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCr
         if (twice := next((i for i, policy in enumerate(ids) if policy in ids[:i]), None)) is not None:
             raise invalid(f"policies.{twice}", f"{body.policies[twice]!r} is {ids[twice]!r}, which the list names before")
         evaluation = Evaluation(id=new_id("evl"), tenant=tenant, graph_id=body.graph_id, policies=ids,
-                                policy_ids=[p.id for p in resolved], status="queued",
+                                policy_ids=[p.id for p in resolved], status=EvaluationStatus.QUEUED,
                                 prospects=[p.model_dump(mode="json") for p in body.prospects] if body.prospects else None)
         session.add(evaluation)
-    await queue.enqueue(evaluation.id)
-    return EvaluationCreated(evaluation_id=evaluation.id, status="queued",
+    await queue.enqueue(evaluation.id, tenant)
+    return EvaluationCreated(evaluation_id=evaluation.id, status=EvaluationStatus.QUEUED,
                              links=EvaluationLinks(self=f"/evaluations/{evaluation.id}"))
+
+
+async def cancel(svc: Services, evaluation_id: str, tenant: str) -> EvaluationOut:
+    """A queued or running evaluation ends `cancelled`: no result, nothing promoted. A finished one is a 409."""
+    async with svc.db.transaction() as session:
+        evaluation = await session.get(Evaluation, evaluation_id, with_for_update=True)
+        if evaluation is None or evaluation.tenant != tenant:
+            raise NotFound(f"evaluation {evaluation_id!r} not found")
+        if evaluation.status not in ACTIVE:
+            raise Conflict(f"evaluation {evaluation_id!r} is {evaluation.status}; only a queued or running evaluation "
+                           "can be cancelled")
+        evaluation.status, evaluation.finished_at = EvaluationStatus.CANCELLED, utcnow()
+        out = view(evaluation)
+    await queue.cancel(evaluation_id)
+    return out
 
 
 async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int

@@ -11,6 +11,8 @@ from app import tasks
 from app.drafts import repository as drafts
 from app.drafts.writing import write_for, writer
 from app.engine.executor import current
+from app.evaluations.schemas import ACTIVE, EvaluationStatus
+from app.kit import durable
 from app.kit.db import describe, utcnow
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.schemas import Prospect
@@ -55,15 +57,18 @@ def direct_method(author_training: list, held_out_likes: list[str], held_out_pre
 _PROSPECT = ("name", "role", "company", "industry", "pains")
 
 
-@DBOS.step(name="evaluate")
+@DBOS.step(name="evaluate", **durable.THROUGH_DATABASE_TROUBLE)
 async def evaluate_step(evaluation_id: str) -> str:
+    """Re-run whole after a passing database error: nothing is recorded before its last transaction."""
     executor = current()
     services, settings = executor.services, executor.settings
     async with services.db.transaction() as session:
-        evaluation = await session.get(Evaluation, evaluation_id)
+        evaluation = await session.get(Evaluation, evaluation_id, with_for_update=True)
         if evaluation is None:
             return "gone"
-        evaluation.status = "running"
+        if evaluation.status not in ACTIVE:  # cancelled (or replayed after its end)
+            return evaluation.status
+        evaluation.status = EvaluationStatus.RUNNING
     graph = await services.graphs.get(evaluation.graph_id)
     mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
     async with services.db.read() as session:
@@ -115,23 +120,26 @@ async def evaluate_step(evaluation_id: str) -> str:
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
                               "predict from")
     async with services.db.transaction() as session:
-        evaluation = await session.get(Evaluation, evaluation_id)
-        if evaluation is not None and evaluation.status != "succeeded":  # a step replayed after its commit: told once
-            evaluation.result, evaluation.status, evaluation.finished_at = result.model_dump(mode="json"), "succeeded", utcnow()
+        evaluation = await session.get(Evaluation, evaluation_id, with_for_update=True)
+        # not after a cancel, nor twice (a step replayed after its commit)
+        if evaluation is not None and evaluation.status == EvaluationStatus.RUNNING:
+            evaluation.result, evaluation.status = result.model_dump(mode="json"), EvaluationStatus.SUCCEEDED
+            evaluation.finished_at = utcnow()
             await graphs.lock(session, evaluation.graph_id)  # promotions (and the graph's events) take turns
             await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationSucceededData,
                                           evaluation=evaluation.id, policies=evaluation.policies)
             if promoted := await policy_service.promote_if_ahead(session, evaluation):
                 log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
-    return "succeeded"
+    return EvaluationStatus.SUCCEEDED.value
 
 
-@DBOS.step(name="evaluation_failed")
+@DBOS.step(name="evaluation_failed", **durable.THROUGH_DATABASE_TROUBLE)
 async def fail_step(evaluation_id: str, message: str) -> None:
     async with current().services.db.transaction() as session:
-        evaluation = await session.get(Evaluation, evaluation_id)
-        if evaluation is not None and evaluation.status != "failed":  # a step replayed after its commit: told once
-            evaluation.status, evaluation.error, evaluation.finished_at = "failed", {"message": message}, utcnow()
+        evaluation = await session.get(Evaluation, evaluation_id, with_for_update=True)
+        if evaluation is not None and evaluation.status in ACTIVE:  # not after a cancel, nor twice (a replayed step)
+            evaluation.status, evaluation.error = EvaluationStatus.FAILED, {"message": message}
+            evaluation.finished_at = utcnow()
             await graphs.lock(session, evaluation.graph_id)  # the graph's events take turns
             await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationFailedData,
                                           evaluation=evaluation.id, policies=evaluation.policies, error=message)

@@ -9,12 +9,21 @@ from dataclasses import dataclass
 
 from dbos import DBOSClient, EnqueueOptions
 
+from app.kit.db import is_transient
+
 APPLICATION = "codreamer"
+THROUGH_DATABASE_TROUBLE = {"retries_allowed": True, "should_retry": is_transient, "interval_seconds": 1.0,
+                            "backoff_rate": 2.0, "max_attempts": 8}
+"""`DBOS.step` options for an idempotent step: re-run after a passing database error (a lost connection, a restart),
+waiting 1, 2, 4 ... 64 s between attempts (over two minutes in all); any other error fails it at once."""
 
 
 @dataclass(frozen=True)
 class Queue:
+    """A DBOS queue; `by_tenant`: partitioned by the tenant, each tenant's workflows under a limit of their own."""
+
     name: str
+    by_tenant: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,20 @@ def client() -> DBOSClient:
     return _client
 
 
-async def enqueue(workflow: Workflow, workflow_id: str, *args) -> None:
-    """Idempotent by the workflow id."""
+async def enqueue(workflow: Workflow, workflow_id: str, *args, tenant: str | None = None) -> None:
+    """Idempotent by the workflow id. A queue partitioned by tenant needs the tenant."""
     options: EnqueueOptions = {"queue_name": workflow.queue.name, "workflow_name": workflow.name,
                                "app_version": _version, "workflow_id": workflow_id}
+    if workflow.queue.by_tenant:
+        if tenant is None:
+            raise ValueError(f"queue {workflow.queue.name!r} is partitioned by tenant: enqueue with one")
+        options["queue_partition_key"] = tenant
     await client().enqueue_async(options, *args)
+
+
+async def cancel(workflow_id: str) -> None:
+    """Cooperative: the workflow and the workflows it enqueued stop at their next step."""
+    await client().cancel_workflow_async(workflow_id, cancel_children=True)
 
 
 def running_here() -> list[str]:

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     max_graph_edges: int = Field(1_000_000, ge=0, description="Edges of one uploaded graph.")
     max_graph_scenarios: int = Field(10_000, ge=1, description="Scenarios of one uploaded graph.")
     max_active_runs_per_tenant: int = Field(20, ge=1, description="Queued or running runs one tenant may have (429 above).")
+    max_active_draft_batches_per_tenant: int = Field(10, ge=1, description=(
+        "Queued or running draft batches one tenant may have (429 above)."))
+    max_active_evaluations_per_tenant: int = Field(10, ge=1, description=(
+        "Queued or running evaluations one tenant may have (429 above)."))
     message_id_domain: str = Field(
         "codreamer.invalid", pattern=r"^[A-Za-z0-9.-]{1,200}$",
         description="The domain of the Message-ID suggested for each email (use your sending domain).")
@@ -122,6 +126,9 @@ class Settings(BaseSettings):
                              "all workers, so a slow receiver cannot hold up the others' webhooks.")
     max_concurrent_runs: int = Field(4, ge=1, description=(
         "Runs executing at once, across all workers; as many draft batches, and as many of their chunks."))
+    draft_concurrency_per_tenant: int = Field(2, ge=1, description=(
+        "Draft batches and evaluations of one tenant executing at once across all workers, and as many of its batches' "
+        "chunks (at most MAX_CONCURRENT_RUNS): the rest of the slots stay free for other tenants."))
     run_worker: bool = Field(True, description=(
         "`codreamer serve` also executes runs, in a child process at a lower CPU priority; false makes it API-only."))
     worker_concurrency: int = Field(2, ge=1, description=(
