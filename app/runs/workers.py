@@ -6,7 +6,8 @@ heartbeat; a live worker that finds a heartbeat older than `WORKER_TIMEOUT_S` cl
 worker (one claimant wins) and asks DBOS to recover its pending workflows, which re-enqueues
 them for any live worker. Reconciliation ends the runs whose workflow ended without saying so
 (a workflow in ERROR, say after the database went away while it recorded a failure), and those whose
-workflow stopped executing here without an outcome (DBOS could not record one: a full disk).
+workflow stopped executing here without an outcome (DBOS could not record one: a full disk). A draft batch's, chunk's
+or evaluation's workflow claimed here and never started is resumed.
 """
 
 import asyncio
@@ -29,6 +30,7 @@ from app.runs.status import RunStatus
 
 log = logging.getLogger("codreamer")
 ENDED_WORKFLOW = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+DRAFTING = (tasks.DRAFT_BATCH, tasks.DRAFT_CHUNK, tasks.EVALUATION)
 
 
 class Housekeeper:
@@ -38,6 +40,7 @@ class Housekeeper:
         self.executor_id = settings.executor_id
         self._stopping = asyncio.Event()
         self._stalled: dict[str, float] = {}  # our PENDING workflows not executing here, since when
+        self._stalled_drafting: dict[str, float] = {}  # the same, of batches, their chunks and evaluations
 
     def stop(self) -> None:
         """`run_forever` returns after the round in progress, if any: a round is never cut off mid-transaction."""
@@ -49,6 +52,7 @@ class Housekeeper:
                 await self.beat()
                 await self.take_over_dead_workers()
                 await self.reconcile()
+                await self.restart_stalled_drafting()
                 await self.remove_deleted_runs_files()
             except Exception as exc:  # a database outage: the next round tries again
                 log.warning("worker housekeeping skipped a round: %s", type(exc).__name__)
@@ -144,6 +148,29 @@ class Housekeeper:
                     del stalled[workflow_id]
         self._stalled = stalled
         return ended
+
+    async def restart_stalled_drafting(self) -> list[str]:
+        """Resumes our batches', chunks' and evaluations' workflows that DBOS claimed for this worker but never started
+        (it could not read them: the database went away between the claim and the start), once that has lasted
+        WORKER_TIMEOUT_S: whichever worker dequeues one runs it from its last step. Their steps are idempotent, and a
+        batch waits for its chunks by id, so it goes on as soon as the chunk ends."""
+        pending = await DBOS.list_workflows_async(
+            status="PENDING", name=[w.name for w in DRAFTING], executor_id=self.executor_id, load_input=False,
+            load_output=False)
+        running_here, now = set(durable.running_here()), time.monotonic()
+        stalled, restarted = {}, []
+        for workflow in pending:
+            if workflow.workflow_id in running_here:
+                continue
+            stalled[workflow.workflow_id] = since = self._stalled_drafting.get(workflow.workflow_id, now)
+            if now - since >= self.settings.worker_timeout_s:
+                await DBOS.resume_workflow_async(workflow.workflow_id)
+                log.warning("workflow %s (%s) was claimed here but never started; resumed", workflow.workflow_id,
+                            workflow.name)
+                restarted.append(workflow.workflow_id)
+                del stalled[workflow.workflow_id]
+        self._stalled_drafting = stalled
+        return restarted
 
     async def _fail(self, run_id: str, message: str) -> None:
         async with self.db.transaction() as session:
