@@ -16,7 +16,7 @@ import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 
 HERE = Path(__file__).parent
 SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
-            "drafts", "promotion", "emails")
+            "drafts", "promotion", "emails", "fairness")
 
 
 def machine() -> dict:
@@ -51,6 +51,10 @@ def run(section: str, workdir: Path, previous=None):
         from bench import drafts
 
         return drafts.measure(workdir / "drafts", previous)
+    if section == "fairness":
+        from bench import fairness
+
+        return fairness.measure(workdir / "fairness")
     if section == "promotion":
         from bench import promotion
 

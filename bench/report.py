@@ -164,6 +164,8 @@ def write(results: dict, path: Path) -> None:
         lines += promotion_section(pr)
     if em := results.get("emails"):
         lines += emails_section(em, results.get("machines", {}).get("emails"))
+    if fa := results.get("fairness"):
+        lines += fairness_section(fa, results.get("machines", {}).get("fairness"))
     path.write_text("\n".join(lines))
 
 
@@ -1166,3 +1168,53 @@ def emails_section(em: dict, machine: dict | None) -> list[str]:
         text = f"**{e['subject']}**<br><br>" + e["body"].replace("|", "\\|").replace("\n", "<br>")
         lines.append(f"| {n} | {e['graph']} | {e['target']} | {e['iteration']} | {e['score']:.3f} | {text} |")
     return lines + [""]
+
+
+def fairness_section(fa: dict, machine: dict | None) -> list[str]:
+    lines = [
+        "## 14. Fair queues and a database outage",
+        "",
+        (f"Measured {machine['date']} on {machine['cores']} cores, {machine['memory_gib']} GiB; " if machine else "")
+        + f"load average {fa['load_average_before']} before, {fa['load_average_after']} after. "
+        "`python -m bench fairness` (bench/fairness.py); every request through the HTTP API of real processes.",
+        "",
+    ]
+    if no := fa.get("noisy"):
+        quiet, dead = no["quiet"], no["dead_webhooks"]
+        lines += [
+            "**A noisy tenant** (PostgreSQL, `serve` API-only and two `codreamer worker` processes, default settings): "
+            f"Alice asked for {no['batches']['asked']} batches of {no['batches']['size']:,} prospects and "
+            f"{no['evaluations']['asked']} evaluations in {no['asked_s']} s; {no['batches']['accepted']} batches and "
+            f"{no['evaluations']['accepted']} evaluations were queued, {no['batches']['refused_429']} and "
+            f"{no['evaluations']['refused_429']} refused with 429.",
+            "",
+            f"- Bob's one-prospect batch: {quiet['status']} {quiet['seconds']:.1f} s after its request "
+            "(target ≤ 10 s), "
+            f"while {quiet['alices_still_active']} of Alice's batches and evaluations were still queued or running: "
+            f"{_ok(quiet['status'] == 'succeeded' and quiet['seconds'] <= 10 and quiet['alices_still_active'] > 0)}.",
+            f"- Behind two one-prospect batches whose webhook is a closed loopback port: "
+            f"{dead['behind_two_dead_s']:.1f} s, against {dead['alone_s']:.1f} s alone (target ≤ 5 s later; the two "
+            f"ended {', '.join(dead['dead_batches'])}): "
+            f"{_ok(dead['status'] == 'succeeded' and dead['behind_two_dead_s'] - dead['alone_s'] <= 5)}.",
+            "",
+        ]
+    if out := fa.get("outage"):
+        rounds = out["rounds"]
+        good = sum(r["exactly_once"] and all(e == "succeeded" for e in r["evaluations"]) for r in rounds)
+        lines += [
+            f"**The outage drill**: `serve` on a PostgreSQL cluster of its own; each round a batch of {out['count']} "
+            f"prospects and {out['evaluations']} evaluations, the cluster stopped for {out['stop_s']:g} s once the "
+            "batch had drafted some, then started; nothing resumed by hand.",
+            "",
+            "| round | drafted before the stop | batch | drafted (emails, distinct refs) | evaluations | stopped s | "
+            "ended s after the restart |",
+            "|---|---|---|---|---|---|---|",
+            *[f"| {n} | {r['drafted_before_stop']} | {r['batch_status']} | {r['completed']} ({r['emails']}, "
+              f"{r['distinct_refs']}) of {r['prospects']} | {', '.join(r['evaluations'])} | {r['stopped_s']} | "
+              f"{r['recovered_s']} |" for n, r in enumerate(rounds, 1)],
+            "",
+            f"- {good} of {len(rounds)} rounds: the batch succeeded with every prospect drafted exactly once and every "
+            f"evaluation succeeded (target 10 of 10): {_ok(good == len(rounds) == 10)}.",
+            "",
+        ]
+    return lines

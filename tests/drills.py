@@ -45,7 +45,8 @@ class OutageRound:
 
     @property
     def exactly_once(self) -> bool:
-        return self.batch_status == "succeeded" and self.completed == self.emails == self.distinct_refs == self.prospects
+        drafted = (self.completed, self.emails, self.distinct_refs)
+        return self.batch_status == "succeeded" and drafted == (self.prospects,) * 3
 
     def as_dict(self) -> dict:
         return asdict(self) | {"exactly_once": self.exactly_once}
@@ -64,8 +65,8 @@ def outage_round(client: httpx.Client, cluster: PrivateCluster, policy: str, *, 
         answer = client.post("/evaluations", json={"graph_id": "demo", "policies": [policy]})
         assert answer.status_code == 202, answer.text
         evaluation_ids.append(answer.json()["evaluation_id"])
-    before = wait_for(lambda: (b := _get(client, f"/draft-batches/{batch_id}")) and b["completed"] > 0 and b["completed"],
-                      timeout=timeout, interval=0.1)
+    before = wait_for(lambda: (b := _get(client, f"/draft-batches/{batch_id}")) and b["completed"] > 0
+                      and b["completed"], timeout=timeout, interval=0.1)
     stopped = time.monotonic()
     cluster.stop()
     time.sleep(stop_s)

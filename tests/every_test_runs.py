@@ -21,8 +21,8 @@ def pytest_collection_modifyitems(config, items):
             item._id = item.parent.id.child(item.name)  # what pytest names a node by default
     twice = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
     if twice:
-        raise pytest.UsageError(f"{len(twice)} test id(s) name more than one test, so a parallel run would run only one "
-                                f"of each: {', '.join(twice[:DUPLICATES_SHOWN])}")
+        raise pytest.UsageError(f"{len(twice)} test id(s) name more than one test, so a parallel run would run only "
+                                f"one of each: {', '.join(twice[:DUPLICATES_SHOWN])}")
 
 
 class RanCount:

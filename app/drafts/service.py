@@ -206,9 +206,9 @@ async def _within_cap(session: AsyncSession, tenant: str, settings: Settings) ->
     await serialize_on(session, f"draft-batches-of-tenant:{tenant}")
     active = await repository.active_batches(session, tenant)
     if active >= settings.max_active_draft_batches_per_tenant:
-        raise TooManyRequests(f"{active} draft batches are queued or running, the cap MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT="
-                              f"{settings.max_active_draft_batches_per_tenant}; retry when one ends (or cancel one)",
-                              retry_after_s=RETRY_AFTER_S)
+        raise TooManyRequests(f"{active} draft batches are queued or running, the cap "
+                              f"MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT={settings.max_active_draft_batches_per_tenant}; "
+                              "retry when one ends (or cancel one)", retry_after_s=RETRY_AFTER_S)
 
 
 async def cancel_batch(svc: Services, batch_id: str, tenant: str) -> BatchOut:
@@ -217,7 +217,8 @@ async def cancel_batch(svc: Services, batch_id: str, tenant: str) -> BatchOut:
     async with svc.db.transaction() as session:
         batch = await _locked(session, batch_id, tenant)
         if batch.status in ENDED:
-            raise Conflict(f"draft batch {batch_id!r} is {batch.status}; only a queued or running batch can be cancelled")
+            raise Conflict(f"draft batch {batch_id!r} is {batch.status}; only a queued or running batch can be "
+                           "cancelled")
         ended = await events.last_seq(session, subject(batch))
         batch.status, batch.finished_at = BatchStatus.CANCELLED, utcnow()
         await events.emit(session, subject(batch), DraftBatchCancelledData(

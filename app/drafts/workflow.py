@@ -4,7 +4,8 @@ The batch's workflow enqueues its chunks, waits for every one, then ends the bat
 (its webhook, if any, goes out through the outbox relay: a receiver never holds the batch's queue slot).
 Killed mid-batch, each workflow resumes where it stopped (a chunk at its step, the batch at the chunk it waits for) and
 every prospect ends up drafted exactly once; each step is re-run through a passing database error (a restart, a lost
-connection). Both queues are partitioned by the batch's tenant. Only workers import this module (it imports the loop)."""
+connection). Both queues are partitioned by the batch's tenant. Only workers import this module (it imports the
+loop)."""
 
 import asyncio
 import logging

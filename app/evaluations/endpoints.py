@@ -14,8 +14,8 @@ router = APIRouter(tags=["evaluations"])
 
 
 CONFLICT = {409: {"model": ErrorOut, "description": "The evaluation has finished"}}
-TOO_MANY = {429: {"model": ErrorOut, "description": "The tenant has MAX_ACTIVE_EVALUATIONS_PER_TENANT evaluations queued "
-                                                    "or running", "headers": {"Retry-After": {
+TOO_MANY = {429: {"model": ErrorOut, "description": "The tenant has MAX_ACTIVE_EVALUATIONS_PER_TENANT evaluations "
+                                                    "queued or running", "headers": {"Retry-After": {
     "description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}}}
 
 

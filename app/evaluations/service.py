@@ -30,8 +30,9 @@ async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCr
         active = await session.scalar(select(func.count()).select_from(Evaluation).where(
             Evaluation.tenant == tenant, Evaluation.status.in_(ACTIVE)))
         if active >= svc.settings.max_active_evaluations_per_tenant:
-            raise TooManyRequests(f"{active} evaluations are queued or running, the cap MAX_ACTIVE_EVALUATIONS_PER_TENANT="
-                                  f"{svc.settings.max_active_evaluations_per_tenant}; retry when one ends (or cancel one)",
+            cap = svc.settings.max_active_evaluations_per_tenant
+            raise TooManyRequests(f"{active} evaluations are queued or running, the cap "
+                                  f"MAX_ACTIVE_EVALUATIONS_PER_TENANT={cap}; retry when one ends (or cancel one)",
                                   retry_after_s=RETRY_AFTER_S)
         if not await graphs.visible(session, body.graph_id, tenant):
             raise invalid("graph_id", f"unknown graph {body.graph_id!r}; see GET /graphs")

@@ -66,7 +66,8 @@ async def _launch(settings: Settings, worker: Worker) -> None:
     DBOS.launch()
     durable.connect(system_database, tasks.APPLICATION_VERSION)
     for queue in tasks.QUEUES:
-        per_tenant = min(settings.draft_concurrency_per_tenant, settings.max_concurrent_runs) if queue.by_tenant else None
+        per_tenant = (min(settings.draft_concurrency_per_tenant, settings.max_concurrent_runs) if queue.by_tenant
+                      else None)
         await DBOS.register_queue_async(
             queue.name, global_concurrency=settings.max_concurrent_runs, partition_concurrency=per_tenant,
             worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,

@@ -16,7 +16,7 @@ def test_a_database_stopped_mid_batch_loses_no_prospect(tmp_path):
     cluster = PrivateCluster()
     server = None
     try:
-        server = Server(tmp_path, {"DATABASE_URL": cluster.url, "EXECUTOR_ID": "outage-drill"}).start()
+        server = Server(tmp_path, {"DATABASE_URL": cluster.url, "EXECUTOR_ID": "outage-drill"}).start(timeout=180)
         with server.client() as client:
             run_id = client.post("/learn-loop", json=RUN).json()["run_id"]
             assert wait_for_status(client, run_id, timeout=240)["status"] == "succeeded"

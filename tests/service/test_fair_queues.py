@@ -11,18 +11,14 @@ from sqlalchemy.exc import OperationalError
 from app.events.models import WebhookDelivery
 from app.kit.settings import Settings
 from app.main import create_app
+from tests.drills import prospects
 from tests.support import FreshPostgresDatabase, connect, finished, free_port, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
-BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"], "max_turns": 4,
-        "feedback_source": "none"}
+BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"],
+        "max_turns": 4, "feedback_source": "none"}
 CAP = 3
 EVALUATION_CAP = 2
-
-
-def prospects(n: int, name: str = "Prospect") -> list[dict]:
-    return [{"name": f"{name} {i}", "company": f"Company {i}", "role": "CFO", "industry": "saas",
-             "pains": ["cloud invoices surprise us"]} for i in range(n)]
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -89,11 +85,13 @@ async def test_a_noisy_tenant_is_capped_and_holds_no_other_tenants_batch(world):
     assert int(evaluations[-1].headers["retry-after"]) > 0
 
     # Bob's one prospect is drafted while Alice's queue is still full: her tenant holds one of the two slots at most
-    mine = await bob.post("/drafts", json={"graph_id": "demo", "policy": f"{bobs_run}@1", "prospects": prospects(1, "Bob's")})
+    mine = await bob.post("/drafts", json={"graph_id": "demo", "policy": f"{bobs_run}@1",
+                                           "prospects": prospects(1, "Bob's")})
     assert mine.status_code == 202
     assert (await ended(bob, f"/draft-batches/{mine.json()['batch_id']}"))["status"] == "succeeded"
     alices = [(await alice.get(f"/draft-batches/{b.json()['batch_id']}")).json()["status"] for b in batches]
-    alices += [(await alice.get(f"/evaluations/{e.json()['evaluation_id']}")).json()["status"] for e in evaluations[:-1]]
+    alices += [(await alice.get(f"/evaluations/{e.json()['evaluation_id']}")).json()["status"]
+               for e in evaluations[:-1]]
     assert {"queued", "running"} & set(alices), alices
 
     # Alice cancels what has not ended; a stranger cannot, and a finished one says so
@@ -167,13 +165,13 @@ async def test_a_failed_batch_resumes_drafting_only_what_is_missing(world, monke
         return await write_for(author, graph, prospect, seed)
 
     monkeypatch.setattr(workflow, "write_for", failing)
-    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1", "prospects": prospects(60)})
-               ).json()
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
+                                                 "prospects": prospects(60)})).json()
     batch_id = created["batch_id"]
     failed = await ended(alice, f"/draft-batches/{batch_id}")
     assert (failed["status"], failed["completed"]) == ("failed", 35), failed
-    first = {d["position"]: d["email"]["ref"] for d in (await alice.get(created["links"]["drafts"], params={"limit": 100})
-                                                        ).json()["data"] if d["email"]}
+    listed = (await alice.get(created["links"]["drafts"], params={"limit": 100})).json()["data"]
+    first = {d["position"]: d["email"]["ref"] for d in listed if d["email"]}
     monkeypatch.setattr(workflow, "write_for", write_for)
     assert (await bob.post(f"/draft-batches/{batch_id}/resume")).status_code == 404
     resumed = await alice.post(f"/draft-batches/{batch_id}/resume")
@@ -218,8 +216,8 @@ async def test_chunk_and_evaluation_steps_are_rerun_through_a_passing_database_e
 
     monkeypatch.setattr(repository, "count_completed", count_completed)
     monkeypatch.setattr(evaluations.OutcomeModel, "fit", staticmethod(fit_once))
-    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1", "prospects": prospects(30)})
-               ).json()
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
+                                                 "prospects": prospects(30)})).json()
     evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1"]})).json()
     batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
     assert (batch["status"], batch["completed"]) == ("succeeded", 30), batch
@@ -227,3 +225,41 @@ async def test_chunk_and_evaluation_steps_are_rerun_through_a_passing_database_e
     assert {key[0] if isinstance(key, tuple) else key for key in failed} == {"chunk", "evaluation"}
     refs = [o["ref"] for o in (await alice.get(f"/draft-batches/{created['batch_id']}/outcomes")).json()["data"]]
     assert len(refs) == len(set(refs)) == 30
+
+
+async def test_a_chunk_claimed_here_and_never_started_is_resumed(world):
+    """As DBOS leaves a workflow whose start failed after its claim (the database went away between them): PENDING,
+    this worker's, and executing nowhere. Housekeeping resumes it once WORKER_TIMEOUT_S has passed, and it ends."""
+    import uuid
+
+    from dbos import DBOS
+    from dbos._dbos import _get_dbos_instance
+
+    from app import tasks
+    from app.kit import durable
+    from app.runs.workers import Housekeeper
+
+    alice, _, run_id, _, app = world
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
+                                                 "prospects": prospects(1)})).json()
+    assert (await ended(alice, f"/draft-batches/{created['batch_id']}"))["status"] == "succeeded"
+    settings = app.state.services.settings
+    stalled = f"stalled-{uuid.uuid4().hex[:8]}"
+    await durable.client().enqueue_async(  # on a queue no worker polls, then claimed for this worker as DBOS claims
+        {"queue_name": "nobody-polls-this", "workflow_name": tasks.DRAFT_CHUNK.name, "workflow_id": stalled,
+         "app_version": tasks.APPLICATION_VERSION}, created["batch_id"], 0, 1)
+    system = _get_dbos_instance()._sys_db
+    with system.engine.begin() as connection:
+        status = system.tables.workflow_status
+        connection.execute(status.update().where(status.c.workflow_uuid == stalled)
+                           .values(status="PENDING", executor_id=settings.executor_id))
+    housekeeper = Housekeeper(app.state.services.db, settings.model_copy(update={"worker_timeout_s": 0.5}))
+    assert await housekeeper.restart_stalled_drafting() == []  # seen; not for long enough yet
+    await asyncio.sleep(0.6)
+    assert await housekeeper.restart_stalled_drafting() == [stalled]
+    for _ in range(300):
+        if (await DBOS.get_workflow_status_async(stalled)).status == "SUCCESS":
+            break
+        await asyncio.sleep(0.1)
+    assert (await DBOS.get_workflow_status_async(stalled)).status == "SUCCESS"  # its prospect was drafted already
+    assert (await alice.get(f"/draft-batches/{created['batch_id']}")).json()["completed"] == 1
