@@ -100,8 +100,8 @@ EVENT_STREAM = stream_responses(
             responses={**EVENT_STREAM, **NOT_FOUND})
 async def list_batch_events(batch_id: BatchId, request: Request, svc: ServicesDep, tenant: TenantDep,
                             page: EventsCursor, last_event_id: LastEventId = None):
-    """Events in seq order (`draft_batch.succeeded` or `draft_batch.failed`); their data is exactly what the batch's
-    webhook receives.
+    """Events in seq order (`draft_batch.succeeded`, `draft_batch.failed` or `draft_batch.cancelled`; a resumed batch
+    ends again, with a later seq); their data is exactly what the batch's webhook receives.
 
     With `Accept: text/event-stream` they stream live as Server-Sent Events, as a run's do: `id` is the seq,
     `Last-Event-ID` resumes after it, a `: ping` comment every 15 s keeps idle connections open, and the stream ends

@@ -53,7 +53,8 @@ class DraftRequest(BaseModel):
                           "deployment.")
     goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
     prospects: list[ProspectIn] = Field(min_length=1, max_length=MAX_PROSPECTS)
-    webhook_url: WebhookURL | None = Field(None, description="Receives draft_batch.succeeded / draft_batch.failed, signed.")
+    webhook_url: WebhookURL | None = Field(None, description=(
+        "Receives draft_batch.succeeded / draft_batch.failed / draft_batch.cancelled, signed."))
     seed: int = Field(0, ge=0, le=2**31 - 1)
 
     @field_validator("prospects")
