@@ -84,8 +84,9 @@ def noisy(workdir) -> dict:
             held = [bob.post("/drafts", json=quiet | {"webhook_url": dead}) for _ in range(2)]
             assert all(h.status_code == 202 for h in held)
             behind_status, behind_s = _time_to_succeed(bob, quiet)
-            held_statuses = [wait_for(lambda h=h: (b := bob.get(f"/draft-batches/{h.json()['batch_id']}").json())["status"]
-                                      in ENDED and b["status"], timeout=300) for h in held]
+            held_ids = [h.json()["batch_id"] for h in held]
+            held_statuses = [wait_for(lambda b=b: (s := bob.get(f"/draft-batches/{b}").json()["status"]) in ENDED and s,
+                                      timeout=300) for b in held_ids]
     finally:
         for worker in workers:
             worker.stop()

@@ -15,6 +15,12 @@ async def by_idempotency_key(session: AsyncSession, tenant: str, key: str) -> Dr
     return await session.scalar(select(DraftBatch).where(DraftBatch.tenant == tenant, DraftBatch.idempotency_key == key))
 
 
+async def active(session: AsyncSession) -> Sequence[DraftBatch]:
+    """Every tenant's batches queued or running."""
+    return (await session.scalars(select(DraftBatch).where(
+        DraftBatch.status.in_((BatchStatus.QUEUED, BatchStatus.RUNNING))))).all()
+
+
 async def active_batches(session: AsyncSession, tenant: str) -> int:
     """The tenant's batches queued or running."""
     return await session.scalar(select(func.count()).select_from(DraftBatch).where(

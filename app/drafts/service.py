@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
 from app.drafts import queue, repository
-from app.drafts.events import DraftBatchCancelledData
+from app.drafts.events import DraftBatchCancelledData, DraftBatchFailedData, DraftBatchSucceededData
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
     CSV_COLUMNS,
@@ -32,6 +32,7 @@ from app.events.schemas import Receiver, Subject, SubjectKind
 from app.events.service import new_id
 from app.events.signing import new_secret
 from app.events.ssrf import UnsafeWebhookURL, resolve
+from app.kit import durable
 from app.kit.db import serialize_on, utcnow
 from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
@@ -46,6 +47,7 @@ from app.stats.bandit import auto_shares, champion_share
 
 MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 RETRY_AFTER_S = 30  # over the cap of active batches: a batch of a thousand takes minutes
+ORPHAN_AFTER = timedelta(minutes=1)  # a queued batch with no workflow this long after its creation lost its enqueue
 
 
 def links(batch_id: str) -> BatchLinks:
@@ -209,6 +211,43 @@ async def _within_cap(session: AsyncSession, tenant: str, settings: Settings) ->
         raise TooManyRequests(f"{active} draft batches are queued or running, the cap "
                               f"MAX_ACTIVE_DRAFT_BATCHES_PER_TENANT={settings.max_active_draft_batches_per_tenant}; "
                               "retry when one ends (or cancel one)", retry_after_s=RETRY_AFTER_S)
+
+
+async def end(session: AsyncSession, batch: DraftBatch, error: str | None) -> None:
+    """The batch succeeded, or failed saying why (resumable), with its outcome event and its webhook's delivery, in
+    the caller's transaction, which holds the batch's row."""
+    batch.status = BatchStatus.FAILED if error else BatchStatus.SUCCEEDED
+    batch.error = {"message": error, "step": "draft"} if error else None
+    batch.finished_at = utcnow()
+    payload = DraftBatchFailedData if error else DraftBatchSucceededData
+    await events.emit(session, subject(batch), payload(
+        batch_id=batch.id, seq=await events.last_seq(session, subject(batch)) + 1, count=batch.count,
+        completed=batch.completed, policy=policy_id(batch.run_id, batch.iteration), error=batch.error,
+    ), receiver(batch))
+
+
+async def end_orphans(svc: Services) -> list[str]:
+    """Batches left queued or running with nothing to end them: one whose workflow ended without ending it (its last
+    step failed through a database outage of minutes) fails, resumable; one whose enqueue a crash lost is enqueued.
+    Returns the batches it failed."""
+    async with svc.db.read() as session:
+        active = await repository.active(session)
+        attempts = {batch.id: await events.last_seq(session, subject(batch)) + 1 for batch in active}
+    ids = {queue.workflow_id(batch.id, attempts[batch.id]): batch for batch in active}
+    states = await durable.states(list(ids))
+    ended = []
+    for workflow_id, batch in ids.items():
+        state = states.get(workflow_id)
+        if state is None and batch.status == BatchStatus.QUEUED and utcnow() - batch.created_at > ORPHAN_AFTER:
+            await queue.enqueue(batch.id, batch.tenant, attempts[batch.id])  # idempotent
+        elif state in durable.WORKFLOW_ENDED:
+            async with svc.db.transaction() as session:
+                locked = await session.get(DraftBatch, batch.id, with_for_update=True)
+                if locked is not None and locked.status not in ENDED:
+                    await end(session, locked, f"the batch's workflow ended ({state}) without ending it; see the "
+                                               "server log. Resume it to draft what is missing.")
+                    ended.append(batch.id)
+    return ended
 
 
 async def cancel_batch(svc: Services, batch_id: str, tenant: str) -> BatchOut:

@@ -15,12 +15,10 @@ from dbos import DBOS, SetEnqueueOptions, WorkflowHandleAsync
 
 from app import tasks
 from app.drafts import repository, service
-from app.drafts.events import DraftBatchFailedData, DraftBatchSucceededData
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import ENDED, BatchStatus, DraftEmail
 from app.drafts.writing import DraftingFailed, write_for, writer
 from app.engine.executor import current
-from app.events import service as events
 from app.kit import durable
 from app.kit.db import describe, utcnow
 from app.loop.email import Written
@@ -104,15 +102,7 @@ async def finish_step(batch_id: str, error: str | None) -> None:
         batch = await session.get(DraftBatch, batch_id, with_for_update=True)
         if batch is None or batch.status in ENDED:
             return
-        batch.status = BatchStatus.FAILED if error else BatchStatus.SUCCEEDED
-        batch.error = {"message": error, "step": "draft"} if error else None
-        batch.finished_at = utcnow()
-        subject = service.subject(batch)
-        payload = DraftBatchFailedData if error else DraftBatchSucceededData
-        await events.emit(session, subject, payload(
-            batch_id=batch.id, seq=await events.last_seq(session, subject) + 1, count=batch.count,
-            completed=batch.completed, policy=f"{batch.run_id}@{batch.iteration}", error=batch.error,
-        ), service.receiver(batch))
+        await service.end(session, batch, error)
     current().wake_relay()
 
 

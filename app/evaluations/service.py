@@ -1,5 +1,7 @@
 """Evaluations as the API takes them in and gives them back."""
 
+from datetime import timedelta
+
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,14 +16,17 @@ from app.evaluations.schemas import (
     EvaluationStatus,
 )
 from app.events.service import new_id
+from app.kit import durable
 from app.kit.db import serialize_on, utcnow
 from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.pages import fetch_page
 from app.knowledge_graph import repository as graphs
 from app.learned.models import Evaluation
 from app.policies import service as policies
+from app.policies.events import EvaluationFailedData
 
 RETRY_AFTER_S = 30  # over the cap of active evaluations
+ORPHAN_AFTER = timedelta(minutes=1)  # queued with no workflow this long after its creation: its enqueue was lost
 
 
 async def create(svc: Services, body: EvaluationIn, tenant: str) -> EvaluationCreated:
@@ -63,6 +68,38 @@ async def cancel(svc: Services, evaluation_id: str, tenant: str) -> EvaluationOu
         out = view(evaluation)
     await queue.cancel(evaluation_id)
     return out
+
+
+async def fail(session: AsyncSession, evaluation: Evaluation, message: str) -> None:
+    """The evaluation failed, saying why, announced on its graph, in the caller's transaction (holding its row)."""
+    evaluation.status, evaluation.error = EvaluationStatus.FAILED, {"message": message}
+    evaluation.finished_at = utcnow()
+    await graphs.lock(session, evaluation.graph_id)  # the graph's events take turns
+    await policies.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationFailedData,
+                            evaluation=evaluation.id, policies=evaluation.policies, error=message)
+
+
+async def end_orphans(svc: Services) -> list[str]:
+    """Evaluations left queued or running with nothing to end them: one whose workflow ended without ending it (a
+    step failed through a database outage of minutes) fails; one whose enqueue a crash lost is enqueued. Returns the
+    evaluations it failed."""
+    async with svc.db.read() as session:
+        active = (await session.scalars(select(Evaluation).where(Evaluation.status.in_(ACTIVE)))).all()
+    states = await durable.states([evaluation.id for evaluation in active])
+    ended = []
+    for evaluation in active:
+        state = states.get(evaluation.id)
+        lost = evaluation.status == EvaluationStatus.QUEUED and utcnow() - evaluation.created_at > ORPHAN_AFTER
+        if state is None and lost:
+            await queue.enqueue(evaluation.id, evaluation.tenant)  # idempotent
+        elif state in durable.WORKFLOW_ENDED:
+            async with svc.db.transaction() as session:
+                locked = await session.get(Evaluation, evaluation.id, with_for_update=True)
+                if locked is not None and locked.status in ACTIVE:
+                    await fail(session, locked, f"the evaluation's workflow ended ({state}) without ending it; see "
+                                                "the server log")
+                    ended.append(evaluation.id)
+    return ended
 
 
 async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int

@@ -11,6 +11,7 @@ from app import tasks
 from app.drafts import repository as drafts
 from app.drafts.writing import write_for, writer
 from app.engine.executor import current
+from app.evaluations import service
 from app.evaluations.schemas import ACTIVE, EvaluationStatus
 from app.kit import durable
 from app.kit.db import describe, utcnow
@@ -23,7 +24,7 @@ from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
 from app.policies import service as policy_service
-from app.policies.events import EvaluationFailedData, EvaluationSucceededData
+from app.policies.events import EvaluationSucceededData
 from app.policies.schemas import EvaluationResult, PolicyEvaluation
 from app.stats import estimators
 
@@ -138,11 +139,7 @@ async def fail_step(evaluation_id: str, message: str) -> None:
     async with current().services.db.transaction() as session:
         evaluation = await session.get(Evaluation, evaluation_id, with_for_update=True)
         if evaluation is not None and evaluation.status in ACTIVE:  # not after a cancel, nor twice (a replayed step)
-            evaluation.status, evaluation.error = EvaluationStatus.FAILED, {"message": message}
-            evaluation.finished_at = utcnow()
-            await graphs.lock(session, evaluation.graph_id)  # the graph's events take turns
-            await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationFailedData,
-                                          evaluation=evaluation.id, policies=evaluation.policies, error=message)
+            await service.fail(session, evaluation, message)
 
 
 @DBOS.workflow(name=tasks.EVALUATION.name)

@@ -78,6 +78,17 @@ async def cancel(workflow_id: str) -> None:
     await client().cancel_workflow_async(workflow_id, cancel_children=True)
 
 
+WORKFLOW_ENDED = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+
+
+async def states(workflow_ids: list[str]) -> dict[str, str]:
+    """Each workflow's DBOS status (PENDING, SUCCESS, ERROR ...); a workflow that does not exist is absent."""
+    if not workflow_ids:
+        return {}
+    found = await client().list_workflows_async(workflow_ids=workflow_ids, load_input=False, load_output=False)
+    return {workflow.workflow_id: workflow.status for workflow in found}
+
+
 def running_here() -> list[str]:
     """The workflow ids this process is executing now."""
     from dbos import _dbos

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from dbos import DBOS
 
 from app import tasks
+from app.drafts import service as drafts
 from app.engine.executor import Executor, install
+from app.evaluations import service as evaluations
 from app.events.relay import WebhookRelay
 from app.kit import durable, logs
 from app.kit.heap import freeze_startup_heap
@@ -72,7 +74,8 @@ async def _launch(settings: Settings, worker: Worker) -> None:
             queue.name, global_concurrency=settings.max_concurrent_runs, partition_concurrency=per_tenant,
             worker_concurrency=min(settings.worker_concurrency, settings.max_concurrent_runs), polling_interval_sec=0.2,
         )
-    worker.housekeeper = housekeeper = Housekeeper(worker.api.db, settings)
+    worker.housekeeper = housekeeper = Housekeeper(worker.api.db, settings, rounds=(
+        lambda: drafts.end_orphans(worker.api), lambda: evaluations.end_orphans(worker.api)))
     await housekeeper.reconcile()  # before new work: runs left queued or hanging by a crash
     worker.background = [asyncio.create_task(worker.relay.run_forever()), asyncio.create_task(housekeeper.run_forever())]
 

@@ -13,6 +13,7 @@ or evaluation's workflow claimed here and never started is resumed.
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,14 +30,15 @@ from app.runs.models import Run, Worker
 from app.runs.status import RunStatus
 
 log = logging.getLogger("codreamer")
-ENDED_WORKFLOW = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 DRAFTING = (tasks.DRAFT_BATCH, tasks.DRAFT_CHUNK, tasks.EVALUATION)
 
 
 class Housekeeper:
-    def __init__(self, db: Database, settings: Settings):
+    def __init__(self, db: Database, settings: Settings, rounds: Sequence[Callable[[], Awaitable]] = ()):
+        """`rounds`: more reconciliations each round runs (those of domains above runs: batches, evaluations)."""
         self.db = db
         self.settings = settings
+        self.rounds = rounds
         self.executor_id = settings.executor_id
         self._stopping = asyncio.Event()
         self._stalled: dict[str, float] = {}  # our PENDING workflows not executing here, since when
@@ -53,6 +55,8 @@ class Housekeeper:
                 await self.take_over_dead_workers()
                 await self.reconcile()
                 await self.restart_stalled_drafting()
+                for reconcile in self.rounds:
+                    await reconcile()
                 await self.remove_deleted_runs_files()
             except Exception as exc:  # a database outage: the next round tries again
                 log.warning("worker housekeeping skipped a round: %s", type(exc).__name__)
@@ -121,7 +125,7 @@ class Housekeeper:
             state = found.status if found else None
             if found is None and status == RunStatus.QUEUED:  # a crash lost the enqueue (enqueue dedupes)
                 await queue.enqueue(run_id, attempt)
-            elif state in ENDED_WORKFLOW:
+            elif state in durable.WORKFLOW_ENDED:
                 await self._fail(run_id, f"the run's workflow ended ({state}) without recording why; see the server log. "
                                          "Resume it to continue.")
                 log.warning("run %s: its workflow ended in %s; marked failed (resumable)", run_id, state)

@@ -263,3 +263,32 @@ async def test_a_chunk_claimed_here_and_never_started_is_resumed(world):
         await asyncio.sleep(0.1)
     assert (await DBOS.get_workflow_status_async(stalled)).status == "SUCCESS"  # its prospect was drafted already
     assert (await alice.get(f"/draft-batches/{created['batch_id']}")).json()["completed"] == 1
+
+
+async def test_a_batch_or_evaluation_whose_workflow_ended_without_it_fails_resumable(world):
+    """Housekeeping ends what nothing would end any more: here each workflow is cancelled under its batch or
+    evaluation, as one whose last step failed through a long outage ends, leaving the row queued or running."""
+    from app.drafts import service as drafts
+    from app.evaluations import service as evaluations
+    from app.kit import durable
+
+    alice, _, run_id, _, app = world
+    services = app.state.services
+    created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
+                                                 "prospects": prospects(40)})).json()
+    evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1"]})).json()
+    await durable.cancel(created["batch_id"])
+    await durable.cancel(evaluation["evaluation_id"])
+    await workflows_ended(created["batch_id"], evaluation["evaluation_id"])
+    await drafts.end_orphans(services)  # as the worker's housekeeping does every round
+    await evaluations.end_orphans(services)
+    batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
+    assert batch["status"] == "failed" and "workflow ended (CANCELLED)" in batch["error"]["message"], batch
+    failed = await ended(alice, f"/evaluations/{evaluation['evaluation_id']}")
+    assert failed["status"] == "failed" and "workflow ended (CANCELLED)" in failed["error"]["message"], failed
+    assert await drafts.end_orphans(services) == []  # once
+    assert (await alice.post(f"/draft-batches/{created['batch_id']}/resume")).status_code == 202
+    batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
+    assert (batch["status"], batch["completed"]) == ("succeeded", 40), batch
+    events = (await alice.get(f"/draft-batches/{created['batch_id']}/events")).json()["data"]
+    assert [e["type"] for e in events] == ["draft_batch.failed", "draft_batch.succeeded"]
