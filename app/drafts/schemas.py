@@ -137,9 +137,10 @@ class ProspectOutcomes(BaseModel):
     delivered: int
     opens: int
     clicks: int
-    replies: int
+    replies: int = Field(description="Verified replies: from the address the draft went to (at most one).")
     positive_replies: int
     bounces: int
+    unverified_replies: int = Field(0, description="Replies from other addresses: shown, never counted.")
 
 
 class BatchOutcomes(BaseModel):

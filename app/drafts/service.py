@@ -256,8 +256,11 @@ async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[Prosp
     """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only)."""
     refs, rows = await repository.refs_and_outcomes(session, batch.id)
     counts: dict[str, dict[str, int]] = {ref: {} for ref in refs}
-    for ref, kind, machine, sentiment, n in rows:
+    for ref, kind, machine, sentiment, verified, n in rows:
         tally = counts[ref]
+        if kind == OutcomeType.REPLIED and not verified:
+            tally["unverified_replies"] = tally.get("unverified_replies", 0) + n
+            continue
         key = {OutcomeType.DELIVERED: "delivered", OutcomeType.BOUNCED: "bounces", OutcomeType.REPLIED: "replies",
                OutcomeType.OPENED: None if machine else "opens", OutcomeType.CLICKED: None if machine else "clicks"}.get(kind)
         if key:
@@ -265,4 +268,5 @@ async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[Prosp
         if kind == OutcomeType.REPLIED and sentiment == Sentiment.POSITIVE:
             tally["positive_replies"] = tally.get("positive_replies", 0) + n
     return [ProspectOutcomes(prospect_id=prospect, ref=ref, **{k: counts[ref].get(k, 0) for k in (
-        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces")}) for ref, prospect in refs.items()]
+        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces", "unverified_replies")})
+        for ref, prospect in refs.items()]

@@ -109,8 +109,8 @@ async def evaluate_step(evaluation_id: str) -> str:
             off = estimators.OffPolicy(n=0, reason="it had no share in any batch whose sends have a known outcome")
         reports.append(PolicyEvaluation(
             policy=author.policy.source, held_out=len(judged), judge=estimators.mean_interval(judged),
-            predicted_reply=predicted_reply,
-            off_policy=off))
+            predicted_reply=predicted_reply, off_policy=off,
+            verified_recipients=len({row.replier for row in rows if row.policy_id == mine and row.replied})))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
                               "predict from")
@@ -121,7 +121,7 @@ async def evaluate_step(evaluation_id: str) -> str:
             await graphs.lock(session, evaluation.graph_id)  # promotions (and the graph's events) take turns
             await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationSucceededData,
                                           evaluation=evaluation.id, policies=evaluation.policies)
-            if promoted := await policy_service.promote_if_ahead(session, evaluation):
+            if promoted := await policy_service.promote_if_ahead(session, evaluation, settings.promotion_min_recipients):
                 log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
     return "succeeded"
 
