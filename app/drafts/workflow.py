@@ -74,14 +74,14 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
                 prospect = row.prospect
                 address = prospect.get("email")
-                domain = address and domain_of(address)
+                at_domain = address and domain_of(address)
                 session.add(outcomes.email_ref(
                     ref, email, name=prospect["name"], company=prospect["company"], role=prospect["role"],
                     industry=prospect["industry"], tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id,
                     iteration=row.iteration, slot=row.position, graph_id=batch.graph_id, scenario_id=like,
                     judge_score=written.score, draft_batch_id=batch_id, prospect_id=prospect["id"],
                     recipient=address and services.secrets.pseudonym(address),
-                    recipient_domain=domain and services.secrets.pseudonym(domain)))
+                    recipient_domain=at_domain and services.secrets.pseudonym(at_domain)))
             stored += await repository.store_drafted(session, batch_id, row.position, like=like, email=traced,
                                                      judge_score=written.score, drafted_at=utcnow())
         await repository.count_completed(session, batch_id, stored)
