@@ -22,9 +22,9 @@ from app.events.schemas import Receiver
 from app.kit.db import describe, utcnow
 from app.loop.email import Written
 from app.loop.reward import rollout_seed
-from app.outcomes.verification import domain_of
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
+from app.outcomes.verification import domain_of
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)

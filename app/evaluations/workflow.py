@@ -76,7 +76,7 @@ async def evaluate_step(evaluation_id: str) -> str:
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:
-        goal = graph.scenarios[writers[0].config.scenario_ids[0]].goal
+        goal = writers[0].training[0].goal  # its first training scenario the graph still has
         held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or goal}
                     for i, p in enumerate(evaluation.prospects)]
     else:

@@ -32,8 +32,8 @@ from app.outcomes.schemas import (
     SentEmailOutcomes,
     Sentiment,
 )
-from app.outcomes.verification import domain_of
 from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut
+from app.outcomes.verification import domain_of
 from app.stats.intervals import Z_95, wilson
 
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing

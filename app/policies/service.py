@@ -44,9 +44,7 @@ async def find(session: AsyncSession, text: str, tenant: str) -> Policy | Learne
     ref = PolicyRef.parse(text)
     if ref is None:
         raise NotFound(f"{text[:120]!r} is no policy id: write 'pol_…', '<run_id>@<iteration>' or '<run_id>'")
-    live = await repository.find(session, ref)
-    if live is not None and live.tenant != tenant:
-        live = None
+    live = await repository.find(session, ref, tenant)
     source = live.id if live is not None else policy_id(ref.run_id, ref.iteration) if ref.iteration is not None else None
     policy = await store.by_source(session, source) if source else None
     if policy is not None and policy.tenant == tenant:
