@@ -35,7 +35,7 @@ class ProspectIn(BaseModel):
     def _as_data(self) -> "ProspectIn":
         """Prospect text is data: every text field cleaned (`app.kit.untrusted_text`), what went said in `_sanitized`; a
         required field with nothing left is refused, an optional one left out."""
-        self._sanitized = sanitize(self, exempt={"id", "email"})
+        self._sanitized += sanitize(self, exempt={"id", "email"})  # validated again as a part of a request: kept
         return self
 
 
@@ -108,7 +108,7 @@ class DraftRequest(BaseModel):
     @model_validator(mode="after")
     def _goal_as_data(self) -> "DraftRequest":
         """The batch's goal is prospect text too: it is written into every email that has no goal of its own."""
-        self._goal_sanitized = sanitize(self, exempt=set(type(self).model_fields) - {"goal"})
+        self._goal_sanitized += sanitize(self, exempt=set(type(self).model_fields) - {"goal"})
         return self
 
     @field_validator("prospects")
