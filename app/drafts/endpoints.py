@@ -34,11 +34,21 @@ BODY = {"requestBody": {"required": True, "content": {
         **{name: {"type": "string"} for name in FORM_FIELDS}}}}}}}
 
 
+def _no_nul(form) -> None:
+    """No database text column takes NUL (PostgreSQL refuses it): a form field, name or file name carrying one is a
+    422 naming it, on every database alike."""
+    for name, value in form.multi_items():
+        text = value if isinstance(value, str) else value.filename or ""
+        if "\x00" in name or "\x00" in text:
+            raise invalid(name.replace("\x00", "\\x00"), "a form field's name or value carries a NUL character")
+
+
 async def _request(request: Request) -> DraftRequest:
     """The JSON body, or the form with its CSV file; either is validated as a DraftRequest (422 naming the field)."""
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
         form = await request.form()
+        _no_nul(form)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise invalid("file", "a multipart request carries the prospects as a CSV `file`")

@@ -55,3 +55,4 @@ class Draft(Base):
     variant: Mapped[int] = mapped_column(default=0)
     propensity: Mapped[float] = mapped_column(default=1.0)
     drafted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    sanitized: Mapped[list | None]  # what was removed from the prospect's fields (`app.kit.untrusted_text`), if anything

@@ -62,10 +62,11 @@ async def arms_by_batch(session: AsyncSession, tenant: str, graph_id: str) -> di
 async def logged_sends(session: AsyncSession, tenant: str, graph_id: str, mature_before) -> list:
     """Every sent draft on the graph whose outcome is known, with the traffic decision logged when it was drafted:
     rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `replied` 0/1,
-    `prospect`)."""
+    `prospect`, `replier`: the keyed hash of whoever replied, verified, or None)."""
     known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
     return (await session.execute(
-        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.replied, Draft.prospect)
+        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.replied, Draft.prospect,
+               known.c.replier)
         .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))).all()
 
 
@@ -91,14 +92,15 @@ async def discard_refs(session: AsyncSession, policy_id: str) -> None:
 
 async def refs_and_outcomes(session: AsyncSession, batch_id: str) -> tuple[dict[str, str], list]:
     """The batch's refs (ref → prospect id, in prospect order) and their outcomes' distinct recipients, by kind:
-    rows of (ref, type, machine, sentiment, recipients)."""
+    rows of (ref, type, machine, sentiment, verified, recipients)."""
     refs = dict((await session.execute(select(EmailRef.ref, EmailRef.prospect_id).where(EmailRef.draft_batch_id == batch_id)
                                         .order_by(EmailRef.slot))).all())
     if not refs:
         return {}, []
     rows = await session.execute(
         select(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment,
-               func.count(OutcomeRecord.recipient.distinct()))
+               OutcomeRecord.verified, func.count(OutcomeRecord.recipient.distinct()))
         .where(OutcomeRecord.ref.in_(refs))
-        .group_by(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment))
+        .group_by(OutcomeRecord.ref, OutcomeRecord.type, OutcomeRecord.machine, OutcomeRecord.sentiment,
+                  OutcomeRecord.verified))
     return refs, rows.all()

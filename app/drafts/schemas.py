@@ -4,13 +4,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, field_validator, model_validator
 
 from app.events.ssrf import WebhookURL
 from app.kit.pages import Page
+from app.kit.untrusted_text import clean
 
 MAX_PROSPECTS = 1000
 NO_NUL = r"^[^\x00]*$"
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 Text = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True, pattern=NO_NUL)]
 Goal = Annotated[str, StringConstraints(min_length=1, max_length=5000, strip_whitespace=True, pattern=NO_NUL)]
 ProspectId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@+\-]+$")]
@@ -21,12 +23,58 @@ class ProspectIn(BaseModel):
 
     id: ProspectId | None = Field(None, description="Yours (a CRM id); one is assigned when absent. Unique in a batch.")
     name: Text
-    email: Annotated[str, StringConstraints(max_length=320, strip_whitespace=True, pattern=NO_NUL)] | None = None
+    email: Annotated[str, StringConstraints(max_length=320, strip_whitespace=True, pattern=NO_CONTROL)] | None = None
     company: Text
     role: Text
     industry: Text
     pains: list[Text] = Field(min_length=1, max_length=10)
     goal: Goal | None = Field(None, description="What the email asks for; default: the batch's `goal`.")
+    _sanitized: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _as_data(self) -> "ProspectIn":
+        """Prospect text is data: every text field cleaned (`app.kit.untrusted_text`), what went said in `_sanitized`; a
+        required field with nothing left is refused, an optional one left out."""
+        self._sanitized += sanitize(self, exempt={"id", "email"})  # validated again as a part of a request: kept
+        return self
+
+
+def sanitize(model: BaseModel, exempt: set[str] = frozenset()) -> list[str]:
+    """Cleans the model's text fields (and list-of-text fields, item by item; extra fields too) in place; returns what
+    was removed, as `field: what` notes."""
+    notes = []
+    extra = model.__pydantic_extra__ or {}
+    for name in [*type(model).model_fields, *extra]:
+        value = getattr(model, name) if name in type(model).model_fields else extra[name]
+        if name in exempt or value is None:
+            continue
+        field = type(model).model_fields.get(name)
+        required = field is not None and field.is_required()
+        if isinstance(value, str):
+            cleaned, said = clean(value)
+            if not said:
+                continue
+            if not cleaned and required:
+                raise ValueError(f"{name}: nothing is left once {' and '.join(said)}")
+            notes += [f"{name}: {note}" for note in said]
+            value = cleaned or None
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            kept = []
+            for index, item in enumerate(value):
+                cleaned, said = clean(item)
+                notes += [f"{name}[{index}]: {note}" for note in said]
+                if cleaned:
+                    kept.append(cleaned)
+            if not kept and value and required:
+                raise ValueError(f"{name}: nothing is left once the text that is no data is removed")
+            value = kept
+        else:
+            continue
+        if name in extra:
+            extra[name] = value
+        else:
+            setattr(model, name, value)
+    return notes
 
 
 def unique_prospect_ids(prospects: list[ProspectIn]) -> list[ProspectIn]:
@@ -47,8 +95,8 @@ def unique_prospect_ids(prospects: list[ProspectIn]) -> list[ProspectIn]:
 class DraftRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    policy: Annotated[str, StringConstraints(min_length=1, max_length=120)] | None = Field(
+    graph_id: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
+    policy: Annotated[str, StringConstraints(min_length=1, max_length=120, pattern=NO_NUL)] | None = Field(
         None, description="A policy id or its alias `<run_id>@<k>` (kept, if it was not); default: the graph's "
                           "deployment.")
     goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
@@ -56,6 +104,13 @@ class DraftRequest(BaseModel):
     webhook_url: WebhookURL | None = Field(None, description=(
         "Receives draft_batch.succeeded / draft_batch.failed / draft_batch.cancelled, signed."))
     seed: int = Field(0, ge=0, le=2**31 - 1)
+    _goal_sanitized: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _goal_as_data(self) -> "DraftRequest":
+        """The batch's goal is prospect text too: it is written into every email that has no goal of its own."""
+        self._goal_sanitized += sanitize(self, exempt=set(type(self).model_fields) - {"goal"})
+        return self
 
     @field_validator("prospects")
     @classmethod
@@ -130,6 +185,9 @@ class DraftOut(BaseModel):
     propensity: float = Field(description="The probability this policy had of being chosen for the prospect.")
     like: str | None = Field(description="The training scenario the prospect was found most like (its node scores and "
                                          "lessons were used).")
+    sanitized: list[str] = Field(default_factory=list, description=(
+        "What was removed from the prospect's fields before drafting, one note per field and kind (`company: control "
+        "characters removed`): control characters, markup, links, payment instructions, instruction-like text."))
 
 
 class DraftPage(Page[DraftOut]):
@@ -142,9 +200,10 @@ class ProspectOutcomes(BaseModel):
     delivered: int
     opens: int
     clicks: int
-    replies: int
+    replies: int = Field(description="Verified replies: from the address the draft went to (at most one).")
     positive_replies: int
     bounces: int
+    unverified_replies: int = Field(0, description="Replies from other addresses: shown, never counted.")
 
 
 class BatchOutcomes(BaseModel):

@@ -38,6 +38,8 @@ from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
+from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.schemas import Scenario
 from app.learned import store
 from app.learned.models import Policy, TrafficArm
 from app.learned.store import policy_id
@@ -57,7 +59,7 @@ def links(batch_id: str) -> BatchLinks:
 # ---------------------------------------------------------------- CSV in
 
 
-def prospects_from_csv(data: bytes) -> list[dict]:
+def prospects_from_csv(data: bytes) -> list[ProspectIn]:
     """Rows of a sales tool's export: a header row naming at least name, company, role, industry and pains (`;`
     between pains); email, goal and id are optional. A bad row is a 422 naming its line (the header is line 1) and
     field."""
@@ -91,7 +93,7 @@ def prospects_from_csv(data: bytes) -> list[dict]:
             prospect = {k: v for k, v in values.items() if k != "pains" and (v or k in ("name", "company", "role", "industry"))}
             prospect["pains"] = [p.strip() for p in values.get("pains", "").split(";") if p.strip()]
             try:
-                rows.append(ProspectIn.model_validate(prospect).model_dump(exclude_none=True))
+                rows.append(ProspectIn.model_validate(prospect))  # as a model: what its validation removed is kept
             except ValidationError as exc:
                 errors += [_csv_error(number, str(e["loc"][0]) if e["loc"] else None, e["msg"]) for e in exc.errors()]
     except csv.Error as exc:
@@ -136,6 +138,17 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
     return [(await store.owned(session, arm, tenant), share) for arm, share in zip(ids, shares)]
 
 
+def _trained_on(graph: KnowledgeGraph, policy: Policy) -> list[Scenario]:
+    """The policy's training scenarios the graph still has (a prospect borrows the learned state of the one it is most
+    like, and a goal from the first); 422 naming them when a graph edit removed every one."""
+    ids = policy.config["scenario_ids"]
+    found = [graph.scenarios[s] for s in ids if s in graph.scenarios]
+    if not found:
+        raise invalid("policy", f"policy {policy.source!r} was trained on scenario(s) {', '.join(map(repr, ids))}, which "
+                                f"graph {graph.id!r} no longer has: deploy or name a policy trained on the graph as it is")
+    return found
+
+
 def choose_arm(shares: list[float], seed: int, prospect_id: str, position: int) -> int:
     """A draw by share, reproducible from the batch's seed and the prospect: the logged decision and its propensity
     (the arm's share) are what off-policy evaluation reads."""
@@ -176,7 +189,8 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
         await _within_cap(session, tenant, svc.settings)
         arms = await _arms(session, body, tenant, svc.settings)
         policy = arms[0][0]
-        default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
+        trained = {author.id: _trained_on(graph, author) for author, _ in arms}
+        default_goal = body.goal or trained[policy.id][0].goal
         batch = DraftBatch(
             id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
             iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
@@ -191,8 +205,9 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
             prospect_id = prospect.id or f"p{position + 1}"
             arm = choose_arm(shares, body.seed, prospect_id, position)
             author = arms[arm][0]
+            sanitized = prospect._sanitized + (body._goal_sanitized if prospect.goal is None else [])
             drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
-                                iteration=author.iteration, variant=arm, propensity=shares[arm],
+                                iteration=author.iteration, variant=arm, propensity=shares[arm], sanitized=sanitized or None,
                                 prospect=prospect.model_dump(mode="json") | {
                                     "id": prospect_id, "goal": prospect.goal or default_goal}))
         session.add(batch)
@@ -329,7 +344,7 @@ def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
                     policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
                     judge_score=draft.judge_score,
-                    variant=draft.variant, propensity=draft.propensity, like=draft.like)
+                    variant=draft.variant, propensity=draft.propensity, like=draft.like, sanitized=draft.sanitized or [])
 
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
@@ -356,8 +371,11 @@ async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[Prosp
     """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only)."""
     refs, rows = await repository.refs_and_outcomes(session, batch.id)
     counts: dict[str, dict[str, int]] = {ref: {} for ref in refs}
-    for ref, kind, machine, sentiment, n in rows:
+    for ref, kind, machine, sentiment, verified, n in rows:
         tally = counts[ref]
+        if kind == OutcomeType.REPLIED and not verified:
+            tally["unverified_replies"] = tally.get("unverified_replies", 0) + n
+            continue
         key = {OutcomeType.DELIVERED: "delivered", OutcomeType.BOUNCED: "bounces", OutcomeType.REPLIED: "replies",
                OutcomeType.OPENED: None if machine else "opens", OutcomeType.CLICKED: None if machine else "clicks"}.get(kind)
         if key:
@@ -365,4 +383,5 @@ async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[Prosp
         if kind == OutcomeType.REPLIED and sentiment == Sentiment.POSITIVE:
             tally["positive_replies"] = tally.get("positive_replies", 0) + n
     return [ProspectOutcomes(prospect_id=prospect, ref=ref, **{k: counts[ref].get(k, 0) for k in (
-        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces")}) for ref, prospect in refs.items()]
+        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces", "unverified_replies")})
+        for ref, prospect in refs.items()]

@@ -25,6 +25,7 @@ from app.loop.email import Written
 from app.loop.reward import rollout_seed
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
+from app.outcomes.verification import domain_of
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
@@ -83,11 +84,15 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
                 prospect = row.prospect
+                address = prospect.get("email")
+                at_domain = address and domain_of(address)
                 session.add(outcomes.email_ref(
                     ref, email, name=prospect["name"], company=prospect["company"], role=prospect["role"],
                     industry=prospect["industry"], tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id,
                     iteration=row.iteration, slot=row.position, graph_id=batch.graph_id, scenario_id=like,
-                    judge_score=written.score, draft_batch_id=batch_id, prospect_id=prospect["id"]))
+                    judge_score=written.score, draft_batch_id=batch_id, prospect_id=prospect["id"],
+                    recipient=address and services.secrets.pseudonym(address),
+                    recipient_domain=at_domain and services.secrets.pseudonym(at_domain)))
             stored += await repository.store_drafted(session, batch_id, row.position, like=like, email=traced,
                                                      judge_score=written.score, drafted_at=utcnow())
         await repository.count_completed(session, batch_id, stored)

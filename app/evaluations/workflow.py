@@ -82,7 +82,7 @@ async def evaluate_step(evaluation_id: str) -> str:
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:
-        goal = graph.scenarios[writers[0].config.scenario_ids[0]].goal
+        goal = writers[0].training[0].goal  # its first training scenario the graph still has
         held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or goal}
                     for i, p in enumerate(evaluation.prospects)]
     else:
@@ -115,8 +115,8 @@ async def evaluate_step(evaluation_id: str) -> str:
             off = estimators.OffPolicy(n=0, reason="it had no share in any batch whose sends have a known outcome")
         reports.append(PolicyEvaluation(
             policy=author.policy.source, held_out=len(judged), judge=estimators.mean_interval(judged),
-            predicted_reply=predicted_reply,
-            off_policy=off))
+            predicted_reply=predicted_reply, off_policy=off,
+            verified_recipients=len({row.replier for row in rows if row.policy_id == mine and row.replied})))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
                               "predict from")
@@ -129,7 +129,7 @@ async def evaluate_step(evaluation_id: str) -> str:
             await graphs.lock(session, evaluation.graph_id)  # promotions (and the graph's events) take turns
             await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationSucceededData,
                                           evaluation=evaluation.id, policies=evaluation.policies)
-            if promoted := await policy_service.promote_if_ahead(session, evaluation):
+            if promoted := await policy_service.promote_if_ahead(session, evaluation, settings.promotion_min_recipients):
                 log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
     return EvaluationStatus.SUCCEEDED.value
 

@@ -1,4 +1,4 @@
-"""Process log hygiene: a cancelled run is one line, not DBOS's traceback; no password is printed.
+"""Process log hygiene: a cancelled run is one line, not DBOS's traceback; no password or hook URL is printed.
 
 When a run is cancelled, DBOS logs `Exception encountered in asynchronous workflow` at ERROR
 with a `DBOSWorkflowCancelledError` (or `DBOSAwaitedWorkflowCancelledError`) traceback. That is
@@ -18,6 +18,8 @@ caller that gave up): nothing failed on the server's side.
 `RepeatLimit` bounds what anyone who can send a request can make the log say: of the records of one
 kind (same logger, level, line of code and exception class) it lets `limit` through per `period_s`,
 counts the rest, and notes the count on the first one let through after that.
+
+`HookUrls` replaces the source id of every `/outcomes/hooks/<id>` path in a line with `***`.
 """
 
 import logging
@@ -178,6 +180,35 @@ class RepeatLimit(logging.Filter):
 _repeats = RepeatLimit()
 
 
+_HOOK_ID = re.compile(r"(/outcomes/hooks/)([^/\s?#\"']+)")
+
+
+def redacted(text: str) -> str:
+    """`text` with every outcome hook's source id replaced by `***`."""
+    return _HOOK_ID.sub(r"\1***", text)
+
+
+class HookUrls(logging.Filter):
+    """An outcome source's hook URL is the only credential of SendGrid's and Mailgun's inbound mail: its id never
+    reaches a log line (uvicorn's access lines, an error's path, a traceback). Arguments are redacted one by one, as
+    uvicorn's access formatter reads them apart."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redacted(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redacted(arg) if isinstance(arg, str) else arg for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: redacted(arg) if isinstance(arg, str) else arg for key, arg in record.args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redacted(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+_hook_urls = HookUrls()
+SECRET_PATH_LOGGERS = ("uvicorn.access", "uvicorn.error", DBOS_LOGGER, "codreamer", "app")
+
+
 def limit_repeats(limit: int, period_s: float) -> None:
     """Sets the process's repeat limit (`install` starts with LOG_REPEATS per LOG_REPEAT_PERIOD_S)."""
     _repeats.limit, _repeats.period_s = limit, period_s
@@ -194,6 +225,9 @@ def install() -> None:
     for where in (logging.getLogger(DBOS_LOGGER), logging.getLogger("uvicorn.error"), logging.lastResort):
         if where is not None and _repeats not in where.filters:
             where.addFilter(_repeats)  # after the filters above: a cancellation is counted as the line it became
+    for where in (*map(logging.getLogger, SECRET_PATH_LOGGERS), logging.lastResort, *logging.getLogger().handlers):
+        if where is not None and _hook_urls not in where.filters:
+            where.addFilter(_hook_urls)
 
 
 def masked_url(url: str) -> str:

@@ -61,6 +61,12 @@ class Settings(BaseSettings):
         "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
         "trust a trait; also the deliveries at which a sent email's own rates carry half the feedback weight."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
+    reply_accept_recipient_domain: bool = Field(False, description=(
+        "Count a reply from another address at the domain an email went to (a colleague it was forwarded to) as that "
+        "recipient's one reply; by default only the address itself (or the email's plus-address) counts."))
+    promotion_min_recipients: int = Field(5, ge=1, description=(
+        "Distinct verified recipients whose replies to a challenger's drafts an evaluation must rest on before it "
+        "promotes the challenger (automatically, or under require_evidence)."))
     max_inbound_bytes: int = Field(10 * 1_048_576, ge=1024, description=(
         "Largest inbound message (the request body of /outcomes/hooks/{id}/inbound, attachments included): 413 above it."))
     inbound_parse_timeout_s: float = Field(10.0, gt=0, description=(

@@ -121,6 +121,14 @@ class GraphSummary(BaseModel):
                    scenarios=len(document.scenarios))
 
 
+class GraphReplaced(GraphSummary):
+    """A replacement's answer: the summary, and what the change affects."""
+
+    affects: list[str] = Field(default_factory=list, description=(
+        "Each deployed policy (champion or challenger) trained on scenarios the new document no longer has, and what "
+        "that means for drafting with it."))
+
+
 class GraphList(Page[GraphSummary]):
     """The graphs the tenant may use: its own and the shared ones."""
 

@@ -19,7 +19,8 @@ SourceId = Annotated[str, Path(max_length=64)]
 async def report_outcomes(body: OutcomeBatch, svc: ServicesDep, tenant: TenantDep) -> IngestResult:
     """What happened to sent emails, by their `ref`: each event id counts once; a ref this tenant does not know is
     acknowledged and counted as unattributed."""
-    return await service.ingest(svc.db, svc.secrets, tenant, body.events)
+    return await service.ingest(svc.db, svc.secrets, tenant, body.events,
+                                accept_domain=svc.settings.reply_accept_recipient_domain)
 
 
 @router.post("/outcome-sources", response_model=OutcomeSourceCreated, status_code=status.HTTP_201_CREATED,

@@ -75,6 +75,7 @@ class InboundReply(BaseModel):
     event_id: str  # what counts it once: its Message-ID (a digest when long or unstorable), else a digest of it all
     auto: bool  # an auto-reply: recorded, never counted as a reply
     sender: str | None  # the From address
+    plus_addressed: bool = False  # sent to the plus-address of the email it answers (`anything+eml_…@…`)
     occurred_at: datetime  # the reply's Date (UTC when it names no zone), else when it was parsed
     text: str  # the new text, quoted history and "On … wrote:" blocks removed, at most Limits.max_text_chars
 
@@ -327,17 +328,18 @@ def reply_of(headers, text: str, *, domain: str, now: datetime | None, limits: L
              extra_refs: Iterable[str | None] = (), sender: str | None = None) -> InboundReply:
     """The reply in a message's headers (`_Headers`, or a provider's `PairHeaders`) and text; `fallback_id` is
     digested into its event id when it has no Message-ID."""
+    plus = _ref_from_addresses(headers)
+    for candidate in extra_refs:  # a provider's own reading of the plus-address (Postmark's MailboxHash)
+        if plus is None and candidate and _BARE_REF.fullmatch(candidate.strip()):
+            plus = candidate.strip().lower()
     ref = (_ref_from_ids(headers.first("In-Reply-To"), domain)
            or _ref_from_ids(" ".join(headers.all("References")), domain)
-           or _ref_from_addresses(headers))
-    for candidate in extra_refs:  # a provider's own reading of the plus-address (Postmark's MailboxHash)
-        if ref is None and candidate and _BARE_REF.fullmatch(candidate.strip()):
-            ref = candidate.strip().lower()
+           or plus)
     message_id = headers.first("Message-ID") or None
     return InboundReply(
         ref=ref, message_id=message_id and _storable(message_id),
         event_id=storable_key(message_id) if message_id else "sha256:" + hashlib.sha256(fallback_id).hexdigest(),
-        auto=_is_auto(headers), sender=sender or sender_of(headers),
+        auto=_is_auto(headers), sender=sender or sender_of(headers), plus_addressed=ref is not None and ref == plus,
         occurred_at=_occurred_at(headers.first("Date"), now), text=new_text(text, limits.max_text_chars),
     )
 

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import Index, String, Text, UniqueConstraint
+from sqlalchemy import Index, String, Text, UniqueConstraint, true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
@@ -31,6 +31,10 @@ class EmailRef(Base):
     policy_id: Mapped[str | None] = mapped_column(String(40), index=True)
     draft_batch_id: Mapped[str | None] = mapped_column(String(40), index=True)
     prospect_id: Mapped[str | None] = mapped_column(String(200))
+    # a draft's, when its prospect has an address: the keyed hashes (as OutcomeRecord's) of it and of its domain, which
+    # a reply must come from to count (`app.outcomes.verification`)
+    recipient: Mapped[str | None] = mapped_column(String(64))
+    recipient_domain: Mapped[str | None] = mapped_column(String(64))
 
 
 class OutcomeSource(Base):
@@ -63,6 +67,10 @@ class OutcomeRecord(Base):
     type: Mapped[OutcomeType] = mapped_column(StrEnumText(OutcomeType))
     occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
     recipient: Mapped[str] = mapped_column(String(64))  # HMAC-SHA256 under SECRET_KEY, never the address
+    recipient_domain: Mapped[str | None] = mapped_column(String(64))  # the same of its domain (none: a key without "@")
+    # a reply from an address the email went to (`app.outcomes.verification`); an unverified one is shown, never counted.
+    # Every other event is the sender's own report, verified.
+    verified: Mapped[bool] = mapped_column(default=True, server_default=true())
     machine: Mapped[bool] = mapped_column(default=False)
     sentiment: Mapped[Sentiment | None] = mapped_column(StrEnumText(Sentiment))
     text: Mapped[str | None] = mapped_column(Text)  # a reply's text, only with STORE_REPLY_TEXT

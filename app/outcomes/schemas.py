@@ -103,9 +103,11 @@ class SentEmailOutcomes(BaseModel):
     opens: int = Field(description="Human opens (machine opens are left out).")
     machine_opens: int
     clicks: int = Field(description="Human clicks.")
-    replies: int = Field(description="Replies (auto-replies are left out).")
+    replies: int = Field(description="Verified replies (auto-replies are left out): at most one per recipient.")
     positive_replies: int
     bounces: int
+    unverified_replies: int = Field(0, description=(
+        "Replies from addresses the email did not go to (see which replies count): shown, never counted."))
     open_rate: float | None
     reply_rate: float | None
     reply_rate_interval: tuple[float, float] | None = Field(description="95 % Wilson interval of the reply rate.")

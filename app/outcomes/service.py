@@ -33,6 +33,7 @@ from app.outcomes.schemas import (
     Sentiment,
 )
 from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut
+from app.outcomes.verification import domain_of
 from app.stats.intervals import Z_95, wilson
 
 MIN_CALIBRATION_EMAILS = 5  # below this many sent emails, a rank correlation says nothing
@@ -42,20 +43,23 @@ INGEST_ATTEMPTS = 3  # a run deleted under a batch fails its insert once; the re
 
 
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
-                 texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None) -> IngestResult:
+                 texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None,
+                 plus_addressed: frozenset[str] = frozenset(), accept_domain: bool = False) -> IngestResult:
     """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one.
 
-    `nonce` (a signing key's hash, a one-time token) is recorded in the same transaction as the events: a request
-    refused or failed for any reason leaves it unused, so the provider's retry is accepted. A run deleted while its
-    events are stored (a foreign-key violation) makes them unattributed: the batch is taken in again. A run waiting for
-    outcomes learns of them from its worker, which looks (`app.engine.outcome_watch`).
+    A reply is verified (`app.outcomes.verification`): `plus_addressed` names the event ids of replies sent to their
+    email's plus-address, `accept_domain` is REPLY_ACCEPT_RECIPIENT_DOMAIN. `nonce` (a signing key's hash, a one-time
+    token) is recorded in the same transaction as the events: a request refused or failed for any reason leaves it
+    unused, so the provider's retry is accepted. A run deleted while its events are stored (a foreign-key violation)
+    makes them unattributed: the batch is taken in again. A run waiting for outcomes learns of them from its worker,
+    which looks (`app.engine.outcome_watch`).
     """
     for attempt in range(INGEST_ATTEMPTS):
         try:
             async with db.transaction() as session:
                 if nonce is not None and not await repository.first_use(session, *nonce):
                     raise Unauthorized("this request's one-time token was used before (a replayed request)")
-                result = await _store(session, box, tenant, events, source_id, texts)
+                result = await _store(session, box, tenant, events, source_id, texts, plus_addressed, accept_domain)
             break
         except IntegrityError:
             if attempt == INGEST_ATTEMPTS - 1:
@@ -64,7 +68,7 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
 
 
 async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: list[OutcomeEvent], source_id: str | None,
-                 texts: dict[str, str] | None) -> IngestResult:
+                 texts: dict[str, str] | None, plus_addressed: frozenset[str], accept_domain: bool) -> IngestResult:
     known = await repository.origins(session, {event.ref for event in events if event.ref})
     rows, seen, unattributed, repeated = [], set(), 0, 0
     for event in events:
@@ -76,13 +80,27 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
             repeated += 1
             continue
         seen.add(event.id)
+        domain = domain_of(event.recipient)
         rows.append({
             "tenant": tenant, "event_id": event.id, "source_id": source_id, "run_id": origin.run_id,
             "iteration": origin.iteration, "ref": event.ref, "type": event.type, "occurred_at": event.occurred_at,
-            "recipient": box.pseudonym(event.recipient), "machine": event.machine, "sentiment": event.sentiment,
-            "text": (texts or {}).get(event.id),
+            "recipient": box.pseudonym(event.recipient), "recipient_domain": domain and box.pseudonym(domain),
+            "machine": event.machine, "sentiment": event.sentiment, "text": (texts or {}).get(event.id), "verified": True,
         })
+    replies = [row for row in rows if row["type"] in repository.REPLIES]
+    reported = [row for row in rows if row["type"] not in repository.REPLIES]
+    if replies:
+        sends = await repository.sends(session, tenant, {row["ref"]: row["run_id"] for row in replies})
+        for row in reported:  # sends this very batch reports
+            if row["ref"] in sends:
+                sends[row["ref"]].add(row["recipient"], row["recipient_domain"])
+        for row in replies:
+            counted_as = sends[row["ref"]].counted_as(row["recipient"], row["recipient_domain"], accept_domain=accept_domain,
+                                                      plus_addressed=row["event_id"] in plus_addressed)
+            row["verified"] = counted_as is not None
+            row["recipient"] = counted_as or row["recipient"]
     stored = await repository.insert_new(session, rows) if rows else set()
+    await repository.verify_replies(session, tenant, {(row["run_id"], row["ref"], row["recipient"]) for row in reported})
     return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
 
 
@@ -175,7 +193,9 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
                          recipient=inbound.storable_key(reply.sender.strip()) if reply.sender and reply.sender.strip()
                          else "unknown")
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
-    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
+    return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts,
+                        plus_addressed=frozenset({event.id} if reply.plus_addressed else ()),
+                        accept_domain=settings.reply_accept_recipient_domain)
 
 
 async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
@@ -207,13 +227,16 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
 
 
 async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
-    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score."""
+    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score.
+    Unverified replies are shown apart and count in no rate."""
     counts: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     iterations: dict[str, int] = {}
-    for ref, iteration, kind, machine, sentiment, recipients in await repository.counts_by_ref(session, run_id):
+    for ref, iteration, kind, machine, sentiment, verified, recipients in await repository.counts_by_ref(session, run_id):
         iterations[ref] = iteration
         tally = counts[ref]
-        if kind == OutcomeType.OPENED:
+        if kind == OutcomeType.REPLIED and not verified:
+            tally["unverified_replies"] += recipients
+        elif kind == OutcomeType.OPENED:
             tally["machine_opens" if machine else "opens"] += recipients
         elif kind == OutcomeType.CLICKED and not machine:
             tally["clicks"] += recipients
@@ -231,6 +254,7 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
             iteration=iterations[ref], ref=ref, sends=sends.get(ref, 0), delivered=delivered, opens=tally["opens"],
             machine_opens=tally["machine_opens"], clicks=tally["clicks"], replies=tally["replies"],
             positive_replies=tally["positive_replies"], bounces=tally["bounces"],
+            unverified_replies=tally["unverified_replies"],
             open_rate=min(1.0, tally["opens"] / delivered) if delivered else None,
             reply_rate=min(1.0, tally["replies"] / delivered) if delivered else None,
             reply_rate_interval=wilson(min(tally["replies"], delivered) / delivered, delivered, Z_95) if delivered else None,

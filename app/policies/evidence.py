@@ -4,7 +4,8 @@ else SNIPS; each one's standard error is read back from its own 90 % interval, a
 rests on the sends its own policy wrote). Two intervals that merely overlap can still put a difference ahead: asking
 them to part would need about twice the sends. When the difference is not yet clear, the message says how many more
 sends of each would make it so at the difference seen so far (standard errors shrink with the square root of the
-sends).
+sends). Whatever the intervals say, the challenger's replies must come from a minimum number of distinct verified
+recipients (`app.outcomes.verification`; setting PROMOTION_MIN_RECIPIENTS).
 
 Those intervals are fixed-sample ones; a deployment that asks for `sequential` evidence reads the always-valid
 interval of the difference instead (`app.stats.intervals.always_valid_margin`)."""
@@ -39,7 +40,10 @@ def _said(name: str, interval: Interval) -> str:
     return f"{name} {interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequential: bool = False) -> Verdict:
+def verdict(result: EvaluationResult, challenger: str, champion: str, *, min_recipients: int,
+            sequential: bool = False) -> Verdict:
+    """Ahead only when the difference clears zero and the challenger's replies come from at least `min_recipients`
+    distinct verified recipients (PROMOTION_MIN_RECIPIENTS): a handful of people cannot make a champion."""
     found = {p.policy: p for p in result.policies}
     if challenger not in found or champion not in found:
         return Verdict(False, f"no evaluation compares {challenger!r} with the champion {champion!r}: "
@@ -57,7 +61,13 @@ def verdict(result: EvaluationResult, challenger: str, champion: str, *, sequent
     said = (f"the difference {difference:+.3f} [{difference - margin:+.3f}, {difference + margin:+.3f}]"
             + (" (always-valid)" if sequential else ""))
     if difference - margin > 0:
-        return Verdict(True, f"{shown}: {said}, ahead", **estimates)
+        recipients = found[challenger].verified_recipients
+        if recipients < min_recipients:
+            return Verdict(False, f"{shown}: {said}, ahead, but its replies come from {recipients} distinct verified "
+                                  f"recipients and a promotion needs at least {min_recipients} "
+                                  "(PROMOTION_MIN_RECIPIENTS)", **estimates)
+        return Verdict(True, f"{shown}: {said}, ahead, on replies from {recipients} distinct verified recipients",
+                       **estimates)
     if difference <= 0:
         return Verdict(False, f"{shown}: {said}, not ahead", **estimates)
     more = max(math.ceil(n * (margin / difference) ** 2) - n for n in sends)

@@ -51,9 +51,11 @@ def _policy(run: Run, row: Iteration) -> LearnedPolicy:
                          run_status=run.status, training_step=step, reward=row.rewards, created_at=row.finished_at)
 
 
-async def find(session: AsyncSession, ref: PolicyRef) -> LearnedPolicy | None:
-    """The policy, any tenant's (the caller checks whose), or None: no such run, or no such iteration recorded."""
-    run = await session.get(Run, ref.run_id)
+async def find(session: AsyncSession, ref: PolicyRef, tenant: str) -> LearnedPolicy | None:
+    """The tenant's policy, or None: no such run of the tenant's, or no such iteration recorded. The tenant is part of
+    the one query that finds the run, so another tenant's run costs what a missing one does (no timing tells them
+    apart)."""
+    run = await session.scalar(select(Run).where(Run.id == ref.run_id, Run.tenant == tenant))
     if run is None:
         return None
     iteration = ref.iteration if ref.iteration is not None else await runs.latest_iteration(session, run.id)

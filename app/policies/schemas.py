@@ -144,6 +144,9 @@ class PolicyEvaluation(BaseModel):
     judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
     predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
     off_policy: OffPolicy
+    verified_recipients: int = Field(0, description=(
+        "Distinct recipients whose verified replies to its sent drafts the off-policy estimate rests on; a promotion "
+        "needs PROMOTION_MIN_RECIPIENTS of them (0 in evaluations made before it was counted)."))
 
 
 class EvaluationResult(BaseModel):

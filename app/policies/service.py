@@ -44,9 +44,7 @@ async def find(session: AsyncSession, text: str, tenant: str) -> Policy | Learne
     ref = PolicyRef.parse(text)
     if ref is None:
         raise NotFound(f"{text[:120]!r} is no policy id: write 'pol_…', '<run_id>@<iteration>' or '<run_id>'")
-    live = await repository.find(session, ref)
-    if live is not None and live.tenant != tenant:
-        live = None
+    live = await repository.find(session, ref, tenant)
     source = live.id if live is not None else policy_id(ref.run_id, ref.iteration) if ref.iteration is not None else None
     policy = await store.by_source(session, source) if source else None
     if policy is not None and policy.tenant == tenant:
@@ -168,7 +166,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     if gated and incumbent is not None and incumbent != champion.source:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.source, incumbent})
         found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.source, incumbent,
-                         sequential=strict) if evaluation
+                         min_recipients=settings.promotion_min_recipients, sequential=strict) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.source!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -215,9 +213,10 @@ def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) ->
     return box.seal(url), box.seal(secret), secret
 
 
-async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
-    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers), announced on the graph; returns it, or None."""
+async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation, min_recipients: int) -> str | None:
+    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion, on replies of at least
+    `min_recipients` distinct verified recipients, becomes champion (the old champion takes its place among the
+    challengers), announced on the graph; returns it, or None."""
     current = await store.current_deployment(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -225,7 +224,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
         found = verdict(result, policy_id(challenger.run_id, challenger.iteration), champion,
-                        sequential=current.sequential)
+                        min_recipients=min_recipients, sequential=current.sequential)
         if found.ahead:
             demoted = TrafficArm(policy_id=current.policy_id, run_id=current.run_id, iteration=current.iteration,
                                  share=challenger.share)

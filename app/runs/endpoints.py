@@ -21,7 +21,7 @@ from app.kit.errors import Conflict, NotFound
 from app.kit.pages import cursor_params
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph import upload
-from app.knowledge_graph.schemas import GraphSummary
+from app.knowledge_graph.schemas import GraphReplaced, GraphSummary
 from app.knowledge_graph.service import GraphsDep
 from app.learned import store as policy_store
 from app.outcomes import service as outcomes
@@ -430,21 +430,22 @@ async def get_run_outcomes(tenant: TenantDep, run_id: str, session: ReadSession)
     return await outcomes.run_outcomes(session, run_id)
 
 
-@graphs_router.put("/{graph_id}", response_model=GraphSummary, summary="Replace a knowledge graph",
+@graphs_router.put("/{graph_id}", response_model=GraphReplaced, summary="Replace a knowledge graph",
                    responses={**GRAPH_IN_USE, **NOT_FOUND, **BODY_ERRORS, **upload.INVALID}, openapi_extra=upload.BODY)
 async def replace_graph(
     tenant: TenantDep, graph_id: str, request: Request, db: DatabaseDep, settings: SettingsDep, graphs: GraphsDep,
-) -> GraphSummary:
+) -> GraphReplaced:
     """Validated as an upload; the document's `id` must be the path's. Refused (409) while a run on
     the graph is queued or running. Finished runs keep their records; their node scores cover the
-    new graph's nodes (a node that vanished is no longer listed)."""
+    new graph's nodes (a node that vanished is no longer listed). `affects` names each deployed policy whose
+    training scenarios the new document no longer has."""
     async with db.read() as session:  # before reading the body: a refusal costs no parsing
         await graph_service.require_changeable(session, graph_id, tenant)
     document = await upload.read_upload(request, settings, path_id=graph_id)
     async with db.transaction() as session:
-        await service.replace_graph(session, document, tenant)
+        affects = await service.replace_graph(session, document, tenant)
     graphs.invalidate(graph_id)
-    return GraphSummary.of(document)
+    return GraphReplaced(**GraphSummary.of(document).model_dump(), affects=affects)
 
 
 @graphs_router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a knowledge graph",

@@ -21,6 +21,8 @@ from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph.schemas import GraphDocument
+from app.learned import store as policy_store
+from app.learned.models import Policy
 from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
 from app.runs import policies, queue, repository
@@ -169,14 +171,41 @@ async def _create_run(svc: Services, body: LearnLoopRequest, idempotency_key: st
     return RunCreated(run_id=run.id, status=run.status, webhook_secret=secret, webhook_secret_note=note, links=links(run.id))
 
 
-async def replace_graph(session: AsyncSession, document: GraphDocument, tenant: str) -> None:
+async def replace_graph(session: AsyncSession, document: GraphDocument, tenant: str) -> list[str]:
     """Swaps the tenant's graph for the document; refused (409) while a run on it is queued or running,
-    since a run keeps the version it started with by refusal, not by a copy."""
+    since a run keeps the version it started with by refusal, not by a copy. Returns what the change affects: each
+    deployed policy (champion or challenger) whose training scenarios the document no longer has."""
     await graph_service.lock_changeable(session, document.id, tenant)
     if active := await repository.runs_on_graph(session, document.id, active_only=True):
         raise Conflict(f"graph {document.id!r} is in use by {active} queued or running run(s); "
                        "wait for them to finish or cancel them")
+    affects = await _deployed_without_scenarios(session, document, tenant)
     await graphs.replace(session, document)
+    return affects
+
+
+async def _deployed_without_scenarios(session: AsyncSession, document: GraphDocument, tenant: str) -> list[str]:
+    deployment = await policy_store.current_deployment(session, document.id, tenant)
+    if deployment is None:
+        return []
+    kept = {scenario.id for scenario in document.scenarios}
+    roles = [(deployment.policy_id, "the champion")] + [(arm.policy_id, "a challenger") for arm in deployment.challengers or []]
+    affects = []
+    for policy_id, role in roles:
+        policy = await session.get(Policy, policy_id) if policy_id else None
+        if policy is None:
+            continue
+        trained = policy.config["scenario_ids"]
+        gone = [s for s in trained if s not in kept]
+        if not gone:
+            continue
+        left = [s for s in trained if s in kept]
+        affects.append(
+            f"policy {policy.source!r}, {role} of the deployment, was trained on scenario(s) {', '.join(map(repr, gone))}, "
+            "which the graph no longer has: "
+            + (f"it drafts from the rest ({', '.join(map(repr, left))})" if left else
+               "drafts with it are refused (422) until another policy is deployed"))
+    return affects
 
 
 async def delete_graph(session: AsyncSession, graph_id: str, tenant: str) -> None:

@@ -8,7 +8,7 @@ import os
 from email.message import EmailMessage
 from urllib.parse import urlencode
 
-from tests.service.test_outcomes import outcomes_of, world  # noqa: F401 (world: the module's fixture)
+from tests.service.test_outcomes import outcomes_of, sent_to, world  # noqa: F401 (world: the module's fixture)
 
 RFC822 = {"Content-Type": "message/rfc822"}
 
@@ -69,6 +69,7 @@ async def test_two_message_ids_sharing_their_first_500_characters_are_two_replie
     email = await first_email(alice, run_id)
     inbound, shared = await mailgun_inbound(alice), "<" + "m" * 600
     before = (await outcomes_of(alice, run_id, email["ref"])).get("replies", 0)
+    await sent_to(alice, email["ref"], "sam1@example.org", "sam2@example.org")
     for suffix in ("1@x>", "2@x>"):  # (replies count distinct recipients: two senders)
         raw = reply_to(email, shared + suffix, From=f"sam{suffix[0]}@example.org")
         answer = await alice.post(inbound, content=raw, headers=RFC822)
@@ -117,6 +118,7 @@ async def test_postmark_inbound_json_is_a_reply_behind_the_sources_basic_auth(wo
         "Attachments": [],
     }
     before = (await outcomes_of(alice, run_id, email["ref"])).get("replies", 0)
+    await sent_to(alice, email["ref"], "olga@saint-aldric.example")
     assert (await alice.post(source["inbound_url"], json=payload)).status_code == 401
     authorized = {"Authorization": f"Basic {credentials.decode()}"}
     answer = await alice.post(source["inbound_url"], json=payload, headers=authorized)
@@ -130,6 +132,7 @@ async def test_mailgun_route_forwards_parsed_and_raw_mime_are_replies(world):
     email = await first_email(alice, run_id)
     source = (await alice.post("/outcome-sources", json={"provider": "mailgun", "signing_key": "k" * 32})).json()
     before = (await outcomes_of(alice, run_id, email["ref"])).get("replies", 0)
+    await sent_to(alice, email["ref"], "mia@saint-aldric.example", "max@saint-aldric.example")
     parsed = {  # the fields Mailgun's documentation lists for a forward() to a URL
         "recipient": "sales@mg.example.com", "sender": "mia@saint-aldric.example",
         "from": "Mia Chen <mia@saint-aldric.example>", "subject": "Re: " + email["subject"],

@@ -190,6 +190,12 @@ async def outcomes_of(alice, run_id: str, ref: str) -> dict:
     return next((e for e in (await alice.get(f"/runs/{run_id}/outcomes")).json()["data"] if e["ref"] == ref), {})
 
 
+async def sent_to(alice, ref: str, *addresses: str) -> None:
+    """The sender reports the email delivered to these addresses: replies from them then count."""
+    events = [event(ref, "delivered", f"sent-{ref}-{address}", address) for address in addresses]
+    assert (await alice.post("/outcomes", json={"events": events})).status_code == 202
+
+
 async def test_sendgrid_events_signed_by_its_key_count_and_anything_else_is_a_401_storing_nothing(world):
     alice, bob, run_id = world
     ref = (await alice.get(f"/runs/{run_id}/iterations/1")).json()["trajectories"][1]["email"]["ref"]
@@ -288,6 +294,7 @@ async def test_replies_count_by_in_reply_to_and_auto_replies_do_not(world):
 
     inbound = source["inbound_url"]
     headers = {"Content-Type": "message/rfc822", "Authorization": f"Basic {credentials}"}
+    await sent_to(alice, email["ref"], "priya@saint-aldric.example")
     assert (await alice.post(inbound, content=reply("r-1"), headers={"Content-Type": "message/rfc822"})).status_code == 401
     assert (await alice.post(inbound, content=reply("r-1"), headers=headers)).json()["accepted"] == 1
     assert (await alice.post(inbound, content=reply("r-1"), headers=headers)).json()["duplicates"] == 1
