@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import Field, File, create_form_parser, parse_options_header
 
-from app.outcomes.replies.cutter import MAX_HEADER_LINE_CHARS, cut_text
+from app.outcomes.replies import Classification, classify_reply
+from app.outcomes.replies.cutter import MAX_HEADER_LINE_CHARS, cut_text  # noqa: F401 (the limit, read by its tests)
 from app.outcomes.replies.html import html_text
 
 # the ref: "eml_" and 20 lower-case base32 characters (digits allowed, whichever base32 alphabet made it)
@@ -70,10 +71,11 @@ class InboundReply(BaseModel):
     ref: str | None  # the email replied to; None when the reply names none of ours
     message_id: str | None  # the reply's own Message-ID, as in its header
     event_id: str  # what counts it once: its Message-ID (a digest when long or unstorable), else a digest of it all
-    auto: bool  # an auto-reply: recorded, never counted as a reply
+    auto: bool  # marked an auto-reply by its headers (RFC 3834 and the like): recorded, never counted as a reply
     sender: str | None  # the From address
     occurred_at: datetime  # the reply's Date (UTC when it names no zone), else when it was parsed
     text: str  # the new text, quoted history and "On … wrote:" blocks removed, at most Limits.max_text_chars
+    classification: Classification  # what the reply means (app.outcomes.replies.classify_reply), made in the parser
 
 
 def storable_key(value: str) -> str:
@@ -177,6 +179,14 @@ def _is_auto(headers) -> bool:
 _COLON_ZONE = re.compile(r"([+-]\d\d):(\d\d)\s*$")  # "-04:00", as some servers (and Postmark's JSON) write the zone
 
 
+# the header fields the classifier reads
+_CLASSIFIED_HEADERS = ("From", "Subject", "Content-Type", "Auto-Submitted", "Precedence", "X-Autoreply", "X-Autorespond",
+                       "X-Autoresponse", "X-Failed-Recipients", "X-MLServer")
+def _classified(headers, text: str, occurred_at: datetime) -> Classification:
+    fields = {name: value[:MAX_FROM_CHARS] for name in _CLASSIFIED_HEADERS if (value := headers.first(name))}
+    return classify_reply(text, fields, occurred_at)
+
+
 def _occurred_at(value: str | None, now: datetime | None) -> datetime:
     """The Date in UTC; a missing or unreadable one, or one that leaves the calendar once in UTC (year 9999 at
     -14:00), is `now`: the reply still counts, dated when it came."""
@@ -273,17 +283,38 @@ def reply_of(headers, text: str, *, domain: str, now: datetime | None, limits: L
         if ref is None and candidate and _BARE_REF.fullmatch(candidate.strip()):
             ref = candidate.strip().lower()
     message_id = headers.first("Message-ID") or None
+    occurred_at, own = _occurred_at(headers.first("Date"), now), new_text(text, limits.max_text_chars)
+    classification = _classified(headers, own, occurred_at)
     return InboundReply(
         ref=ref, message_id=message_id and _storable(message_id),
         event_id=storable_key(message_id) if message_id else "sha256:" + hashlib.sha256(fallback_id).hexdigest(),
         auto=_is_auto(headers), sender=sender or sender_of(headers),
-        occurred_at=_occurred_at(headers.first("Date"), now), text=new_text(text, limits.max_text_chars),
+        occurred_at=occurred_at, text=own, classification=classification,
     )
 
 
+def _report_of(raw: bytes, headers: _Headers, *, domain: str, now: datetime | None) -> InboundReply | None:
+    """A delivery report about one of our emails (the Message-ID it was sent with, quoted in the report's copy of its
+    headers): a bounce, recorded as an auto-reply; None for a report that names none of ours, or a read report."""
+    content_type = (headers.first("Content-Type") or "").lower()
+    if "delivery-status" not in content_type:
+        return None
+    ref = _ref_from_ids(raw.decode("latin-1"), domain)
+    if ref is None:
+        return None
+    message_id = headers.first("Message-ID") or None
+    occurred_at = _occurred_at(headers.first("Date"), now)
+    return InboundReply(
+        ref=ref, message_id=message_id and _storable(message_id),
+        event_id=storable_key(message_id) if message_id else "sha256:" + hashlib.sha256(raw).hexdigest(),
+        auto=True, sender=sender_of(headers), occurred_at=occurred_at, text="",
+        classification=_classified(headers, "", occurred_at))
+
+
 def parse_reply(raw: bytes, *, domain: str, now: datetime | None = None, limits: Limits = Limits()) -> InboundReply | None:
-    """The reply in a raw RFC 5322 message, or None when it is no reply: not a message at all, or a delivery
-    or read report (multipart/report), which a bounce webhook reports instead. Refused beyond `limits`.
+    """The reply in a raw RFC 5322 message, or None when it is no reply: not a message at all, a read report, or a
+    delivery report that names none of our emails. A delivery report about one of ours is a reply classified
+    `bounce` (auto, never counted as a reply). Refused beyond `limits`.
 
     `domain` is the one in the Message-IDs the service suggests (`<eml_…@DOMAIN>`); `now` is the time given
     a message without a readable Date (default: the clock).
@@ -293,7 +324,7 @@ def parse_reply(raw: bytes, *, domain: str, now: datetime | None = None, limits:
     if not any(name in headers for name in ("From", "To", "Message-ID", "In-Reply-To")):
         return None
     if headers.content_type() == "multipart/report":
-        return None
+        return _report_of(raw, headers, domain=domain, now=now)
     return reply_of(headers, _body_text(message, limits), domain=domain, now=now, limits=limits, fallback_id=raw)
 
 

@@ -23,8 +23,9 @@ from app.outcomes.replies.dates import return_date
 from app.outcomes.replies.lexicon import fold
 from app.outcomes.replies.types import Classification, DecidedBy, ReplyCategory
 
-MAX_CLASSIFIED_CHARS = 4000  # of the own text, what is read: the words that decide come first
-_AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk", "list"}
+MAX_REPORT_CHARS = 4000  # of the own text, what a delivery report is recognised in (one expression: cheap)
+MAX_CLASSIFIED_CHARS = 1000  # of the own text, what the phrases are looked for in: a reply's deciding words come first
+_AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk"}  # not "list": a person's reply through a mailing list
 _EMAIL = re.compile(r"[^\s@<>()]{1,64}@[^\s@<>()]{1,255}\.[a-z]{2,}")
 _WORD = re.compile(r"[^\W\d_]+")
 _NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -99,11 +100,11 @@ def classify_reply(own_text: str, headers: Mapping[str, str], received_at: datet
     """The reply's category; `own_text` is the reply's own text (see `own_text`), `headers` its header fields
     (names case-insensitive; {} when there are none), `received_at` when it came (a stated return date is read
     relative to it)."""
+    subject = fold(_header(headers, "subject"))[:500]
+    if reason := _bounce(headers, subject, fold(own_text[:MAX_REPORT_CHARS])):
+        return _decided(ReplyCategory.bounce, 0.95, reason)
     text = own_text[:MAX_CLASSIFIED_CHARS]
     folded = fold(text)
-    subject = fold(_header(headers, "subject"))[:500]
-    if reason := _bounce(headers, subject, folded):
-        return _decided(ReplyCategory.bounce, 0.95, reason)
     language = language_of(folded, text)
     auto = _auto_header(headers)
     auto_subject = lexicon.AUTO_SUBJECT.search(subject)

