@@ -90,7 +90,7 @@ def parse_postmark_inbound(record: Mapping[str, Any], body: bytes, *, domain: st
     pairs = [(str(item.get("Name", "")), str(item.get("Value", ""))) for item in listed
              if isinstance(item, dict)] if isinstance(listed, list) else []
     given = {name.lower() for name, _ in pairs}
-    for name in ("From", "To", "Cc", "Date"):
+    for name in ("From", "To", "Cc", "Date", "Subject"):
         if name.lower() not in given and _json_text(record, name).strip():
             pairs.append((name, _json_text(record, name)))
     if _json_text(record, "OriginalRecipient").strip():
