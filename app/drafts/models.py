@@ -55,3 +55,4 @@ class Draft(Base):
     variant: Mapped[int] = mapped_column(default=0)
     propensity: Mapped[float] = mapped_column(default=1.0)
     drafted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    suppressed: Mapped[dict | None]  # `{"reason", "until"}`: the prospect's address was suppressed, no email written

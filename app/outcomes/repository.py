@@ -1,16 +1,20 @@
 """Outcome rows: written once per event id and tenant, read back per run."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import and_, case, delete, func, select
+from sqlalchemy import and_, case, delete, func, literal, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.schemas import Email
+from app.kit.db import utcnow
 from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import SentEmail
-from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord
+from app.outcomes.meaning import NOT_COUNTED, REPLY_TYPES, UNSUBSCRIBES, Hold, InterestScale
+from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, Suppression
+from app.outcomes.replies import ReplyCategory
 from app.outcomes.schemas import OutcomeType
 
 
@@ -147,3 +151,140 @@ def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime):
             .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
             .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id)
             .having((delivered + replied) > 0).subquery())
+
+
+# ---------------------------------------------------------------- what replies meant, and suppression
+
+
+async def draft_origins(session: AsyncSession, refs: set[str]) -> dict[str, tuple[str | None, str | None]]:
+    """Each ref's draft batch and prospect (both None for a run's email)."""
+    if not refs:
+        return {}
+    rows = await session.execute(select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.prospect_id)
+                                 .where(EmailRef.ref.in_(refs)))
+    return {ref: (batch, prospect) for ref, batch, prospect in rows}
+
+
+def reply_page_query(tenant: str, *, run_id: str | None = None, batch_id: str | None = None, after: int = 0):
+    """A run's replies (to the emails its iterations wrote, not to its policies' drafts) or a draft batch's, oldest
+    first, each with its ref's prospect: rows of (OutcomeRecord, prospect_id, draft_batch_id)."""
+    query = (select(OutcomeRecord, EmailRef.prospect_id, EmailRef.draft_batch_id)
+             .join(EmailRef, EmailRef.ref == OutcomeRecord.ref)
+             .where(OutcomeRecord.tenant == tenant, OutcomeRecord.type.in_(REPLY_TYPES), OutcomeRecord.id > after))
+    if run_id is not None:
+        query = query.where(OutcomeRecord.run_id == run_id, EmailRef.draft_batch_id.is_(None))
+    if batch_id is not None:
+        query = query.where(EmailRef.draft_batch_id == batch_id)
+    return query.order_by(OutcomeRecord.id)
+
+
+async def reply_of(session: AsyncSession, row_id: int, tenant: str):
+    """One reply of the tenant's, with its ref's prospect and batch; None when there is none (or another tenant's)."""
+    row = (await session.execute(
+        select(OutcomeRecord, EmailRef.prospect_id, EmailRef.draft_batch_id)
+        .join(EmailRef, EmailRef.ref == OutcomeRecord.ref)
+        .where(OutcomeRecord.id == row_id, OutcomeRecord.tenant == tenant, OutcomeRecord.type.in_(REPLY_TYPES))
+        .with_for_update(of=OutcomeRecord))).first()
+    return tuple(row) if row is not None else None
+
+
+async def categories_by_ref(session: AsyncSession, refs: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per ref, its replies' distinct recipients by category (a recipient who replied twice in two categories counts
+    in both)."""
+    refs = list(refs)
+    out: dict[str, dict[str, int]] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, OutcomeRecord.category, func.count(OutcomeRecord.recipient.distinct()))
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.category.is_not(None))
+            .group_by(OutcomeRecord.ref, OutcomeRecord.category))
+        for ref, category, n in rows:
+            out.setdefault(ref, {})[category.value] = n
+    return out
+
+
+async def latest_categories(session: AsyncSession, refs: Iterable[str]) -> dict[str, ReplyCategory]:
+    """Per ref, the category of its latest reply (by its date; the later stored one on a tie)."""
+    refs = list(refs)
+    latest: dict[str, ReplyCategory] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, OutcomeRecord.category)
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.category.is_not(None))
+            .order_by(OutcomeRecord.occurred_at, OutcomeRecord.id))
+        latest.update(dict(rows.all()))
+    return latest
+
+
+def _weights(scale: InterestScale, weigh) -> dict[str, float]:
+    return {category.value: weigh(category) for category in ReplyCategory if weigh(category) > 0}
+
+
+def interest_by_recipient(scale: InterestScale, mature_before: datetime):
+    """Per (ref, recipient): `gain` (the best positive reply's weight on the interest scale, 0..1), `harm` (the worst
+    negative one's, 0..1; a provider's unsubscribe or complaint counts as an unsubscribe), `unsubscribed` (0/1), and
+    `known` (1 once delivered before the reply window closed, or replied to in any way that counts): a subquery."""
+    gains, harms = _weights(scale, scale.gain), _weights(scale, scale.harm)
+    category = OutcomeRecord.category
+    gain = func.max(case(*[(category == name, weight) for name, weight in gains.items()], else_=0.0)) if gains else literal(0.0)
+    harm = func.max(case(*[(category == name, weight) for name, weight in harms.items()], else_=0.0)) if harms else literal(0.0)
+    unsubscribed = func.max(case((category.in_([c.value for c in UNSUBSCRIBES]), 1), else_=0))
+    counted = and_(category.is_not(None), category.not_in([c.value for c in NOT_COUNTED]))
+    known = func.max(case((or_(_mature_delivery(mature_before), counted), 1), else_=0))
+    return (select(OutcomeRecord.ref, OutcomeRecord.recipient, gain.label("gain"), harm.label("harm"),
+                   unsubscribed.label("unsubscribed"), known.label("known"))
+            .group_by(OutcomeRecord.ref, OutcomeRecord.recipient))
+
+
+async def interest_by_ref(session: AsyncSession, refs: Iterable[str], scale: InterestScale, mature_before: datetime
+                          ) -> dict[str, tuple[float, float, int]]:
+    """Per ref with any outcome: (Σ gain, Σ harm, unsubscribed recipients) over its recipients (see
+    `interest_by_recipient`)."""
+    refs = list(refs)
+    out: dict[str, tuple[float, float, int]] = {}
+    for start in range(0, len(refs), 1000):
+        per = interest_by_recipient(scale, mature_before).where(OutcomeRecord.ref.in_(refs[start:start + 1000])).subquery()
+        rows = await session.execute(select(per.c.ref, func.sum(per.c.gain), func.sum(per.c.harm),
+                                            func.sum(per.c.unsubscribed)).group_by(per.c.ref))
+        out.update({ref: (float(g or 0), float(h or 0), int(u or 0)) for ref, g, h, u in rows})
+    return out
+
+
+async def suppress(session: AsyncSession, tenant: str, holds: dict[str, Hold]) -> None:
+    """Suppresses each recipient (by its keyed hash) for the tenant. For good wins over for a while; two whiles keep
+    the later end; a recipient suppressed for good keeps its first reason."""
+    if not holds:
+        return
+    insert = _insert(session)
+    statement = insert(Suppression)
+    now = utcnow()
+    permanent = or_(Suppression.until.is_(None), statement.excluded.until.is_(None))
+    statement = statement.on_conflict_do_update(index_elements=["tenant", "recipient"], set_={
+        "until": case((permanent, None), (statement.excluded.until > Suppression.until, statement.excluded.until),
+                      else_=Suppression.until),
+        "reason": case((Suppression.until.is_(None), Suppression.reason), else_=statement.excluded.reason),
+        "since": case((Suppression.until.is_(None), Suppression.since), else_=statement.excluded.since),
+    })
+    await session.execute(statement, [{"tenant": tenant, "recipient": recipient, "reason": hold.reason,
+                                       "since": now, "until": hold.until} for recipient, hold in holds.items()])
+
+
+async def suppressed(session: AsyncSession, tenant: str, recipients: Iterable[str], today: date) -> dict[str, Suppression]:
+    """The recipients (keyed hashes) suppressed today, with their suppression."""
+    recipients = list(recipients)
+    found: dict[str, Suppression] = {}
+    for start in range(0, len(recipients), 1000):
+        rows = await session.scalars(select(Suppression).where(
+            Suppression.tenant == tenant, Suppression.recipient.in_(recipients[start:start + 1000]),
+            or_(Suppression.until.is_(None), Suppression.until >= today)))
+        found.update({row.recipient: row for row in rows})
+    return found
+
+
+async def unsuppress(session: AsyncSession, tenant: str, recipient: str) -> bool:
+    """Lifts the recipient's suppression; False when there was none."""
+    gone = await session.scalar(delete(Suppression).where(Suppression.tenant == tenant, Suppression.recipient == recipient)
+                                .returning(Suppression.recipient))
+    return gone is not None
