@@ -41,7 +41,7 @@ CARRIED = [
 def upgrade() -> None:
     with op.batch_alter_table('outcome_events', schema=None) as batch_op:
         batch_op.add_column(sa.Column('category', sa.String(length=16), nullable=True))
-        batch_op.add_column(sa.Column('confidence', sa.Float(), nullable=True))
+        batch_op.add_column(sa.Column('confidence', sa.Double(), nullable=True))
         batch_op.add_column(sa.Column('decided_by', sa.String(length=16), nullable=True))
         batch_op.add_column(sa.Column('reason', sa.Text(), nullable=True))
         batch_op.add_column(sa.Column('returns_on', sa.Date(), nullable=True))

@@ -1,7 +1,8 @@
 """The catalogue of a draft batch's events.
 
 The same payload is an event's `data` in `GET /draft-batches/{batch_id}/events`, in its live stream, and in the webhook
-POSTed to the batch's `webhook_url`. A batch ends with `draft_batch.succeeded` or `draft_batch.failed`.
+POSTed to the batch's `webhook_url`. A batch ends with `draft_batch.succeeded` or `draft_batch.failed`; a
+`reply.received` follows for each reply to one of its drafts.
 """
 
 from enum import StrEnum
@@ -12,11 +13,13 @@ from pydantic import Field
 from app.drafts.schemas import BatchStatus
 from app.events.schemas import BatchEventData, Catalogue
 from app.kit.pages import Page
+from app.outcomes.replies import ReplyCategory
 
 
 class BatchEventType(StrEnum):
     DRAFT_BATCH_SUCCEEDED = "draft_batch.succeeded"
     DRAFT_BATCH_FAILED = "draft_batch.failed"
+    REPLY_RECEIVED = "reply.received"
 
 
 class BatchEndedData(BatchEventData):
@@ -41,10 +44,20 @@ class DraftBatchFailedData(BatchEndedData):
     status: Literal[BatchStatus.FAILED] = BatchStatus.FAILED
 
 
+class BatchReplyReceivedData(BatchEventData):
+    """A prospect replied to its draft, with what the reply meant, so that a CRM can route it at once."""
+
+    type = BatchEventType.REPLY_RECEIVED
+    ref: str = Field(description="The draft's email ref.")
+    category: ReplyCategory
+    confidence: float
+    prospect_id: str | None = Field(description="The prospect who replied.")
+
+
 PAYLOADS: dict[BatchEventType, type[BatchEventData]] = {
-    data.type: data for data in (DraftBatchSucceededData, DraftBatchFailedData)
+    data.type: data for data in (DraftBatchSucceededData, DraftBatchFailedData, BatchReplyReceivedData)
 }
-CATALOGUE = Catalogue(PAYLOADS, frozenset(PAYLOADS))
+CATALOGUE = Catalogue(PAYLOADS, frozenset({BatchEventType.DRAFT_BATCH_SUCCEEDED, BatchEventType.DRAFT_BATCH_FAILED}))
 AnyBatchEvent = Annotated[Union[tuple(CATALOGUE.event_models())], Field(discriminator="type")]  # noqa: UP007
 
 

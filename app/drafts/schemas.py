@@ -1,6 +1,6 @@
 """Drafts: one email per prospect the loop never saw, written with a policy, in batches (see the contract)."""
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from app.events.ssrf import WebhookURL
 from app.kit.pages import Page
+from app.outcomes.replies import ReplyCategory
 
 MAX_PROSPECTS = 1000
 NO_NUL = r"^[^\x00]*$"
@@ -114,6 +115,13 @@ class DraftProspect(BaseModel):
     goal: str
 
 
+class Suppressed(BaseModel):
+    """Why no email was written: the prospect's address is on the tenant's suppression list."""
+
+    reason: str
+    until: date | None = Field(description="The last day it stays suppressed; null: for good.")
+
+
 class DraftOut(BaseModel):
     position: int = Field(description="Its place in the batch, from 0: `after` for the page that follows it.")
     prospect: DraftProspect
@@ -125,6 +133,9 @@ class DraftOut(BaseModel):
     propensity: float = Field(description="The probability this policy had of being chosen for the prospect.")
     like: str | None = Field(description="The training scenario the prospect was found most like (its node scores and "
                                          "lessons were used).")
+    suppressed: Suppressed | None = Field(None, description=(
+        "Set when the prospect's address was suppressed (an unsubscribe, a complaint, a hard bounce, an out-of-office "
+        "until its return date, or `POST /suppressions`) as it was drafted: `email` is then null."))
 
 
 class DraftPage(Page[DraftOut]):
@@ -138,7 +149,9 @@ class ProspectOutcomes(BaseModel):
     opens: int
     clicks: int
     replies: int
-    positive_replies: int
+    positive_replies: int = Field(description="Replies in a category the interest scale (REPLY_INTEREST) puts above 0.")
+    replies_by_category: dict[str, int] = Field(description="Replies (auto-replies included) by category.")
+    category: ReplyCategory | None = Field(description="The latest reply's category; null before any reply.")
     bounces: int
 
 
@@ -148,4 +161,4 @@ class BatchOutcomes(BaseModel):
 
 CSV_COLUMNS = ("name", "email", "company", "role", "industry", "pains", "goal")
 EXPORT_COLUMNS = ("prospect_id", "name", "email", "company", "role", "industry", "subject", "body", "codreamer_ref",
-                  "message_id", "policy", "judge_score")
+                  "message_id", "policy", "judge_score", "suppressed")

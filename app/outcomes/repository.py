@@ -288,3 +288,16 @@ async def unsuppress(session: AsyncSession, tenant: str, recipient: str) -> bool
     gone = await session.scalar(delete(Suppression).where(Suppression.tenant == tenant, Suppression.recipient == recipient)
                                 .returning(Suppression.recipient))
     return gone is not None
+
+
+async def positive_recipients(session: AsyncSession, refs: Iterable[str], positive: Iterable[ReplyCategory]) -> dict[str, int]:
+    """Per ref, the distinct recipients with a reply in one of the `positive` categories."""
+    refs, positive = list(refs), [category.value for category in positive]
+    out: dict[str, int] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, func.count(OutcomeRecord.recipient.distinct()))
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.category.in_(positive)).group_by(OutcomeRecord.ref))
+        out.update(dict(rows.all()))
+    return out

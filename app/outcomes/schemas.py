@@ -121,7 +121,8 @@ class SentEmailOutcomes(BaseModel):
     machine_opens: int
     clicks: int = Field(description="Human clicks.")
     replies: int = Field(description="Replies (auto-replies are left out).")
-    positive_replies: int
+    positive_replies: int = Field(description="Replies in a category the interest scale (REPLY_INTEREST) puts above 0.")
+    replies_by_category: dict[str, int] = Field(description="Replies (auto-replies included) by category.")
     bounces: int
     open_rate: float | None
     reply_rate: float | None

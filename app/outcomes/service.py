@@ -32,7 +32,6 @@ from app.outcomes.schemas import (
     ReplyOut,
     RunOutcomes,
     SentEmailOutcomes,
-    Sentiment,
     SuppressionOut,
     SuppressionsAdded,
     SuppressionsIn,
@@ -261,8 +260,9 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
-    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score."""
+async def run_outcomes(session: AsyncSession, run_id: str, scale: meaning.InterestScale) -> RunOutcomes:
+    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score,
+    its replies by category (`positive_replies`: those the interest scale puts above 0)."""
     counts: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     iterations: dict[str, int] = {}
     for ref, iteration, kind, machine, sentiment, recipients in await repository.counts_by_ref(session, run_id):
@@ -274,18 +274,19 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
             tally["clicks"] += recipients
         elif kind == OutcomeType.REPLIED:
             tally["replies"] += recipients
-            tally["positive_replies"] += recipients if sentiment == Sentiment.POSITIVE else 0
         elif kind in (OutcomeType.DELIVERED, OutcomeType.BOUNCED):
             tally["delivered" if kind == OutcomeType.DELIVERED else "bounces"] += recipients
     sends = await repository.recipients_by_ref(session, run_id)
     scores = await repository.judge_scores(session, set(iterations))
+    by_category = await repository.categories_by_ref(session, iterations)
+    positive = await repository.positive_recipients(session, iterations, scale.positive)
     emails = []
     for ref in sorted(iterations, key=lambda r: (iterations[r], r)):
         tally, delivered = counts[ref], counts[ref]["delivered"]
         emails.append(SentEmailOutcomes(
             iteration=iterations[ref], ref=ref, sends=sends.get(ref, 0), delivered=delivered, opens=tally["opens"],
             machine_opens=tally["machine_opens"], clicks=tally["clicks"], replies=tally["replies"],
-            positive_replies=tally["positive_replies"], bounces=tally["bounces"],
+            positive_replies=positive.get(ref, 0), replies_by_category=by_category.get(ref, {}), bounces=tally["bounces"],
             open_rate=min(1.0, tally["opens"] / delivered) if delivered else None,
             reply_rate=min(1.0, tally["replies"] / delivered) if delivered else None,
             reply_rate_interval=wilson(min(tally["replies"], delivered) / delivered, delivered, Z_95) if delivered else None,
