@@ -126,7 +126,8 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
     ids = [deployed.policy_id] + [c.policy_id for c in challengers]
     if deployed.traffic == "auto":
         mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
-        seen = await store.sends_by_policy(session, tenant, body.graph_id, mature_before)
+        seen = await store.sends_by_policy(session, tenant, body.graph_id, mature_before,
+                                           InterestScale.of(settings.reply_interest))
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:

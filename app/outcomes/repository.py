@@ -103,29 +103,28 @@ async def judge_scores(session: AsyncSession, refs: set[str]) -> dict[str, float
     return dict((await session.execute(select(EmailRef.ref, EmailRef.judge_score).where(EmailRef.ref.in_(refs)))).all())
 
 
-async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: datetime, graph_id: str | None = None,
-                      run_id: str | None = None) -> list[SentEmail]:
+async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: datetime, scale: InterestScale,
+                      graph_id: str | None = None, run_id: str | None = None) -> list[SentEmail]:
     """The tenant's sent emails (on one graph, or of one run) with their mature outcomes, for the outcome model.
 
-    A delivery counts once it is older than the reply window (`mature_before`), or as soon as its recipient replied;
-    machine opens, bounces and auto-replies count for nothing.
+    A recipient counts once delivered longer ago than the reply window (`mature_before`), or as soon as a reply (or an
+    unsubscribe or complaint) says what the email meant to them; their replies weigh as the interest `scale` says.
+    Machine opens, bounces, out-of-office and auto-replies count for nothing.
     """
-    recipient = OutcomeRecord.recipient
-    delivered = func.count(case((_mature_delivery(mature_before), recipient)).distinct())
-    opens = func.count(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), recipient)).distinct())
-    replies = func.count(case((OutcomeRecord.type == OutcomeType.REPLIED, recipient)).distinct())
-    query = (select(OutcomeRecord.ref, delivered, opens, replies).where(OutcomeRecord.tenant == tenant)
-             .group_by(OutcomeRecord.ref))
+    per = interest_by_recipient(scale, mature_before).where(OutcomeRecord.tenant == tenant)
     if run_id is not None:
-        query = query.where(OutcomeRecord.run_id == run_id)
+        per = per.where(OutcomeRecord.run_id == run_id)
     if graph_id is not None:
-        query = query.join(EmailRef, EmailRef.ref == OutcomeRecord.ref).where(EmailRef.graph_id == graph_id)
-    counts = {ref: (n, o, r) for ref, n, o, r in await session.execute(query)}
+        per = per.join(EmailRef, EmailRef.ref == OutcomeRecord.ref).where(EmailRef.graph_id == graph_id)
+    per = per.subquery()
+    rows = await session.execute(select(per.c.ref, func.sum(per.c.known), func.sum(per.c.opened), func.sum(per.c.gain),
+                                        func.sum(per.c.harm)).group_by(per.c.ref))
+    counts = {ref: (int(n or 0), int(o or 0), float(g or 0), float(h or 0)) for ref, n, o, g, h in rows}
     if not counts:
         return []
     traits = await session.execute(select(EmailRef.ref, EmailRef.features, EmailRef.content_hash).where(EmailRef.ref.in_(counts)))
-    return [SentEmail(features=features, content_hash=content, delivered=max(counts[ref][0], counts[ref][2]),
-                      opens=counts[ref][1], replies=counts[ref][2]) for ref, features, content in traits]
+    return [SentEmail(features=features, content_hash=content, delivered=counts[ref][0], opens=counts[ref][1],
+                      positive=counts[ref][2], negative=counts[ref][3]) for ref, features, content in traits]
 
 
 async def forget_refs(session: AsyncSession, which) -> None:
@@ -141,16 +140,22 @@ def _mature_delivery(mature_before: datetime):
     return and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before)
 
 
-def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime):
+def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime, scale: InterestScale):
     """Every sent draft on the graph whose outcome is known (delivered before the reply window closed, or replied to),
-    as a subquery for the caller to count or join: `ref`, `draft_batch_id`, `slot`, `policy_id`, `replied` (0 or 1)."""
+    as a subquery for the caller to count or join: `ref`, `draft_batch_id`, `slot`, `policy_id`, `replied` (0 or 1),
+    `positive` (0 or 1: a reply the interest `scale` puts above 0), `unsubscribed` (0 or 1: an unsubscribe or a
+    complaint)."""
     delivered = func.max(case((_mature_delivery(mature_before), 1), else_=0))
     replied = func.max(case((OutcomeRecord.type == OutcomeType.REPLIED, 1), else_=0))
-    return (select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id, replied.label("replied"))
+    positive = func.max(case((and_(OutcomeRecord.type.in_(REPLY_TYPES),
+                                   OutcomeRecord.category.in_([c.value for c in scale.positive])), 1), else_=0))
+    unsubscribed = func.max(case((OutcomeRecord.category.in_([c.value for c in UNSUBSCRIBES]), 1), else_=0))
+    return (select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id, replied.label("replied"),
+                   positive.label("positive"), unsubscribed.label("unsubscribed"))
             .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
             .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
             .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id)
-            .having((delivered + replied) > 0).subquery())
+            .having((delivered + replied + unsubscribed) > 0).subquery())
 
 
 # ---------------------------------------------------------------- what replies meant, and suppression
@@ -225,7 +230,8 @@ def _weights(scale: InterestScale, weigh) -> dict[str, float]:
 def interest_by_recipient(scale: InterestScale, mature_before: datetime):
     """Per (ref, recipient): `gain` (the best positive reply's weight on the interest scale, 0..1), `harm` (the worst
     negative one's, 0..1; a provider's unsubscribe or complaint counts as an unsubscribe), `unsubscribed` (0/1), and
-    `known` (1 once delivered before the reply window closed, or replied to in any way that counts): a subquery."""
+    `known` (1 once delivered before the reply window closed, or replied to in any way that counts), `opened` (0/1, a
+    human open): a select the caller narrows (by tenant, run or graph) before it is made a subquery."""
     gains, harms = _weights(scale, scale.gain), _weights(scale, scale.harm)
     category = OutcomeRecord.category
     gain = func.max(case(*[(category == name, weight) for name, weight in gains.items()], else_=0.0)) if gains else literal(0.0)
@@ -233,8 +239,9 @@ def interest_by_recipient(scale: InterestScale, mature_before: datetime):
     unsubscribed = func.max(case((category.in_([c.value for c in UNSUBSCRIBES]), 1), else_=0))
     counted = and_(category.is_not(None), category.not_in([c.value for c in NOT_COUNTED]))
     known = func.max(case((or_(_mature_delivery(mature_before), counted), 1), else_=0))
+    opened = func.max(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), 1), else_=0))
     return (select(OutcomeRecord.ref, OutcomeRecord.recipient, gain.label("gain"), harm.label("harm"),
-                   unsubscribed.label("unsubscribed"), known.label("known"))
+                   unsubscribed.label("unsubscribed"), known.label("known"), opened.label("opened"))
             .group_by(OutcomeRecord.ref, OutcomeRecord.recipient))
 
 

@@ -168,7 +168,7 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     if gated and incumbent is not None and incumbent != champion.source:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.source, incumbent})
         found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.source, incumbent,
-                         sequential=strict) if evaluation
+                         sequential=strict, guardrail=settings.unsubscribe_guardrail) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.source!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -215,9 +215,10 @@ def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) ->
     return box.seal(url), box.seal(secret), secret
 
 
-async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str | None:
-    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion becomes champion (the old
-    champion takes its place among the challengers), announced on the graph; returns it, or None."""
+async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation, guardrail: float) -> str | None:
+    """With `auto_promote`, the first challenger the evaluation puts ahead of the champion (within the unsubscribe
+    `guardrail`) becomes champion (the old champion takes its place among the challengers), announced on the graph;
+    returns it, or None."""
     current = await store.current_deployment(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -225,7 +226,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation) -> str
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
         found = verdict(result, policy_id(challenger.run_id, challenger.iteration), champion,
-                        sequential=current.sequential)
+                        sequential=current.sequential, guardrail=guardrail)
         if found.ahead:
             demoted = TrafficArm(policy_id=current.policy_id, run_id=current.run_id, iteration=current.iteration,
                                  share=challenger.share)

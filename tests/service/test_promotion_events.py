@@ -261,8 +261,8 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
     created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
     evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
     result = EvaluationResult.model_validate(evaluation["result"])
-    assert verdict(result, challenger, champion).ahead  # the case: the fixed-sample interval clears zero …
-    assert not verdict(result, challenger, champion, sequential=True).ahead  # … the always-valid one does not
+    assert verdict(result, challenger, champion, guardrail=0.005).ahead  # the case: the fixed-sample interval clears zero …
+    assert not verdict(result, challenger, champion, sequential=True, guardrail=0.005).ahead  # … the always-valid one does not
 
     loosening = await bob.client.put("/graphs/demo/deployment", json={"policy": challenger, "sequential": False})
     assert loosening.status_code == 409 and "(always-valid)" in loosening.text
