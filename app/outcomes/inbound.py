@@ -7,13 +7,13 @@ A reply is attributed to its email by the ref (`eml_…`) in the Message-ID the 
 (`anything+eml_…@…`) the reply was sent to. Auto-replies (out of office, vacation, list robots) are
 flagged so that they are recorded but never counted as replies.
 
-The stdlib `email` package parses the message; `mail-parser-reply` cuts the quoted history and the
-"On … wrote:" block from the new text.
+The stdlib `email` package parses the message; `app.outcomes.replies` cuts the quoted history, mobile signatures and
+list footers from its text (measured over public reply corpora: bench/replies.py) and classifies it.
 
 Everything here reads input any sender of an email controls, and is CPU-bound: `app.outcomes.inbound_pool`
 runs it in worker processes under a time budget, never on the API's event loop. The work itself is bounded
 too (`Limits`): MIME parts and their nesting are counted while the message is parsed, and the reply cutter
-sees a bounded text whose long lines are hidden from it (see `new_text`).
+reads a bounded text in one pass, never taking a line longer than MAX_HEADER_LINE_CHARS for a header.
 """
 import email
 import email.parser
@@ -26,13 +26,14 @@ from datetime import UTC, datetime
 from email.feedparser import BytesFeedParser
 from email.message import EmailMessage, Message
 from email.utils import getaddresses, parsedate_to_datetime
-from html.parser import HTMLParser
 from urllib.parse import parse_qsl
 
-from mailparser_reply import EmailReplyParser
 from pydantic import BaseModel, ConfigDict
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import Field, File, create_form_parser, parse_options_header
+
+from app.outcomes.replies.cutter import MAX_HEADER_LINE_CHARS, cut_text
+from app.outcomes.replies.html import html_text
 
 # the ref: "eml_" and 20 lower-case base32 characters (digits allowed, whichever base32 alphabet made it)
 _REF = r"eml_[a-z0-9]{20}"
@@ -40,15 +41,11 @@ _MESSAGE_ID = re.compile(rf"<({_REF})@([^<>\s@]+)>", re.IGNORECASE)
 _PLUS_ADDRESS = re.compile(rf"\+({_REF})@", re.IGNORECASE)
 _BARE_REF = re.compile(rf"{_REF}", re.IGNORECASE)
 _AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk"}
-_QUOTE_LANGUAGES = ["en", "de", "fr", "es", "it", "nl"]  # the "On … wrote:" lines cut, in these languages
 
 MAX_KEY_CHARS = 500  # an event id or recipient key (OutcomeEvent's fields); longer ones are kept as a digest
-# No "On … wrote:" / "From: …" header line is this long; longer lines are hidden from the reply cutter (see new_text).
-MAX_HEADER_LINE_CHARS = 300
 # Of an HTML body, the first max_text_chars times this many characters are read: html.parser is quadratic on some
 # markup ("</" repeated with no ">": 2 MB took 268 s; 128 KB about 1 s), and a reply's own text comes first.
 HTML_CHARS_PER_TEXT_CHAR = 4
-_HIDDEN = re.compile("\ue000(\\d+)\ue001")  # a hidden line's placeholder (private-use characters, removed from input)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates (not UTF-8)
 
 
@@ -204,46 +201,6 @@ def sender_of(headers) -> str | None:
 # ---------------------------------------------------------------- text
 
 
-class _HtmlText(HTMLParser):
-    """The visible text of an HTML part, for a reply sent without a text/plain one."""
-
-    _BLOCKS = {"p", "div", "br", "tr", "li", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"}
-    _HIDDEN = {"style", "script", "head", "title"}
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.hidden = 0
-        self.quoted = 0
-
-    def handle_starttag(self, tag, attrs):
-        if tag in self._HIDDEN:
-            self.hidden += 1
-        elif tag == "blockquote":  # the quoted history, in HTML mail clients
-            self.quoted += 1
-        if tag in self._BLOCKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag):
-        if tag in self._HIDDEN:
-            self.hidden = max(0, self.hidden - 1)
-        elif tag == "blockquote":
-            self.quoted = max(0, self.quoted - 1)
-        if tag in self._BLOCKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data):
-        if not self.hidden and not self.quoted:
-            self.parts.append(data)
-
-
-def html_text(html: str) -> str:
-    parser = _HtmlText()
-    parser.feed(html)
-    parser.close()
-    return re.sub(r"\n{3,}", "\n\n", "".join(parser.parts))
-
-
 def _body_text(message: EmailMessage, limits: Limits) -> str:
     try:
         part = message.get_body(preferencelist=("plain", "html"))
@@ -264,26 +221,8 @@ def _body_text(message: EmailMessage, limits: Limits) -> str:
 
 
 def new_text(text: str, max_chars: int = Limits.max_text_chars) -> str:
-    """The reply's own text: mail-parser-reply cuts at the first "On … wrote:" / "From: …" / "-----Original
-    Message-----" header; quoted lines (">") left after that, as in a bare quote or an inline reply, go too.
-
-    Bounded, because the library is not: its header patterns (`On\\s(?:.+?\\s?.+?)\\s?wrote:` and the like, one per
-    language) backtrack quadratically over a line that starts with "On", "Am", "Il", "Le", "El" or "Op" (16 KB of
-    such a line took 11 s, 32 KB 46 s). The library is kept for what it knows (six languages, headers over two
-    lines, Outlook's header blocks), and only what it sees is bounded, in two ways: it reads the first `max_chars`
-    characters (a reply's own text comes first; the rest is quoted history or is cut), and a line longer than
-    MAX_HEADER_LINE_CHARS, which no header line is, reaches it as a placeholder and is put back afterwards. Its
-    cost is then at most linear in `max_chars` times MAX_HEADER_LINE_CHARS (about 0.1 s for 32 KB of the worst
-    lines), where a hand-written cutter would have to re-learn every client's header format.
-    """
-    text = text.replace("\r\n", "\n").replace("\ue000", "").replace("\ue001", "")[:max_chars]
-    text = re.sub(r"\n(?:[ \t\f\v]*\n){2,}", "\n\n\n", text)  # long runs of blank lines cost the library too
-    lines = text.split("\n")
-    shown = [line if len(line) <= MAX_HEADER_LINE_CHARS else f"\ue000{index}\ue001" for index, line in enumerate(lines)]
-    latest = EmailReplyParser(languages=_QUOTE_LANGUAGES).parse_reply("\n".join(shown)) or ""
-    latest = _HIDDEN.sub(lambda m: lines[int(m.group(1))].strip(), latest)
-    kept = [line for line in latest.splitlines() if not line.lstrip().startswith(">")]
-    return _storable(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip())
+    """The reply's own text (`app.outcomes.replies.cutter`), of the first `max_chars` characters, storable."""
+    return _storable(cut_text(text, max_chars))
 
 
 # ---------------------------------------------------------------- raw RFC 822
