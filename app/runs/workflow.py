@@ -238,7 +238,7 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
     # Before the first send nothing a rollout tries can be sent (the published email is the greedy one until outcomes
     # exist): exploration starts with the outcome model.
     exploration = (Exploration(feedback.model, graph, config.exploration)
-                   if isinstance(feedback, OutcomeFeedback) and feedback.model.replies is not None and config.exploration > 0
+                   if isinstance(feedback, OutcomeFeedback) and feedback.model.positive is not None and config.exploration > 0
                    else None)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
