@@ -167,7 +167,7 @@ async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(wo
                          "recipient": who})
         if draft["policy"] == untrained:
             outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who})
+                             "recipient": who, "category": "interested"})
     assert (await alice.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
     created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [untrained, champion]})).json()
     evaluation = await settled(alice.client, f"/evaluations/{created['evaluation_id']}")
@@ -256,7 +256,7 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
                          "recipient": who})
         if draft["policy"] == challenger and n % 3 == 0:
             outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who})
+                             "recipient": who, "category": "interested"})
     assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
     created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
     evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
