@@ -17,12 +17,13 @@ DRAFTS = Queue("drafts", by_tenant=True)
 DRAFT_CHUNKS = Queue("draft_chunks", by_tenant=True)
 QUEUES = (RUNS, DRAFTS, DRAFT_CHUNKS)
 
-LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=3)
+LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=4)
 # 2: chunks enqueued by tenant, steps retried through database trouble, a cancelled batch drafts no more
 DRAFT_BATCH = Workflow("draft_batch", DRAFTS, "app.drafts.workflow", version=2)
-DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=2)
-# 2: steps retried through database trouble; a cancelled evaluation is left cancelled
-EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=2)
+# 3: by tenant, retried through database trouble, and suppressed prospects drafted as such
+DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=3)
+# 3: steps retried through database trouble; a cancelled evaluation is left cancelled; judged by positive replies
+EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=3)
 WORKFLOWS = (LEARNING_RUN, DRAFT_BATCH, DRAFT_CHUNK, EVALUATION)
 
 APPLICATION_VERSION = "+".join(f"{workflow.name}-{workflow.version}" for workflow in WORKFLOWS)

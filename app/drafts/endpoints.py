@@ -16,6 +16,9 @@ from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDe
 from app.kit.docs import inline_refs
 from app.kit.errors import invalid
 from app.kit.pages import cursor_params
+from app.outcomes import service as outcomes
+from app.outcomes.endpoints import RepliesCursor
+from app.outcomes.schemas import ReplyList
 
 router = APIRouter(tags=["drafts"])
 CONFLICT = {409: {"model": ErrorOut, "description": "The batch's status refuses it"}}
@@ -146,6 +149,19 @@ async def list_drafts(batch_id: BatchId, request: Request, session: ReadSession,
 
 @router.get("/draft-batches/{batch_id}/outcomes", response_model=BatchOutcomes, summary="What the drafts earned",
             responses=NOT_FOUND)
-async def get_batch_outcomes(batch_id: BatchId, session: ReadSession, tenant: TenantDep) -> dict:
+async def get_batch_outcomes(batch_id: BatchId, session: ReadSession, svc: ServicesDep, tenant: TenantDep) -> dict:
     """Per drafted prospect, the distinct recipients that each outcome reached (human opens and clicks only)."""
-    return {"data": await service.batch_outcomes(session, await service.batch_of(session, batch_id, tenant))}
+    return {"data": await service.batch_outcomes(session, await service.batch_of(session, batch_id, tenant),
+                                                 svc.settings)}
+
+
+@router.get("/draft-batches/{batch_id}/replies", response_model=ReplyList, summary="Replies to the batch's drafts",
+            responses=NOT_FOUND)
+async def list_batch_replies(batch_id: BatchId, session: ReadSession, svc: ServicesDep, tenant: TenantDep,
+                             page: RepliesCursor) -> dict:
+    """Oldest first: each reply's prospect, category (relabel with `PATCH /replies/{id}`), confidence, who decided it,
+    when it came, an out-of-office's return date, and its own text only with STORE_REPLY_TEXT."""
+    batch = await service.batch_of(session, batch_id, tenant)
+    data, more = await outcomes.replies_page(session, svc.settings, tenant, batch_id=batch.id, after=page.after,
+                                             limit=page.limit)
+    return {"data": data, "has_more": more}

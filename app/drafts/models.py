@@ -56,3 +56,4 @@ class Draft(Base):
     propensity: Mapped[float] = mapped_column(default=1.0)
     drafted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     sanitized: Mapped[list | None]  # what was removed from the prospect's fields (`app.kit.untrusted_text`), if anything
+    suppressed: Mapped[dict | None]  # `{"reason", "until"}`: the prospect's address was suppressed, no email written

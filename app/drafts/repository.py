@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import BatchStatus
 from app.outcomes import repository as outcomes
+from app.outcomes.meaning import InterestScale
 from app.outcomes.models import EmailRef, OutcomeRecord
 
 
@@ -59,14 +60,15 @@ async def arms_by_batch(session: AsyncSession, tenant: str, graph_id: str) -> di
     return {batch: arms or [] for batch, arms in rows}
 
 
-async def logged_sends(session: AsyncSession, tenant: str, graph_id: str, mature_before) -> list:
+async def logged_sends(session: AsyncSession, tenant: str, graph_id: str, mature_before, scale: InterestScale) -> list:
     """Every sent draft on the graph whose outcome is known, with the traffic decision logged when it was drafted:
-    rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `replied` 0/1,
-    `prospect`, `replier`: the keyed hash of whoever replied, verified, or None)."""
-    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
+    rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `positive` 0/1 (a
+    verified positive reply by the interest `scale`), `unsubscribed` 0/1 (an unsubscribe or a complaint), `prospect`,
+    `replier`: the keyed hash of whoever replied, verified, or None)."""
+    known = outcomes.known_draft_sends(tenant, graph_id, mature_before, scale)
     return (await session.execute(
-        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.replied, Draft.prospect,
-               known.c.replier)
+        select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.positive,
+               known.c.unsubscribed, Draft.prospect, known.c.replier)
         .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))).all()
 
 

@@ -1,6 +1,6 @@
 """Drafts: one email per prospect the loop never saw, written with a policy, in batches (see the contract)."""
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraint
 from app.events.ssrf import WebhookURL
 from app.kit.pages import Page
 from app.kit.untrusted_text import clean
+from app.outcomes.replies import ReplyCategory
 
 MAX_PROSPECTS = 1000
 NO_NUL = r"^[^\x00]*$"
@@ -174,6 +175,13 @@ class DraftProspect(BaseModel):
     goal: str
 
 
+class Suppressed(BaseModel):
+    """Why no email was written: the prospect's address is on the tenant's suppression list."""
+
+    reason: str
+    until: date | None = Field(description="The last day it stays suppressed; null: for good.")
+
+
 class DraftOut(BaseModel):
     position: int = Field(description="Its place in the batch, from 0: `after` for the page that follows it.")
     prospect: DraftProspect
@@ -188,6 +196,9 @@ class DraftOut(BaseModel):
     sanitized: list[str] = Field(default_factory=list, description=(
         "What was removed from the prospect's fields before drafting, one note per field and kind (`company: control "
         "characters removed`): control characters, markup, links, payment instructions, instruction-like text."))
+    suppressed: Suppressed | None = Field(None, description=(
+        "Set when the prospect's address was suppressed (an unsubscribe, a complaint, a hard bounce, an out-of-office "
+        "until its return date, or `POST /suppressions`) as it was drafted: `email` is then null."))
 
 
 class DraftPage(Page[DraftOut]):
@@ -201,7 +212,10 @@ class ProspectOutcomes(BaseModel):
     opens: int
     clicks: int
     replies: int = Field(description="Verified replies: from the address the draft went to (at most one).")
-    positive_replies: int
+    positive_replies: int = Field(description="Verified replies in a category the interest scale (REPLY_INTEREST) puts "
+                                              "above 0.")
+    replies_by_category: dict[str, int] = Field(description="Replies (auto-replies included) by category.")
+    category: ReplyCategory | None = Field(description="The latest reply's category; null before any reply.")
     bounces: int
     unverified_replies: int = Field(0, description="Replies from other addresses: shown, never counted.")
 
@@ -212,4 +226,4 @@ class BatchOutcomes(BaseModel):
 
 CSV_COLUMNS = ("name", "email", "company", "role", "industry", "pains", "goal")
 EXPORT_COLUMNS = ("prospect_id", "name", "email", "company", "role", "industry", "subject", "body", "codreamer_ref",
-                  "message_id", "policy", "judge_score")
+                  "message_id", "policy", "judge_score", "suppressed")

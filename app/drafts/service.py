@@ -11,7 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
 from app.drafts import queue, repository
-from app.drafts.events import DraftBatchCancelledData, DraftBatchFailedData, DraftBatchSucceededData
+from app.drafts.events import (
+    BatchReplyReceivedData,
+    DraftBatchCancelledData,
+    DraftBatchFailedData,
+    DraftBatchSucceededData,
+)
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
     CSV_COLUMNS,
@@ -43,7 +48,10 @@ from app.knowledge_graph.schemas import Scenario
 from app.learned import store
 from app.learned.models import Policy, TrafficArm
 from app.learned.store import policy_id
-from app.outcomes.schemas import OutcomeType, Sentiment
+from app.outcomes import notices
+from app.outcomes import repository as outcomes
+from app.outcomes.meaning import InterestScale
+from app.outcomes.schemas import OutcomeType
 from app.runs import policies as kept
 from app.stats.bandit import auto_shares, champion_share
 
@@ -130,7 +138,8 @@ async def _arms(session: AsyncSession, body: DraftRequest, tenant: str, settings
     ids = [deployed.policy_id] + [c.policy_id for c in challengers]
     if deployed.traffic == "auto":
         mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
-        seen = await store.sends_by_policy(session, tenant, body.graph_id, mature_before)
+        seen = await store.sends_by_policy(session, tenant, body.graph_id, mature_before,
+                                           InterestScale.of(settings.reply_interest))
         shares = auto_shares([seen.get(arm, (0, 0)) for arm in ids], floor=deployed.floor, min_sends=deployed.min_sends,
                              seed=body.seed)
     else:
@@ -333,6 +342,21 @@ def subject(batch: DraftBatch) -> Subject:
     return Subject(SubjectKind.DRAFT_BATCH, batch.id, batch.tenant)
 
 
+@notices.listen
+async def announce_reply(session: AsyncSession, notice: notices.ReplyNotice) -> None:
+    """`reply.received` for a reply to one of the batch's drafts, to its events and its webhook."""
+    if notice.draft_batch_id is None:
+        return
+    batch = await session.get(DraftBatch, notice.draft_batch_id, with_for_update=True)
+    if batch is None:
+        return
+    about = subject(batch)
+    await events.emit(session, about, BatchReplyReceivedData(
+        batch_id=batch.id, seq=await events.last_seq(session, about) + 1, ref=notice.ref, category=notice.category,
+        confidence=notice.confidence, prospect_id=notice.prospect_id),
+        Receiver(batch.webhook_url, batch.webhook_secret) if batch.webhook_url else None)
+
+
 def batch_view(batch: DraftBatch) -> BatchOut:
     return BatchOut(batch_id=batch.id, graph_id=batch.graph_id, policy=policy_id(batch.run_id, batch.iteration),
                     policy_id=batch.policy_id,
@@ -344,7 +368,8 @@ def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
                     policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
                     judge_score=draft.judge_score,
-                    variant=draft.variant, propensity=draft.propensity, like=draft.like, sanitized=draft.sanitized or [])
+                    variant=draft.variant, propensity=draft.propensity, like=draft.like, sanitized=draft.sanitized or [],
+                    suppressed=draft.suppressed)
 
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
@@ -363,15 +388,17 @@ async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
         writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
                          prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
                          email.get("message_id", ""), policy_id(draft.run_id, draft.iteration),
-                         "" if draft.judge_score is None else f"{draft.judge_score:.4f}"])
+                         "" if draft.judge_score is None else f"{draft.judge_score:.4f}",
+                         (draft.suppressed or {}).get("reason", "")])
     return out.getvalue()
 
 
-async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[ProspectOutcomes]:
-    """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only)."""
+async def batch_outcomes(session: AsyncSession, batch: DraftBatch, settings: Settings) -> list[ProspectOutcomes]:
+    """Per drafted prospect: distinct recipients of each kind of outcome of its email (human opens and clicks only),
+    its replies by category and its latest reply's."""
     refs, rows = await repository.refs_and_outcomes(session, batch.id)
     counts: dict[str, dict[str, int]] = {ref: {} for ref in refs}
-    for ref, kind, machine, sentiment, verified, n in rows:
+    for ref, kind, machine, _sentiment, verified, n in rows:
         tally = counts[ref]
         if kind == OutcomeType.REPLIED and not verified:
             tally["unverified_replies"] = tally.get("unverified_replies", 0) + n
@@ -380,8 +407,9 @@ async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[Prosp
                OutcomeType.OPENED: None if machine else "opens", OutcomeType.CLICKED: None if machine else "clicks"}.get(kind)
         if key:
             tally[key] = tally.get(key, 0) + n
-        if kind == OutcomeType.REPLIED and sentiment == Sentiment.POSITIVE:
-            tally["positive_replies"] = tally.get("positive_replies", 0) + n
+    by_category = await outcomes.categories_by_ref(session, refs)
+    latest = await outcomes.latest_categories(session, refs)
+    positive = await outcomes.positive_recipients(session, refs, InterestScale.of(settings.reply_interest).positive)
     return [ProspectOutcomes(prospect_id=prospect, ref=ref, **{k: counts[ref].get(k, 0) for k in (
-        "delivered", "opens", "clicks", "replies", "positive_replies", "bounces", "unverified_replies")})
-        for ref, prospect in refs.items()]
+        "delivered", "opens", "clicks", "replies", "bounces", "unverified_replies")}, positive_replies=positive.get(ref, 0),
+        replies_by_category=by_category.get(ref, {}), category=latest.get(ref)) for ref, prospect in refs.items()]

@@ -26,6 +26,7 @@ from app.loop.reward import rollout_seed
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
 from app.outcomes.verification import domain_of
+from app.outcomes.service import suppressions_of
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
@@ -59,8 +60,13 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
         if batch is None or batch.status == BatchStatus.CANCELLED:
             return 0
         pending = await repository.pending(session, batch_id, start, end)
+        # a suppressed prospect is drafted as such, with no email (the batch goes on)
+        holds = await suppressions_of(session, services.secrets, batch.tenant, [row.prospect.get("email") for row in pending])
     if not pending:
         return 0
+    suppressed = {row.position: hold.model_dump(mode="json", include={"reason", "until"})
+                  for row, hold in zip(pending, holds, strict=True) if hold is not None}
+    pending = [row for row in pending if row.position not in suppressed]
     graph = await services.graphs.get(batch.graph_id)
     writers = {key: await writer(executor, graph, key) for key in sorted({row.policy_id for row in pending})}
     gate = asyncio.Semaphore(services.settings.rollout_concurrency)
@@ -95,6 +101,8 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                     recipient_domain=at_domain and services.secrets.pseudonym(at_domain)))
             stored += await repository.store_drafted(session, batch_id, row.position, like=like, email=traced,
                                                      judge_score=written.score, drafted_at=utcnow())
+        for position, hold in suppressed.items():
+            stored += await repository.store_drafted(session, batch_id, position, suppressed=hold, drafted_at=utcnow())
         await repository.count_completed(session, batch_id, stored)
     return stored
 

@@ -1,5 +1,7 @@
 """An evaluation's durable workflow: one step writes each policy's emails to the held-out prospects, judges them and
-predicts their reply rate, then estimates each policy's reply rate off-policy from the drafts already sent. Only
+predicts their positive-reply rate, then estimates off-policy, from the drafts already sent, each policy's
+positive-reply rate (a reply the interest scale puts above 0) and its unsubscribe-and-complaint rate (the promotion
+gate's guardrail). Only
 workers import this module (it imports the loop)."""
 
 import logging
@@ -23,6 +25,7 @@ from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import rollout_seed
 from app.outcomes import repository as outcomes
+from app.outcomes.meaning import InterestScale
 from app.policies import service as policy_service
 from app.policies.events import EvaluationSucceededData
 from app.policies.schemas import EvaluationResult, PolicyEvaluation
@@ -72,13 +75,15 @@ async def evaluate_step(evaluation_id: str) -> str:
         evaluation.status = EvaluationStatus.RUNNING
     graph = await services.graphs.get(evaluation.graph_id)
     mature_before = utcnow() - timedelta(seconds=settings.reply_window_s)
+    scale = InterestScale.of(settings.reply_interest)
     async with services.db.read() as session:
-        sent = await outcomes.sent_emails(session, evaluation.tenant, mature_before=mature_before, graph_id=graph.id)
-        logged = await drafts.logged_sends(session, evaluation.tenant, graph.id, mature_before)
+        sent = await outcomes.sent_emails(session, evaluation.tenant, mature_before=mature_before, scale=scale,
+                                          graph_id=graph.id)
+        logged = await drafts.logged_sends(session, evaluation.tenant, graph.id, mature_before, scale)
         # per batch, each policy's share of it: a policy outside a batch had no chance there
         shares = {batch: {arm.policy_id: arm.share for arm in arms}
                   for batch, arms in (await drafts.arms_by_batch(session, evaluation.tenant, graph.id)).items()}
-    model = OutcomeModel.fit(sent, settings.outcome_prior_sends)
+    model = OutcomeModel.fit(sent, settings.outcome_prior_sends, scale.bottom / scale.top)
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:
@@ -103,19 +108,22 @@ async def evaluate_step(evaluation_id: str) -> str:
                 likes.append(like)
                 predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
                                                                segment(prospect["role"], prospect["industry"])),
-                                                content_hash(email)).p_reply)
+                                                content_hash(email)).p_positive)
         predicted_reply = estimators.mean_interval(predicted)
         mine = author.policy.id
         rows = [row for row in logged if shares.get(row.batch, {}).get(mine, 0) > 0]
+        arms, propensities = [int(row.policy_id == mine) for row in rows], [row.propensity for row in rows]
         off = estimators.off_policy(
-            arms=[int(row.policy_id == mine) for row in rows], propensities=[row.propensity for row in rows],
-            rewards=[float(row.replied) for row in rows], arm=1,
+            arms=arms, propensities=propensities, rewards=[float(row.positive) for row in rows], arm=1,
             predicted=direct_method(author.training, likes, predicted, [row.prospect for row in rows]))
+        unsubscribes = estimators.off_policy(arms=arms, propensities=propensities,
+                                             rewards=[float(row.unsubscribed) for row in rows], arm=1, predicted=None)
         if logged and not rows:
-            off = estimators.OffPolicy(n=0, reason="it had no share in any batch whose sends have a known outcome")
+            off = unsubscribes = estimators.OffPolicy(
+                n=0, reason="it had no share in any batch whose sends have a known outcome")
         reports.append(PolicyEvaluation(
             policy=author.policy.source, held_out=len(judged), judge=estimators.mean_interval(judged),
-            predicted_reply=predicted_reply, off_policy=off,
+            predicted_reply=predicted_reply, off_policy=off, unsubscribes=unsubscribes,
             verified_recipients=len({row.replier for row in rows if row.policy_id == mine and row.replied})))
     result = EvaluationResult(policies=reports, held_out_reason=reason, predicted_reply_reason=None if model.fitted else
                               "no email sent on this graph has a known outcome yet: the outcome model has nothing to "
@@ -129,7 +137,8 @@ async def evaluate_step(evaluation_id: str) -> str:
             await graphs.lock(session, evaluation.graph_id)  # promotions (and the graph's events) take turns
             await policy_service.announce(session, evaluation.graph_id, evaluation.tenant, EvaluationSucceededData,
                                           evaluation=evaluation.id, policies=evaluation.policies)
-            if promoted := await policy_service.promote_if_ahead(session, evaluation, settings.promotion_min_recipients):
+            if promoted := await policy_service.promote_if_ahead(session, evaluation, settings.promotion_min_recipients,
+                                                                 settings.unsubscribe_guardrail):
                 log.info("evaluation %s put %s ahead on graph %s: promoted", evaluation_id, promoted, evaluation.graph_id)
     return EvaluationStatus.SUCCEEDED.value
 

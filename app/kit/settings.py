@@ -13,6 +13,11 @@ DATABASE_POOL_SIZE = 10  # connections a process keeps, at least
 # Connections one executing run holds at once, at most: its overlapped stages (the next iteration's rollouts while this
 # one trains) each hold one (20 runs on one worker held 36 at their busiest).
 RUN_CONNECTIONS = 2
+# Near the sales tools' interest scales (Instantly: meeting booked 2, interested 1, out of office 0, not interested -1,
+# wrong person -2, lost -3): a question or a referral is a small step forward, an unsubscribe or a complaint the worst.
+DEFAULT_REPLY_INTEREST = {"meeting": 2.0, "interested": 1.0, "question": 0.5, "referral": 0.5, "wrong_person": -1.0,
+                          "not_interested": -1.0, "unsubscribe": -3.0, "out_of_office": 0.0, "auto_reply": 0.0,
+                          "bounce": 0.0, "unknown": 0.0}
 RESERVED_JUDGES = ("default", "embedded")  # a run's judge names: JUDGE_MODEL's, the embedded server's
 
 
@@ -60,6 +65,13 @@ class Settings(BaseSettings):
     outcome_prior_sends: float = Field(20.0, gt=0, description=(
         "The outcome model's prior: each trait's weight is worth this many sends at the population's rate; more, slower to "
         "trust a trait; also the deliveries at which a sent email's own rates carry half the feedback weight."))
+    reply_interest: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_REPLY_INTEREST), description=(
+        "What each reply category is worth to learning, as JSON (`{\"meeting\": 2, ...}`; categories left out keep "
+        "their default): above 0 a positive reply, below 0 a negative one, 0 counts for nothing. Out-of-office, "
+        "auto-replies and bounces are never counted, whatever their value."))
+    unsubscribe_guardrail: float = Field(0.005, ge=0, le=1, description=(
+        "The most a challenger's unsubscribe-and-complaint rate per send may exceed the champion's for it to be "
+        "promoted (0.005: half a percentage point), whatever its replies."))
     store_reply_text: bool = Field(False, description="Keep the text of inbound replies (default: only that one came).")
     reply_accept_recipient_domain: bool = Field(False, description=(
         "Count a reply from another address at the domain an email went to (a colleague it was forwarded to) as that "
@@ -191,6 +203,15 @@ class Settings(BaseSettings):
     def _empty_key_is_unset(cls, value: object) -> object:
         # `SECRET_KEY=` as .env.example ships it means "not set yet", not a 0-character key
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("reply_interest")
+    @classmethod
+    def _known_categories(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(DEFAULT_REPLY_INTEREST))
+        if unknown:
+            raise ValueError(f"unknown reply categories {', '.join(unknown)}; the categories are "
+                             f"{', '.join(DEFAULT_REPLY_INTEREST)}")
+        return DEFAULT_REPLY_INTEREST | value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from app.backends.specs import SPECS
 from app.kit.pages import fetch_page
 from app.learned.models import Deployment, Policy
 from app.outcomes import repository as outcomes
+from app.outcomes.meaning import InterestScale
 
 ID_PREFIX = "pol_"
 _ALIAS = re.compile(r"^(?P<run>[A-Za-z0-9_.:\-]{1,100})(?:@(?P<iteration>\d{1,9}))?$")
@@ -93,10 +94,11 @@ async def current_deployment(session: AsyncSession, graph_id: str, tenant: str) 
                                 .order_by(Deployment.id.desc()).limit(1))
 
 
-async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime) -> dict[str, tuple[int, int]]:
+async def sends_by_policy(session: AsyncSession, tenant: str, graph_id: str, mature_before: datetime,
+                          scale: InterestScale) -> dict[str, tuple[int, int]]:
     """Per policy id, its drafts on the graph with a known outcome (delivered before the reply window closed, or
-    replied to) and how many of them got a reply."""
-    known = outcomes.known_draft_sends(tenant, graph_id, mature_before)
+    replied to) and how many of them got a positive reply (by the interest `scale`)."""
+    known = outcomes.known_draft_sends(tenant, graph_id, mature_before, scale)
     rows = await session.execute(
-        select(known.c.policy_id, func.count(), func.sum(known.c.replied)).group_by(known.c.policy_id))
+        select(known.c.policy_id, func.count(), func.sum(known.c.positive)).group_by(known.c.policy_id))
     return {policy: (sends, int(replies or 0)) for policy, sends, replies in rows}

@@ -63,4 +63,4 @@ class Exploration:
 
     def unsent(self, citations: list[str]) -> list[str]:
         """The cited nodes that no sent email had cited: what this email, once sent, will teach the outcome model."""
-        return [node for node in citations if f"{CITES}{node}" not in self.model.replies.weights]
+        return [node for node in citations if f"{CITES}{node}" not in self.model.positive.weights]

@@ -70,7 +70,7 @@ class FeedbackSimulator:
     def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate:
         """The oracle: every candidate sent at once to look-alikes, full confidence (a benchmark's upper bound)."""
         score, open_rate, reply_rate = self.observe(scenario_id, email, seed)
-        return Estimate(score, open_rate, reply_rate, 1.0, FeedbackSource.OBSERVED)
+        return Estimate(score, open_rate, reply_rate, 0.0, 1.0, FeedbackSource.OBSERVED)
 
 
 @dataclass

@@ -1,10 +1,18 @@
-"""What real outcomes say about an email before it is sent: P(open) and P(reply | delivered), with a confidence.
+"""What real outcomes say about an email before it is sent: its positive-reply and negative-reply rates per delivered
+send, with a confidence.
 
-Fitted from the sent emails' mature outcomes (machine opens, bounces and auto-replies left out) as two logistic
-regressions over the emails' traits (`app.loop.features`), each trait's weight under a Gaussian prior worth
-`prior_strength` pseudo-sends at the population's rate. Traits that always travel together share the credit
-for their emails' rates instead of each claiming all of it, and where evidence is thin every weight is near zero
-and the prediction is near the population's rate.
+Fitted from the sent emails' mature outcomes as logistic regressions over the emails' traits (`app.loop.features`),
+each trait's weight under a Gaussian prior worth `prior_strength` pseudo-sends at the population's rate. Traits that
+always travel together share the credit for their emails' rates instead of each claiming all of it, and where
+evidence is thin every weight is near zero and the prediction is near the population's rate.
+
+A reply counts by what it meant, on the interest scale (setting REPLY_INTEREST, `app.outcomes.meaning`): a positive
+reply by its value over the scale's highest (a meeting 1, an interested reply 0.5 at the defaults), a negative one by
+its value's magnitude over the lowest's (an unsubscribe or a complaint 1, a not-interested 1/3); out-of-office,
+auto-replies and bounces not at all, and a bounce is no send. The feedback score is then the expected interest of a
+send over the scale's highest value, floored at 0: `P(positive) − harm_ratio · P(negative)`, where `harm_ratio` is the
+lowest value's magnitude over the highest (1.5 at the defaults). Opens weigh nothing in it (machine opens are left out
+of everything; human opens are fitted and shown as `open_rate`, for a person to read).
 """
 
 import math
@@ -22,36 +30,42 @@ class FeedbackSource(StrEnum):
 
 @dataclass(frozen=True)
 class SentEmail:
-    """One sent email's traits and its mature outcomes, counted in distinct recipients."""
+    """One sent email's traits and its mature outcomes over distinct recipients: `delivered` those whose outcome is
+    known, `positive` and `negative` the sums of their replies' weights on the interest scale (each in [0, 1] per
+    recipient)."""
 
     features: list[str]
     content_hash: str
     delivered: int
     opens: int
-    replies: int
+    positive: float
+    negative: float = 0.0
 
 
-def feedback_score(p_open: float, p_reply: float) -> float:
-    """Opens count, replies count more: 0.4 · P(open) + 0.6 · P(reply | delivered)."""
-    return 0.4 * p_open + 0.6 * p_reply
+def feedback_score(p_positive: float, p_negative: float, harm_ratio: float) -> float:
+    """The expected interest of a send over the scale's highest value, in [0, 1]: P(positive) − harm_ratio ·
+    P(negative), floored at 0 (opens weigh nothing)."""
+    return min(1.0, max(0.0, p_positive - harm_ratio * p_negative))
 
 
 @dataclass(frozen=True)
 class Estimate:
     score: float  # the feedback term of the reward, in [0, 1]
-    p_open: float
-    p_reply: float
+    p_open: float  # human opens: shown, never scored
+    p_positive: float  # interest-weighted positive replies per delivered send
+    p_negative: float  # interest-weighted negative replies (an unsubscribe or complaint the worst) per delivered send
     confidence: float  # in [0, 1]: how far the evidence moves the reward from the baseline toward this score
     source: FeedbackSource
     baseline: float = 0.0  # the score of an email the evidence says nothing about: the population's (moot at confidence 1)
 
     @classmethod
-    def of_rates(cls, p_open: float, p_reply: float, confidence: float, source: FeedbackSource,
-                 baseline: float = 0.0) -> "Estimate":
-        return cls(feedback_score(p_open, p_reply), p_open, p_reply, confidence, source, baseline)
+    def of_rates(cls, p_open: float, p_positive: float, p_negative: float, harm_ratio: float, confidence: float,
+                 source: FeedbackSource, baseline: float = 0.0) -> "Estimate":
+        return cls(feedback_score(p_positive, p_negative, harm_ratio), p_open, p_positive, p_negative, confidence,
+                   source, baseline)
 
 
-NO_ESTIMATE = Estimate(0.0, 0.0, 0.0, 0.0, FeedbackSource.NONE)
+NO_ESTIMATE = Estimate(0.0, 0.0, 0.0, 0.0, 0.0, FeedbackSource.NONE)
 NEWTON_STEPS = 50
 
 
@@ -135,14 +149,17 @@ class TraitRegression:
 @dataclass
 class OutcomeModel:
     prior_strength: float
+    harm_ratio: float = 1.0  # the interest scale's lowest value's magnitude over its highest
     delivered: int = 0
     opens: TraitRegression | None = None
-    replies: TraitRegression | None = None
-    observed: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # content hash: (delivered, opens, replies)
+    positive: TraitRegression | None = None
+    negative: TraitRegression | None = None
+    # content hash: (delivered, opens, positive, negative)
+    observed: dict[str, tuple[int, int, float, float]] = field(default_factory=dict)
 
     @classmethod
-    def fit(cls, sent: list[SentEmail], prior_strength: float) -> "OutcomeModel":
-        model = cls(prior_strength)
+    def fit(cls, sent: list[SentEmail], prior_strength: float, harm_ratio: float = 1.0) -> "OutcomeModel":
+        model = cls(prior_strength, harm_ratio)
         sent = [email for email in sent if email.delivered > 0]
         if not sent:
             return model
@@ -153,59 +170,65 @@ class OutcomeModel:
             design[i, [column[trait] for trait in email.features]] = 1.0
         delivered = np.array([e.delivered for e in sent], dtype=float)
         opens = np.array([min(e.opens, e.delivered) for e in sent], dtype=float)
-        replies = np.array([min(e.replies, e.delivered) for e in sent], dtype=float)
+        positive = np.array([min(e.positive, e.delivered) for e in sent], dtype=float)
+        negative = np.array([min(e.negative, e.delivered) for e in sent], dtype=float)
         model.delivered = int(delivered.sum())
         model.opens = TraitRegression.fit(traits, design, delivered, opens, prior_strength)
-        model.replies = TraitRegression.fit(traits, design, delivered, replies, prior_strength)
-        for email in sent:
-            before = model.observed.get(email.content_hash, (0, 0, 0))
-            model.observed[email.content_hash] = (before[0] + email.delivered, before[1] + min(email.opens, email.delivered),
-                                                  before[2] + min(email.replies, email.delivered))
+        model.positive = TraitRegression.fit(traits, design, delivered, positive, prior_strength)
+        model.negative = TraitRegression.fit(traits, design, delivered, negative, prior_strength)
+        for email, o, p, n in zip(sent, opens, positive, negative, strict=True):
+            before = model.observed.get(email.content_hash, (0, 0, 0.0, 0.0))
+            model.observed[email.content_hash] = (before[0] + email.delivered, before[1] + int(o), before[2] + float(p),
+                                                  before[3] + float(n))
         return model
 
     @property
     def fitted(self) -> bool:
         """Whether any sent email is known to have been delivered: before that, the model predicts nothing, not a
         zero."""
-        return self.replies is not None
+        return self.positive is not None
+
+    def _estimate(self, p_open: float, p_positive: float, p_negative: float, confidence: float, source: FeedbackSource,
+                  baseline: float = 0.0) -> Estimate:
+        return Estimate.of_rates(p_open, p_positive, p_negative, self.harm_ratio, confidence, source, baseline)
 
     def estimate(self, features: list[str], content_hash: str) -> Estimate:
         """An email sent before: its own rates, shrunk toward the prediction by prior_strength pseudo-sends, with
         confidence m / (m + prior_strength) for its m deliveries. Any other: the prediction, with confidence
         n / (n + prior_strength) for the n deliveries behind the model."""
-        if self.opens is None or self.replies is None:
+        if self.opens is None or self.positive is None or self.negative is None:
             return NO_ESTIMATE
-        p_open, p_reply = self.opens.probability(features), self.replies.probability(features)
-        baseline = feedback_score(self.opens.population, self.replies.population)
+        regressions = (self.opens, self.positive, self.negative)
+        predicted = [r.probability(features) for r in regressions]
+        baseline = feedback_score(self.positive.population, self.negative.population, self.harm_ratio)
         sent = self.observed.get(content_hash)
         if sent is None:
-            return Estimate.of_rates(p_open, p_reply, self.replies.certainty(features), FeedbackSource.PREDICTED, baseline)
-        delivered, opens, replies = sent
+            return self._estimate(*predicted, self.positive.certainty(features), FeedbackSource.PREDICTED, baseline)
+        delivered, *counts = sent
         k = self.prior_strength
-        return Estimate.of_rates((opens + k * p_open) / (delivered + k), (replies + k * p_reply) / (delivered + k),
-                                 delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
+        return self._estimate(*((count + k * p) / (delivered + k) for count, p in zip(counts, predicted, strict=True)),
+                              delivered / (delivered + k), FeedbackSource.OBSERVED, baseline)
 
     def trait_draws(self, trait_sets: list[list[str]], rng: np.random.Generator) -> np.ndarray:
-        """What each set of traits adds to the reply log-odds, drawn from its posterior (Thompson sampling): near its
-        mean for traits the sends pinned down, as wide as the prior for ones never sent. Only for a model fitted on
-        sends."""
-        posterior = np.array([self.replies.traits_posterior(traits) for traits in trait_sets]).reshape(-1, 2)
+        """What each set of traits adds to the positive-reply log-odds, drawn from its posterior (Thompson sampling):
+        near its mean for traits the sends pinned down, as wide as the prior for ones never sent. Only for a model
+        fitted on sends."""
+        posterior = np.array([self.positive.traits_posterior(traits) for traits in trait_sets]).reshape(-1, 2)
         return rng.normal(posterior[:, 0], posterior[:, 1])
 
     def draw(self, features: list[str], content_hash: str, rng: np.random.Generator) -> Estimate:
         """Rates drawn from the model's posterior (Thompson sampling), at full confidence: an email sent before draws
         from Beta(its own counts + prior_strength pseudo-sends at the prediction), any other from the regressions'
         posteriors, so an email whose traits were never sent can look as good as the evidence allows."""
-        if self.opens is None or self.replies is None:
+        if self.opens is None or self.positive is None or self.negative is None:
             return NO_ESTIMATE
+        regressions = (self.opens, self.positive, self.negative)
         sent = self.observed.get(content_hash)
         if sent is None:
-            return Estimate.of_rates(self.opens.draw(features, rng), self.replies.draw(features, rng), 1.0,
-                                     FeedbackSource.PREDICTED)
-        delivered, opens, replies = sent
+            return self._estimate(*(r.draw(features, rng) for r in regressions), 1.0, FeedbackSource.PREDICTED)
+        delivered, *counts = sent
         k = self.prior_strength
         # a prediction that rounds to 0 or 1 (a population that never replied) would leave Beta a parameter of 0
-        p_open, p_reply = (min(1 - 1e-9, max(1e-9, r.probability(features))) for r in (self.opens, self.replies))
-        return Estimate.of_rates(float(rng.beta(opens + k * p_open, delivered - opens + k * (1 - p_open))),
-                                 float(rng.beta(replies + k * p_reply, delivered - replies + k * (1 - p_reply))), 1.0,
-                                 FeedbackSource.OBSERVED)
+        predicted = [min(1 - 1e-9, max(1e-9, r.probability(features))) for r in regressions]
+        return self._estimate(*(float(rng.beta(count + k * p, delivered - count + k * (1 - p)))
+                                for count, p in zip(counts, predicted, strict=True)), 1.0, FeedbackSource.OBSERVED)

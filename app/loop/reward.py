@@ -305,7 +305,8 @@ async def score_group(
             estimate = feedback.estimate(trajectory.scenario_id, trajectory.email, feedback_seed)
         if estimate.source != FeedbackSource.NONE:
             trajectory.metrics |= {"feedback_score": estimate.score, "open_rate": estimate.p_open,
-                                   "reply_rate": estimate.p_reply, "feedback_confidence": estimate.confidence,
+                                   "positive_rate": estimate.p_positive, "negative_rate": estimate.p_negative,
+                                   "feedback_confidence": estimate.confidence,
                                    "feedback_observed": float(estimate.source == FeedbackSource.OBSERVED)}
         trajectory.reward = blend(judge_score, estimate, config.feedback_weight)
     return judged

@@ -2,12 +2,21 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, status
+from fastapi import APIRouter, Path, Query, Request, status
 
 from app.core import ServicesDep
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
+from app.kit.pages import cursor_params
 from app.outcomes import service
-from app.outcomes.schemas import IngestResult, OutcomeBatch
+from app.outcomes.schemas import (
+    IngestResult,
+    OutcomeBatch,
+    ReplyOut,
+    ReplyRelabel,
+    SuppressionOut,
+    SuppressionsAdded,
+    SuppressionsIn,
+)
 from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceList, OutcomeSourceOut
 
 router = APIRouter(tags=["outcomes"])
@@ -48,6 +57,43 @@ async def get_outcome_source(source_id: SourceId, session: ReadSession, tenant: 
 async def delete_outcome_source(source_id: SourceId, svc: ServicesDep, tenant: TenantDep) -> None:
     """Its webhooks are refused from now on; the outcomes it brought stay."""
     await service.delete_source(svc.db, source_id, tenant)
+
+
+ReplyId = Annotated[str, Path(max_length=40)]
+RepliesCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="A reply id: the page starts after it.")],
+                              default_limit=100, max_limit=1000)
+Address = Annotated[str, Path(min_length=3, max_length=320, description="The address (any case); kept only as a keyed hash.")]
+
+
+@router.patch("/replies/{reply_id}", response_model=ReplyOut, summary="Relabel a reply",
+              responses={**NOT_FOUND, **BODY_ERRORS})
+async def relabel_reply(reply_id: ReplyId, body: ReplyRelabel, svc: ServicesDep, tenant: TenantDep) -> ReplyOut:
+    """What the reply meant, as your team reads it (`decided_by: caller`): learning reads this category from now on,
+    and a relabel to `unsubscribe` suppresses its recipient. An unknown category is a 422 listing the allowed ones."""
+    return await service.relabel(svc.db, svc.secrets, svc.settings, tenant, reply_id, body.category)
+
+
+@router.post("/suppressions", response_model=SuppressionsAdded, status_code=status.HTTP_201_CREATED,
+             summary="Suppress addresses", responses=BODY_ERRORS)
+async def add_suppressions(body: SuppressionsIn, svc: ServicesDep, tenant: TenantDep) -> SuppressionsAdded:
+    """Drafts write no email to these addresses, for good, until each is removed. Addresses are kept only as the keyed
+    hash recipients are stored as. Unsubscribes, complaints and hard bounces are suppressed without asking; an
+    out-of-office with a return date until that date."""
+    return await service.add_suppressions(svc.db, svc.secrets, tenant, body)
+
+
+@router.get("/suppressions/{email}", response_model=SuppressionOut, summary="Whether an address is suppressed",
+            responses=NOT_FOUND)
+async def get_suppression(email: Address, session: ReadSession, svc: ServicesDep, tenant: TenantDep) -> SuppressionOut:
+    """Why and since when; 404 when it is not (or no longer: an out-of-office's return date has passed)."""
+    return await service.suppression_of(session, svc.secrets, tenant, email)
+
+
+@router.delete("/suppressions/{email}", status_code=status.HTTP_204_NO_CONTENT, summary="Lift a suppression",
+               responses=NOT_FOUND)
+async def delete_suppression(email: Address, svc: ServicesDep, tenant: TenantDep) -> None:
+    """Drafts write to the address again (a later unsubscribe or bounce suppresses it anew)."""
+    await service.lift_suppression(svc.db, svc.secrets, tenant, email)
 
 
 hooks = APIRouter(tags=["outcomes"])  # public: each provider authenticates by its own scheme, not an API key

@@ -1,10 +1,11 @@
-from datetime import datetime
+from datetime import date, datetime
 
 from sqlalchemy import Index, String, Text, UniqueConstraint, true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.outcomes.providers import Provider
+from app.outcomes.replies import DecidedBy, ReplyCategory
 from app.outcomes.schemas import OutcomeType, Sentiment
 
 
@@ -75,6 +76,12 @@ class OutcomeRecord(Base):
     sentiment: Mapped[Sentiment | None] = mapped_column(StrEnumText(Sentiment))
     text: Mapped[str | None] = mapped_column(Text)  # a reply's text, only with STORE_REPLY_TEXT
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # what a reply (or a provider's unsubscribe, complaint or bounce) meant; null for every other outcome
+    category: Mapped[ReplyCategory | None] = mapped_column(StrEnumText(ReplyCategory))
+    confidence: Mapped[float | None]
+    decided_by: Mapped[DecidedBy | None] = mapped_column(StrEnumText(DecidedBy))
+    reason: Mapped[str | None] = mapped_column(Text)
+    returns_on: Mapped[date | None]
 
 
 class OutcomeNonce(Base):
@@ -88,3 +95,16 @@ class OutcomeNonce(Base):
     signing_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # a keyed hash of the key, never the key
     nonce: Mapped[str] = mapped_column(String(200), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Suppression(Base):
+    """A recipient the tenant's drafts write no email for, by the keyed hash recipients are stored as (never the
+    address): until `until` (an out-of-office's return date), or for good."""
+
+    __tablename__ = "suppressions"
+
+    tenant: Mapped[str] = mapped_column(String(100), primary_key=True)
+    recipient: Mapped[str] = mapped_column(String(64), primary_key=True)  # SecretBox.pseudonym of the address
+    reason: Mapped[str] = mapped_column(String(200))
+    since: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    until: Mapped[date | None]

@@ -1,16 +1,20 @@
 """Outcome rows: written once per event id and tenant, read back per run."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import and_, case, delete, func, select, tuple_, update
+from sqlalchemy import and_, case, delete, func, literal, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.schemas import Email
+from app.kit.db import utcnow
 from app.loop.features import content_hash, email_features, segment
 from app.loop.outcome_model import SentEmail
-from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord
+from app.outcomes.meaning import NOT_COUNTED, REPLY_TYPES, UNSUBSCRIBES, Hold, InterestScale
+from app.outcomes.models import EmailRef, OutcomeNonce, OutcomeRecord, Suppression
+from app.outcomes.replies import ReplyCategory
 from app.outcomes.schemas import OutcomeType
 from app.outcomes.verification import Sends
 
@@ -131,35 +135,29 @@ async def judge_scores(session: AsyncSession, refs: set[str]) -> dict[str, float
     return dict((await session.execute(select(EmailRef.ref, EmailRef.judge_score).where(EmailRef.ref.in_(refs)))).all())
 
 
-async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: datetime, graph_id: str | None = None,
-                      run_id: str | None = None) -> list[SentEmail]:
+async def sent_emails(session: AsyncSession, tenant: str, *, mature_before: datetime, scale: InterestScale,
+                      graph_id: str | None = None, run_id: str | None = None) -> list[SentEmail]:
     """The tenant's sent emails (on one graph, or of one run) with their mature outcomes, for the outcome model.
 
-    A delivery counts once it is older than the reply window (`mature_before`), or as soon as its recipient replied;
-    a reply counts only when verified and from a recipient the email was delivered to (a reply never makes a delivery);
-    machine opens, bounces and auto-replies count for nothing.
+    A recipient counts once delivered longer ago than the reply window (`mature_before`), or once delivered as soon as
+    a verified reply (or an unsubscribe or complaint) says what the email meant to them; their replies weigh as the
+    interest `scale` says. A reply never makes a delivery; machine opens, bounces, out-of-office, auto-replies and
+    unverified replies count for nothing.
     """
-    per_recipient = (select(
-        OutcomeRecord.ref.label("ref"),
-        func.max(case((OutcomeRecord.type == OutcomeType.DELIVERED, 1), else_=0)).label("delivered"),
-        func.max(case((_mature_delivery(mature_before), 1), else_=0)).label("mature"),
-        func.max(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), 1), else_=0)).label("opened"),
-        func.max(case((_counted_reply(), 1), else_=0)).label("replied"))
-        .where(OutcomeRecord.tenant == tenant).group_by(OutcomeRecord.ref, OutcomeRecord.recipient))
+    per = interest_by_recipient(scale, mature_before).where(OutcomeRecord.tenant == tenant)
     if run_id is not None:
-        per_recipient = per_recipient.where(OutcomeRecord.run_id == run_id)
+        per = per.where(OutcomeRecord.run_id == run_id)
     if graph_id is not None:
-        per_recipient = per_recipient.join(EmailRef, EmailRef.ref == OutcomeRecord.ref).where(EmailRef.graph_id == graph_id)
-    one = per_recipient.subquery()
-    replied = one.c.delivered * one.c.replied
-    query = select(one.c.ref, func.sum(case((one.c.mature + replied > 0, 1), else_=0)), func.sum(one.c.opened),
-                   func.sum(replied)).group_by(one.c.ref)
-    counts = {ref: (int(n or 0), int(o or 0), int(r or 0)) for ref, n, o, r in await session.execute(query)}
+        per = per.join(EmailRef, EmailRef.ref == OutcomeRecord.ref).where(EmailRef.graph_id == graph_id)
+    per = per.subquery()
+    rows = await session.execute(select(per.c.ref, func.sum(per.c.known), func.sum(per.c.opened), func.sum(per.c.gain),
+                                        func.sum(per.c.harm)).group_by(per.c.ref))
+    counts = {ref: (int(n or 0), int(o or 0), float(g or 0), float(h or 0)) for ref, n, o, g, h in rows}
     if not counts:
         return []
     traits = await session.execute(select(EmailRef.ref, EmailRef.features, EmailRef.content_hash).where(EmailRef.ref.in_(counts)))
     return [SentEmail(features=features, content_hash=content, delivered=counts[ref][0], opens=counts[ref][1],
-                      replies=counts[ref][2]) for ref, features, content in traits]
+                      positive=counts[ref][2], negative=counts[ref][3]) for ref, features, content in traits]
 
 
 async def forget_refs(session: AsyncSession, which) -> None:
@@ -180,16 +178,183 @@ def _mature_delivery(mature_before: datetime):
     return and_(OutcomeRecord.type == OutcomeType.DELIVERED, OutcomeRecord.occurred_at <= mature_before)
 
 
-def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime):
+def known_draft_sends(tenant: str, graph_id: str, mature_before: datetime, scale: InterestScale):
     """Every sent draft on the graph whose outcome is known (delivered before the reply window closed, or delivered and
-    replied to by a verified reply), as a subquery for the caller to count or join: `ref`, `draft_batch_id`, `slot`,
-    `policy_id`, `replied` (0 or 1), `replier` (the keyed hash of whoever replied, or null)."""
+    answered by a verified reply, an unsubscribe or a complaint), as a subquery for the caller to count or join: `ref`,
+    `draft_batch_id`, `slot`, `policy_id`, `replied` (0 or 1), `positive` (0 or 1: a verified reply the interest
+    `scale` puts above 0), `unsubscribed` (0 or 1: an unsubscribe or a complaint), `replier` (the keyed hash of whoever
+    replied, verified, or null)."""
     mature = func.max(case((_mature_delivery(mature_before), 1), else_=0))
     delivered = func.max(case((OutcomeRecord.type == OutcomeType.DELIVERED, 1), else_=0))
-    replied = func.max(case((_counted_reply(), 1), else_=0))
-    return (select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id,
-                   (delivered * replied).label("replied"), func.max(case((_counted_reply(), OutcomeRecord.recipient))).label("replier"))
+    replied = delivered * func.max(case((_counted_reply(), 1), else_=0))
+    positive = delivered * func.max(case((and_(OutcomeRecord.type.in_(REPLY_TYPES), OutcomeRecord.verified.is_(True),
+                                               OutcomeRecord.category.in_([c.value for c in scale.positive])), 1),
+                                         else_=0))
+    unsubscribed = func.max(case((and_(OutcomeRecord.verified.is_(True),
+                                       OutcomeRecord.category.in_([c.value for c in UNSUBSCRIBES])), 1), else_=0))
+    return (select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id, replied.label("replied"),
+                   positive.label("positive"), unsubscribed.label("unsubscribed"),
+                   func.max(case((_counted_reply(), OutcomeRecord.recipient))).label("replier"))
             .join(OutcomeRecord, OutcomeRecord.ref == EmailRef.ref)
             .where(EmailRef.tenant == tenant, EmailRef.graph_id == graph_id, EmailRef.draft_batch_id.is_not(None))
             .group_by(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.slot, EmailRef.policy_id)
-            .having((mature + delivered * replied) > 0).subquery())
+            .having((mature + replied + unsubscribed) > 0).subquery())
+
+
+# ---------------------------------------------------------------- what replies meant, and suppression
+
+
+async def draft_origins(session: AsyncSession, refs: set[str]) -> dict[str, tuple[str | None, str | None]]:
+    """Each ref's draft batch and prospect (both None for a run's email)."""
+    if not refs:
+        return {}
+    rows = await session.execute(select(EmailRef.ref, EmailRef.draft_batch_id, EmailRef.prospect_id)
+                                 .where(EmailRef.ref.in_(refs)))
+    return {ref: (batch, prospect) for ref, batch, prospect in rows}
+
+
+def reply_page_query(tenant: str, *, run_id: str | None = None, batch_id: str | None = None, after: int = 0):
+    """A run's replies (to the emails its iterations wrote, not to its policies' drafts) or a draft batch's, oldest
+    first, each with its ref's prospect: rows of (OutcomeRecord, prospect_id, draft_batch_id)."""
+    query = (select(OutcomeRecord, EmailRef.prospect_id, EmailRef.draft_batch_id)
+             .join(EmailRef, EmailRef.ref == OutcomeRecord.ref)
+             .where(OutcomeRecord.tenant == tenant, OutcomeRecord.type.in_(REPLY_TYPES), OutcomeRecord.id > after))
+    if run_id is not None:
+        query = query.where(OutcomeRecord.run_id == run_id, EmailRef.draft_batch_id.is_(None))
+    if batch_id is not None:
+        query = query.where(EmailRef.draft_batch_id == batch_id)
+    return query.order_by(OutcomeRecord.id)
+
+
+async def reply_of(session: AsyncSession, row_id: int, tenant: str):
+    """One reply of the tenant's, with its ref's prospect and batch; None when there is none (or another tenant's)."""
+    row = (await session.execute(
+        select(OutcomeRecord, EmailRef.prospect_id, EmailRef.draft_batch_id)
+        .join(EmailRef, EmailRef.ref == OutcomeRecord.ref)
+        .where(OutcomeRecord.id == row_id, OutcomeRecord.tenant == tenant, OutcomeRecord.type.in_(REPLY_TYPES))
+        .with_for_update(of=OutcomeRecord))).first()
+    return tuple(row) if row is not None else None
+
+
+async def categories_by_ref(session: AsyncSession, refs: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per ref, its replies' distinct recipients by category (a recipient who replied twice in two categories counts
+    in both)."""
+    refs = list(refs)
+    out: dict[str, dict[str, int]] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, OutcomeRecord.category, func.count(OutcomeRecord.recipient.distinct()))
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.category.is_not(None))
+            .group_by(OutcomeRecord.ref, OutcomeRecord.category))
+        for ref, category, n in rows:
+            out.setdefault(ref, {})[category.value] = n
+    return out
+
+
+async def latest_categories(session: AsyncSession, refs: Iterable[str]) -> dict[str, ReplyCategory]:
+    """Per ref, the category of its latest reply (by its date; the later stored one on a tie)."""
+    refs = list(refs)
+    latest: dict[str, ReplyCategory] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, OutcomeRecord.category)
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.category.is_not(None))
+            .order_by(OutcomeRecord.occurred_at, OutcomeRecord.id))
+        latest.update(dict(rows.all()))
+    return latest
+
+
+def _weights(scale: InterestScale, weigh) -> dict[str, float]:
+    return {category.value: weigh(category) for category in ReplyCategory if weigh(category) > 0}
+
+
+def interest_by_recipient(scale: InterestScale, mature_before: datetime):
+    """Per (ref, recipient): `gain` (the best positive reply's weight on the interest scale, 0..1), `harm` (the worst
+    negative one's, 0..1; a provider's unsubscribe or complaint counts as an unsubscribe), `unsubscribed` (0/1), and
+    `known` (1 once delivered before the reply window closed, or delivered and answered in any way that counts),
+    `opened` (0/1, a human open): a select the caller narrows (by tenant, run or graph) before it is made a subquery.
+    Only verified outcomes weigh, and a reply only from a recipient the email was delivered to."""
+    gains, harms = _weights(scale, scale.gain), _weights(scale, scale.harm)
+    category = OutcomeRecord.category
+    verified = OutcomeRecord.verified.is_(True)
+    delivered = func.max(case((OutcomeRecord.type == OutcomeType.DELIVERED, 1), else_=0))
+    gain = (delivered * func.max(case(*[(and_(verified, category == name), weight) for name, weight in gains.items()],
+                                      else_=0.0)) if gains else literal(0.0))
+    harm = (func.max(case(*[(and_(verified, category == name), weight) for name, weight in harms.items()], else_=0.0))
+            if harms else literal(0.0))
+    unsubscribed = func.max(case((and_(verified, category.in_([c.value for c in UNSUBSCRIBES])), 1), else_=0))
+    counted = func.max(case((and_(verified, category.is_not(None), category.not_in([c.value for c in NOT_COUNTED])), 1),
+                            else_=0))
+    mature = func.max(case((_mature_delivery(mature_before), 1), else_=0))
+    known = case((mature + delivered * counted + unsubscribed > 0, 1), else_=0)
+    opened = func.max(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), 1), else_=0))
+    return (select(OutcomeRecord.ref, OutcomeRecord.recipient, gain.label("gain"), harm.label("harm"),
+                   unsubscribed.label("unsubscribed"), known.label("known"), opened.label("opened"))
+            .group_by(OutcomeRecord.ref, OutcomeRecord.recipient))
+
+
+async def interest_by_ref(session: AsyncSession, refs: Iterable[str], scale: InterestScale, mature_before: datetime
+                          ) -> dict[str, tuple[float, float, int]]:
+    """Per ref with any outcome: (Σ gain, Σ harm, unsubscribed recipients) over its recipients (see
+    `interest_by_recipient`)."""
+    refs = list(refs)
+    out: dict[str, tuple[float, float, int]] = {}
+    for start in range(0, len(refs), 1000):
+        per = interest_by_recipient(scale, mature_before).where(OutcomeRecord.ref.in_(refs[start:start + 1000])).subquery()
+        rows = await session.execute(select(per.c.ref, func.sum(per.c.gain), func.sum(per.c.harm),
+                                            func.sum(per.c.unsubscribed)).group_by(per.c.ref))
+        out.update({ref: (float(g or 0), float(h or 0), int(u or 0)) for ref, g, h, u in rows})
+    return out
+
+
+async def suppress(session: AsyncSession, tenant: str, holds: dict[str, Hold]) -> None:
+    """Suppresses each recipient (by its keyed hash) for the tenant. For good wins over for a while; two whiles keep
+    the later end; a recipient suppressed for good keeps its first reason."""
+    if not holds:
+        return
+    insert = _insert(session)
+    statement = insert(Suppression)
+    now = utcnow()
+    permanent = or_(Suppression.until.is_(None), statement.excluded.until.is_(None))
+    statement = statement.on_conflict_do_update(index_elements=["tenant", "recipient"], set_={
+        "until": case((permanent, None), (statement.excluded.until > Suppression.until, statement.excluded.until),
+                      else_=Suppression.until),
+        "reason": case((Suppression.until.is_(None), Suppression.reason), else_=statement.excluded.reason),
+        "since": case((Suppression.until.is_(None), Suppression.since), else_=statement.excluded.since),
+    })
+    await session.execute(statement, [{"tenant": tenant, "recipient": recipient, "reason": hold.reason,
+                                       "since": now, "until": hold.until} for recipient, hold in holds.items()])
+
+
+async def suppressed(session: AsyncSession, tenant: str, recipients: Iterable[str], today: date) -> dict[str, Suppression]:
+    """The recipients (keyed hashes) suppressed today, with their suppression."""
+    recipients = list(recipients)
+    found: dict[str, Suppression] = {}
+    for start in range(0, len(recipients), 1000):
+        rows = await session.scalars(select(Suppression).where(
+            Suppression.tenant == tenant, Suppression.recipient.in_(recipients[start:start + 1000]),
+            or_(Suppression.until.is_(None), Suppression.until >= today)))
+        found.update({row.recipient: row for row in rows})
+    return found
+
+
+async def unsuppress(session: AsyncSession, tenant: str, recipient: str) -> bool:
+    """Lifts the recipient's suppression; False when there was none."""
+    gone = await session.scalar(delete(Suppression).where(Suppression.tenant == tenant, Suppression.recipient == recipient)
+                                .returning(Suppression.recipient))
+    return gone is not None
+
+
+async def positive_recipients(session: AsyncSession, refs: Iterable[str], positive: Iterable[ReplyCategory]) -> dict[str, int]:
+    """Per ref, the distinct recipients with a verified reply in one of the `positive` categories."""
+    refs, positive = list(refs), [category.value for category in positive]
+    out: dict[str, int] = {}
+    for start in range(0, len(refs), 1000):
+        rows = await session.execute(
+            select(OutcomeRecord.ref, func.count(OutcomeRecord.recipient.distinct()))
+            .where(OutcomeRecord.ref.in_(refs[start:start + 1000]), OutcomeRecord.type.in_(REPLY_TYPES),
+                   OutcomeRecord.verified.is_(True), OutcomeRecord.category.in_(positive)).group_by(OutcomeRecord.ref))
+        out.update(dict(rows.all()))
+    return out

@@ -1,6 +1,6 @@
 """What an outcome is, whichever way it arrived: `POST /outcomes`, a provider's webhook, or a reply."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -13,7 +13,10 @@ from pydantic import (
     Field,
     StrictBool,
     StringConstraints,
+    model_validator,
 )
+
+from app.outcomes.replies import DecidedBy, ReplyCategory
 
 
 class OutcomeType(StrEnum):
@@ -70,7 +73,21 @@ class OutcomeEvent(BaseModel):
     id: Text = Field(description="The sender's event id: an event seen before (per tenant) counts once.")
     recipient: Text = Field(description="Any stable key of the recipient (an address); stored only as a salted hash.")
     machine: StrictBool = Field(False, description="A machine open or click (a privacy proxy's prefetch, a link scanner).")
-    sentiment: Sentiment | None = Field(None, description="Optional, on a reply.")
+    sentiment: Sentiment | None = Field(None, description=(
+        "Optional, on a reply: `positive` files it as `interested`, `negative` as `not_interested`, `neutral` as "
+        "`unknown` (prefer `category`)."))
+    category: ReplyCategory | None = Field(None, description=(
+        "Optional, on a reply: what it meant, as your team read it (`decided_by: caller`)."))
+    returns_on: date | None = Field(None, description=(
+        "Optional, on an `out_of_office` reply: the stated return date; the recipient is suppressed until then."))
+
+    @model_validator(mode="after")
+    def _meaning_of_a_reply(self) -> "OutcomeEvent":
+        if self.category is not None and self.type not in (OutcomeType.REPLIED, OutcomeType.AUTO_REPLIED):
+            raise ValueError(f"category describes a reply, not a {self.type.value!r} event")
+        if self.returns_on is not None and self.category != ReplyCategory.out_of_office:
+            raise ValueError("returns_on goes with the category 'out_of_office'")
+        return self
 
 
 MAX_EVENTS_PER_REQUEST = 1000  # a batch per request (SendGrid batches its webhooks about as large)
@@ -104,7 +121,9 @@ class SentEmailOutcomes(BaseModel):
     machine_opens: int
     clicks: int = Field(description="Human clicks.")
     replies: int = Field(description="Verified replies (auto-replies are left out): at most one per recipient.")
-    positive_replies: int
+    positive_replies: int = Field(description="Verified replies in a category the interest scale (REPLY_INTEREST) puts "
+                                              "above 0.")
+    replies_by_category: dict[str, int] = Field(description="Replies (auto-replies included) by category.")
     bounces: int
     unverified_replies: int = Field(0, description=(
         "Replies from addresses the email did not go to (see which replies count): shown, never counted."))
@@ -123,3 +142,57 @@ class Calibration(BaseModel):
 class RunOutcomes(BaseModel):
     data: list[SentEmailOutcomes]
     calibration: Calibration
+
+
+class ReplyOut(BaseModel):
+    """One reply (an auto-reply, an out-of-office or a delivery report at the inbound address included) and what it
+    meant."""
+
+    id: str = Field(description="`rpl_…`: relabel it with `PATCH /replies/{id}`.")
+    ref: str = Field(description="The email it answers.")
+    prospect_id: str | None = Field(description="A draft's prospect; null for a run's email.")
+    iteration: int | None = Field(description="A run's iteration; null for a draft.")
+    category: ReplyCategory
+    confidence: float = Field(description="0..1; 0 exactly for `unknown`.")
+    decided_by: DecidedBy
+    reason: str | None = Field(description="What decided it, for a person to read.")
+    received_at: datetime = Field(description="When the reply was sent (its Date), as the sender or provider dated it.")
+    returns_on: date | None = Field(description="An out-of-office's stated return date.")
+    text: str | None = Field(description="The reply's own text (quoted history cut); only with STORE_REPLY_TEXT=true.")
+
+
+class ReplyList(BaseModel):
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    data: list[ReplyOut]
+    has_more: bool = Field(False, description="More follow: ask again with `after` = the last reply's id.")
+
+
+class ReplyRelabel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    category: ReplyCategory = Field(description="What the reply meant, as your team reads it; learning reads this.")
+
+
+EmailAddress = Annotated[str, StringConstraints(min_length=3, max_length=320, strip_whitespace=True,
+                                                pattern=r"^[^\x00\s@]+@[^\x00\s@]+$")]
+
+
+class SuppressionsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    emails: list[EmailAddress] = Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)
+    reason: str = Field("manual", min_length=1, max_length=200, pattern=r"^[^\x00]*$",
+                        description="Why, in your words (the service's own: unsubscribe, complaint, bounce, "
+                                    "out_of_office).")
+
+
+class SuppressionsAdded(BaseModel):
+    suppressed: int = Field(description="Addresses now suppressed for good (an address given twice counts once).")
+
+
+class SuppressionOut(BaseModel):
+    reason: str
+    since: datetime = Field(description="When it was first suppressed.")
+    until: date | None = Field(description="The last day it stays suppressed (an out-of-office's return date); null: "
+                                           "for good.")

@@ -18,19 +18,23 @@ from app.kit.db import Database, utcnow
 from app.kit.errors import NotFound, TooManyRequests, Unauthorized, invalid
 from app.kit.settings import Settings
 from app.loop.feedback import FeedbackSimulator
-from app.outcomes import inbound, inbound_pool, repository, simulated
-from app.outcomes.models import OutcomeSource
+from app.outcomes import inbound, inbound_pool, meaning, notices, repository, simulated
+from app.outcomes.models import OutcomeRecord, OutcomeSource
 from app.outcomes.providers import PROVIDERS
 from app.outcomes.providers.base import BadSignature
 from app.outcomes.providers.sendgrid import parse_sendgrid
+from app.outcomes.replies import Classification, DecidedBy, ReplyCategory
 from app.outcomes.schemas import (
     Calibration,
     IngestResult,
     OutcomeEvent,
     OutcomeType,
+    ReplyOut,
     RunOutcomes,
     SentEmailOutcomes,
-    Sentiment,
+    SuppressionOut,
+    SuppressionsAdded,
+    SuppressionsIn,
 )
 from app.outcomes.sources import OutcomeSourceCreate, OutcomeSourceCreated, OutcomeSourceOut
 from app.outcomes.verification import domain_of
@@ -44,7 +48,8 @@ INGEST_ATTEMPTS = 3  # a run deleted under a batch fails its insert once; the re
 
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
                  texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None,
-                 plus_addressed: frozenset[str] = frozenset(), accept_domain: bool = False) -> IngestResult:
+                 plus_addressed: frozenset[str] = frozenset(), accept_domain: bool = False,
+                 classifications: dict[str, Classification] | None = None) -> IngestResult:
     """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one.
 
     A reply is verified (`app.outcomes.verification`): `plus_addressed` names the event ids of replies sent to their
@@ -53,13 +58,18 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
     unused, so the provider's retry is accepted. A run deleted while its events are stored (a foreign-key violation)
     makes them unattributed: the batch is taken in again. A run waiting for outcomes learns of them from its worker,
     which looks (`app.engine.outcome_watch`).
+
+    Each reply, and each unsubscribe, complaint or bounce, stores its category: the caller's (`category`, else its
+    `sentiment`), the provider's event type, or `classifications` (an inbound reply's, by its event id). Those that
+    suppress their recipient do so in the same transaction, and each new reply is announced to its run or batch.
     """
     for attempt in range(INGEST_ATTEMPTS):
         try:
             async with db.transaction() as session:
                 if nonce is not None and not await repository.first_use(session, *nonce):
                     raise Unauthorized("this request's one-time token was used before (a replayed request)")
-                result = await _store(session, box, tenant, events, source_id, texts, plus_addressed, accept_domain)
+                result = await _store(session, box, tenant, events, source_id, texts, plus_addressed, accept_domain,
+                                      classifications or {})
             break
         except IntegrityError:
             if attempt == INGEST_ATTEMPTS - 1:
@@ -68,7 +78,8 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
 
 
 async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: list[OutcomeEvent], source_id: str | None,
-                 texts: dict[str, str] | None, plus_addressed: frozenset[str], accept_domain: bool) -> IngestResult:
+                 texts: dict[str, str] | None, plus_addressed: frozenset[str], accept_domain: bool,
+                 classifications: dict[str, Classification]) -> IngestResult:
     known = await repository.origins(session, {event.ref for event in events if event.ref})
     rows, seen, unattributed, repeated = [], set(), 0, 0
     for event in events:
@@ -81,11 +92,15 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
             continue
         seen.add(event.id)
         domain = domain_of(event.recipient)
+        meant = classifications.get(event.id) or meaning.classified(event, from_provider=source_id is not None)
+        if meant is None and event.type in meaning.REPLY_TYPES:
+            meant = meaning.UNCLASSIFIED
         rows.append({
             "tenant": tenant, "event_id": event.id, "source_id": source_id, "run_id": origin.run_id,
             "iteration": origin.iteration, "ref": event.ref, "type": event.type, "occurred_at": event.occurred_at,
             "recipient": box.pseudonym(event.recipient), "recipient_domain": domain and box.pseudonym(domain),
             "machine": event.machine, "sentiment": event.sentiment, "text": (texts or {}).get(event.id), "verified": True,
+            **_meant(meant),
         })
     replies = [row for row in rows if row["type"] in repository.REPLIES]
     reported = [row for row in rows if row["type"] not in repository.REPLIES]
@@ -101,7 +116,41 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
             row["recipient"] = counted_as or row["recipient"]
     stored = await repository.insert_new(session, rows) if rows else set()
     await repository.verify_replies(session, tenant, {(row["run_id"], row["ref"], row["recipient"]) for row in reported})
+    await _follow_up(session, tenant, [row for row in rows if row["event_id"] in stored], known)
     return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
+
+
+def _meant(meant: Classification | None) -> dict:
+    if meant is None:
+        return {}
+    return {"category": meant.category, "confidence": meant.confidence, "decided_by": meant.decided_by,
+            "reason": meant.reason, "returns_on": meant.returns_on}
+
+
+async def _follow_up(session: AsyncSession, tenant: str, stored: list[dict], known: dict) -> None:
+    """What newly stored outcomes set off: the suppressions they ask for, and each reply's `reply.received`."""
+    holds: dict[str, meaning.Hold] = {}
+    for row in stored:
+        if row.get("category") is not None and (hold := meaning.suppression(row["type"], _classification(row))):
+            holds[row["recipient"]] = _stronger(holds.get(row["recipient"]), hold)
+    await repository.suppress(session, tenant, holds)
+    replies = [row for row in stored if row["type"] in meaning.REPLY_TYPES]
+    drafts = await repository.draft_origins(session, {row["ref"] for row in replies})
+    await notices.announce(session, [notices.ReplyNotice(
+        tenant=tenant, ref=row["ref"], run_id=row["run_id"], iteration=row["iteration"],
+        draft_batch_id=drafts.get(row["ref"], (None, None))[0], prospect_id=drafts.get(row["ref"], (None, None))[1],
+        category=row["category"], confidence=row["confidence"]) for row in replies])
+
+
+def _classification(row: dict) -> Classification:
+    return Classification(row["category"], row["confidence"], row["decided_by"], row["reason"], row["returns_on"])
+
+
+def _stronger(held: meaning.Hold | None, hold: meaning.Hold) -> meaning.Hold:
+    """Of two suppressions of one recipient in one request: for good over for a while, else the later end."""
+    if held is None or held.until is not None and (hold.until is None or hold.until > held.until):
+        return hold
+    return held
 
 
 # ---------------------------------------------------------------- sources
@@ -195,7 +244,13 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
     texts = {event.id: reply.text} if settings.store_reply_text and not reply.auto else None
     return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts,
                         plus_addressed=frozenset({event.id} if reply.plus_addressed else ()),
-                        accept_domain=settings.reply_accept_recipient_domain)
+                        accept_domain=settings.reply_accept_recipient_domain,
+                        classifications={event.id: _classification_of(reply)})
+
+
+def _classification_of(reply: inbound.InboundReply) -> Classification:
+    """The reply's category, read by the parser from its own text (quoted history cut) and its headers."""
+    return reply.classification
 
 
 async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
@@ -207,12 +262,13 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
     """
     sent_at = utcnow() - timedelta(seconds=settings.reply_window_s + 3600)
     events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at, sends)
-    parsed = parse_sendgrid(events)
+    parsed, meant = parse_sendgrid(events), {}
     for raw in replies:
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
         parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,
                                    id=reply.message_id, recipient=reply.sender))
-    return await ingest(db, box, tenant, parsed)
+        meant[reply.message_id] = _classification_of(reply)
+    return await ingest(db, box, tenant, parsed, classifications=meant)
 
 
 # ---------------------------------------------------------------- reading back
@@ -226,9 +282,10 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
-    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score.
-    Unverified replies are shown apart and count in no rate."""
+async def run_outcomes(session: AsyncSession, run_id: str, scale: meaning.InterestScale) -> RunOutcomes:
+    """Per sent email (one with any outcome): its counts of distinct recipients, rates over delivered, the judge's score,
+    its replies by category (`positive_replies`: verified ones the interest scale puts above 0). Unverified replies
+    are shown apart and count in no rate."""
     counts: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     iterations: dict[str, int] = {}
     for ref, iteration, kind, machine, sentiment, verified, recipients in await repository.counts_by_ref(session, run_id):
@@ -242,18 +299,19 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
             tally["clicks"] += recipients
         elif kind == OutcomeType.REPLIED:
             tally["replies"] += recipients
-            tally["positive_replies"] += recipients if sentiment == Sentiment.POSITIVE else 0
         elif kind in (OutcomeType.DELIVERED, OutcomeType.BOUNCED):
             tally["delivered" if kind == OutcomeType.DELIVERED else "bounces"] += recipients
     sends = await repository.recipients_by_ref(session, run_id)
     scores = await repository.judge_scores(session, set(iterations))
+    by_category = await repository.categories_by_ref(session, iterations)
+    positive = await repository.positive_recipients(session, iterations, scale.positive)
     emails = []
     for ref in sorted(iterations, key=lambda r: (iterations[r], r)):
         tally, delivered = counts[ref], counts[ref]["delivered"]
         emails.append(SentEmailOutcomes(
             iteration=iterations[ref], ref=ref, sends=sends.get(ref, 0), delivered=delivered, opens=tally["opens"],
             machine_opens=tally["machine_opens"], clicks=tally["clicks"], replies=tally["replies"],
-            positive_replies=tally["positive_replies"], bounces=tally["bounces"],
+            positive_replies=positive.get(ref, 0), replies_by_category=by_category.get(ref, {}), bounces=tally["bounces"],
             unverified_replies=tally["unverified_replies"],
             open_rate=min(1.0, tally["opens"] / delivered) if delivered else None,
             reply_rate=min(1.0, tally["replies"] / delivered) if delivered else None,
@@ -263,3 +321,81 @@ async def run_outcomes(session: AsyncSession, run_id: str) -> RunOutcomes:
     paired = [(e.judge_score, e.reply_rate) for e in emails if e.judge_score is not None and e.reply_rate is not None]
     return RunOutcomes(data=emails, calibration=Calibration(
         spearman=spearman([s for s, _ in paired], [r for _, r in paired]), n=len(paired)))
+
+
+# ---------------------------------------------------------------- replies and suppression
+
+REPLY_PREFIX = "rpl_"
+
+
+def reply_view(row: OutcomeRecord, prospect_id: str | None, batch_id: str | None, *, show_text: bool) -> ReplyOut:
+    return ReplyOut(id=f"{REPLY_PREFIX}{row.id}", ref=row.ref, prospect_id=prospect_id,
+                    iteration=None if batch_id is not None else row.iteration,
+                    category=row.category or ReplyCategory.unknown, confidence=row.confidence or 0.0,
+                    decided_by=row.decided_by or DecidedBy.rules, reason=row.reason, received_at=row.occurred_at,
+                    returns_on=row.returns_on, text=row.text if show_text else None)
+
+
+def _row_id(reply_id: str) -> int | None:
+    digits = reply_id.removeprefix(REPLY_PREFIX)
+    return int(digits) if reply_id.startswith(REPLY_PREFIX) and digits.isascii() and digits.isdigit() and len(digits) < 19 else None
+
+
+async def replies_page(session: AsyncSession, settings: Settings, tenant: str, *, run_id: str | None = None,
+                       batch_id: str | None = None, after: str | None, limit: int) -> tuple[list[ReplyOut], bool]:
+    """A run's or a draft batch's replies, oldest first; the caller has checked that the run or batch is the tenant's."""
+    start = 0 if after is None else _row_id(after)
+    if start is None:
+        raise invalid("after", f"{after!r} is no reply id (`rpl_…`)")
+    query = repository.reply_page_query(tenant, run_id=run_id, batch_id=batch_id, after=start)
+    rows = (await session.execute(query.limit(limit + 1))).all()
+    return [reply_view(*row, show_text=settings.store_reply_text) for row in rows[:limit]], len(rows) > limit
+
+
+async def relabel(db: Database, box: SecretBox, settings: Settings, tenant: str, reply_id: str,
+                  category: ReplyCategory) -> ReplyOut:
+    """The reply's category as the caller reads it (`decided_by: caller`), which learning reads from now on; a relabel
+    to `unsubscribe` suppresses its recipient. Another tenant's reply is as unknown as a made-up one."""
+    row_id = _row_id(reply_id)
+    async with db.transaction() as session:
+        found = await repository.reply_of(session, row_id, tenant) if row_id is not None else None
+        if found is None:
+            raise NotFound(f"reply {reply_id!r} not found")
+        row, prospect_id, batch_id = found
+        row.category, row.confidence, row.decided_by, row.reason = category, 1.0, DecidedBy.caller, "relabelled by the caller"
+        if category != ReplyCategory.out_of_office:
+            row.returns_on = None
+        if hold := meaning.suppression(row.type, _classification(
+                {"category": category, "confidence": 1.0, "decided_by": DecidedBy.caller, "reason": row.reason,
+                 "returns_on": row.returns_on})):
+            await repository.suppress(session, tenant, {row.recipient: hold})
+        return reply_view(row, prospect_id, batch_id, show_text=settings.store_reply_text)
+
+
+async def add_suppressions(db: Database, box: SecretBox, tenant: str, body: SuppressionsIn) -> SuppressionsAdded:
+    holds = {box.pseudonym(email): meaning.Hold(body.reason, None) for email in body.emails}
+    async with db.transaction() as session:
+        await repository.suppress(session, tenant, holds)
+    return SuppressionsAdded(suppressed=len(holds))
+
+
+async def suppression_of(session: AsyncSession, box: SecretBox, tenant: str, email: str) -> SuppressionOut:
+    found = (await repository.suppressed(session, tenant, [box.pseudonym(email)], utcnow().date())).get(box.pseudonym(email))
+    if found is None:
+        raise NotFound("that address is not suppressed")
+    return SuppressionOut(reason=found.reason, since=found.since, until=found.until)
+
+
+async def lift_suppression(db: Database, box: SecretBox, tenant: str, email: str) -> None:
+    async with db.transaction() as session:
+        if not await repository.unsuppress(session, tenant, box.pseudonym(email)):
+            raise NotFound("that address is not suppressed")
+
+
+async def suppressions_of(session: AsyncSession, box: SecretBox, tenant: str, emails: list[str | None]
+                          ) -> list[SuppressionOut | None]:
+    """For each address (None: a prospect without one), its suppression today, or None."""
+    keys = [box.pseudonym(email) if email else None for email in emails]
+    found = await repository.suppressed(session, tenant, {key for key in keys if key}, utcnow().date())
+    return [SuppressionOut(reason=found[key].reason, since=found[key].since, until=found[key].until)
+            if key in found else None for key in keys]

@@ -192,7 +192,7 @@ class SimulatedTeam:
                 if opened:
                     events.append(event(OutcomeType.OPENED, timedelta(minutes=10)))
                 if replied:
-                    events.append(event(OutcomeType.REPLIED, REPLY_DELAY))
+                    events.append(event(OutcomeType.REPLIED, REPLY_DELAY, category="interested"))  # its replies are all keen
             sent.append(Sent(ref=ref, prospect_id=look_alike.prospect["id"], p_open=p_open, p_reply=p_reply,
                              delivered=not bounced, opened=opened, replied=replied))
         return sent, events

@@ -8,7 +8,12 @@ sends). Whatever the intervals say, the challenger's replies must come from a mi
 recipients (`app.outcomes.verification`; setting PROMOTION_MIN_RECIPIENTS).
 
 Those intervals are fixed-sample ones; a deployment that asks for `sequential` evidence reads the always-valid
-interval of the difference instead (`app.stats.intervals.always_valid_margin`)."""
+interval of the difference instead (`app.stats.intervals.always_valid_margin`).
+
+The estimates are of the positive-reply rate per send (a reply the interest scale puts above 0). The
+unsubscribe-and-complaint rate per send is a guardrail, as experimentation platforms guard their launches: a
+challenger whose estimate of it (SNIPS) exceeds the champion's by more than the margin (setting
+UNSUBSCRIBE_GUARDRAIL) is not ahead, whatever its replies."""
 
 import math
 from dataclasses import dataclass
@@ -40,14 +45,33 @@ def _said(name: str, interval: Interval) -> str:
     return f"{name} {interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def verdict(result: EvaluationResult, challenger: str, champion: str, *, min_recipients: int,
+def _unsubscribe_rate(evaluation: PolicyEvaluation) -> float | None:
+    off = evaluation.unsubscribes
+    estimate = off and (off.snips or off.ips)
+    return estimate.value if estimate else None
+
+
+def guardrail_breach(mine: PolicyEvaluation, theirs: PolicyEvaluation, margin: float) -> str | None:
+    """Why the challenger's unsubscribe-and-complaint rate bars it, or None when it does not (or is not known)."""
+    rates = _unsubscribe_rate(mine), _unsubscribe_rate(theirs)
+    if None in rates or rates[0] - rates[1] <= margin:
+        return None
+    return (f"its unsubscribe-and-complaint rate {rates[0]:.4f} per send is {rates[0] - rates[1]:+.4f} over the "
+            f"champion's {rates[1]:.4f}, beyond the guardrail's margin {margin:g} (UNSUBSCRIBE_GUARDRAIL): not "
+            "promoted, whatever its replies")
+
+
+def verdict(result: EvaluationResult, challenger: str, champion: str, *, min_recipients: int, guardrail: float,
             sequential: bool = False) -> Verdict:
-    """Ahead only when the difference clears zero and the challenger's replies come from at least `min_recipients`
-    distinct verified recipients (PROMOTION_MIN_RECIPIENTS): a handful of people cannot make a champion."""
+    """Ahead only when the difference clears zero, the challenger's replies come from at least `min_recipients`
+    distinct verified recipients (PROMOTION_MIN_RECIPIENTS: a handful of people cannot make a champion) and its
+    unsubscribe-and-complaint rate stays within the `guardrail`."""
     found = {p.policy: p for p in result.policies}
     if challenger not in found or champion not in found:
         return Verdict(False, f"no evaluation compares {challenger!r} with the champion {champion!r}: "
                               "POST /evaluations with both")
+    if breach := guardrail_breach(found[challenger], found[champion], guardrail):
+        return Verdict(False, f"{challenger!r} against the champion {champion!r}: {breach}")
     estimates = {policy: _estimate(found[policy]) for policy in (challenger, champion)}
     for policy, estimate in estimates.items():
         if estimate is None:

@@ -142,8 +142,12 @@ class PolicyEvaluation(BaseModel):
     policy: str
     held_out: int = Field(description="Held-out prospects it wrote for.")
     judge: Interval | None = Field(description="The judge's mean score of its emails to the held-out prospects.")
-    predicted_reply: Interval | None = Field(description="The outcome model's predicted reply rate of those emails.")
-    off_policy: OffPolicy
+    predicted_reply: Interval | None = Field(description=(
+        "The outcome model's predicted positive-reply rate of those emails (replies weighted by the interest scale)."))
+    off_policy: OffPolicy = Field(description="Off-policy estimates of its positive-reply rate per send: a reply in a "
+                                              "category the interest scale (REPLY_INTEREST) puts above 0.")
+    unsubscribes: OffPolicy | None = Field(None, description=(
+        "Off-policy estimates of its unsubscribe-and-complaint rate per send: the promotion gate's guardrail."))
     verified_recipients: int = Field(0, description=(
         "Distinct recipients whose verified replies to its sent drafts the off-policy estimate rests on; a promotion "
         "needs PROMOTION_MIN_RECIPIENTS of them (0 in evaluations made before it was counted)."))

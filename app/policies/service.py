@@ -166,7 +166,8 @@ async def deploy(session: AsyncSession, graph_id: str, body: DeploymentIn, tenan
     if gated and incumbent is not None and incumbent != champion.source:
         evaluation = await repository.latest_evaluation(session, graph_id, tenant, {champion.source, incumbent})
         found = (verdict(EvaluationResult.model_validate(evaluation.result), champion.source, incumbent,
-                         min_recipients=settings.promotion_min_recipients, sequential=strict) if evaluation
+                         min_recipients=settings.promotion_min_recipients, sequential=strict,
+                         guardrail=settings.unsubscribe_guardrail) if evaluation
                  else Verdict(False, f"no evaluation compares {champion.source!r} with the champion {incumbent!r}: "
                                      "POST /evaluations with both"))
         if found.ahead:
@@ -213,10 +214,11 @@ def _receiver(body: DeploymentIn, current: Deployment | None, box: SecretBox) ->
     return box.seal(url), box.seal(secret), secret
 
 
-async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation, min_recipients: int) -> str | None:
+async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation, min_recipients: int,
+                           guardrail: float) -> str | None:
     """With `auto_promote`, the first challenger the evaluation puts ahead of the champion, on replies of at least
-    `min_recipients` distinct verified recipients, becomes champion (the old champion takes its place among the
-    challengers), announced on the graph; returns it, or None."""
+    `min_recipients` distinct verified recipients and within the unsubscribe `guardrail`, becomes champion (the old
+    champion takes its place among the challengers), announced on the graph; returns it, or None."""
     current = await store.current_deployment(session, evaluation.graph_id, evaluation.tenant)
     if current is None or not current.auto_promote or evaluation.result is None:
         return None
@@ -224,7 +226,7 @@ async def promote_if_ahead(session: AsyncSession, evaluation: Evaluation, min_re
     champion = policy_id(current.run_id, current.iteration)
     for index, challenger in enumerate(current.challengers or []):
         found = verdict(result, policy_id(challenger.run_id, challenger.iteration), champion,
-                        min_recipients=min_recipients, sequential=current.sequential)
+                        min_recipients=min_recipients, sequential=current.sequential, guardrail=guardrail)
         if found.ahead:
             demoted = TrafficArm(policy_id=current.policy_id, run_id=current.run_id, iteration=current.iteration,
                                  share=challenger.share)

@@ -25,7 +25,9 @@ from app.knowledge_graph.schemas import GraphReplaced, GraphSummary
 from app.knowledge_graph.service import GraphsDep
 from app.learned import store as policy_store
 from app.outcomes import service as outcomes
-from app.outcomes.schemas import RunOutcomes
+from app.outcomes.endpoints import RepliesCursor
+from app.outcomes.meaning import InterestScale
+from app.outcomes.schemas import ReplyList, RunOutcomes
 from app.runs import queue, repository, service, transitions
 from app.runs.events import CATALOGUE, EventList
 from app.runs.models import Run
@@ -423,11 +425,22 @@ async def export_run(tenant: TenantDep, run_id: str, svc: ServicesDep) -> Stream
 
 @router.get("/runs/{run_id}/outcomes", response_model=RunOutcomes, summary="What the run's sent emails did",
             responses=NOT_FOUND)
-async def get_run_outcomes(tenant: TenantDep, run_id: str, session: ReadSession) -> RunOutcomes:
+async def get_run_outcomes(tenant: TenantDep, run_id: str, session: ReadSession, settings: SettingsDep) -> RunOutcomes:
     """Per email with any outcome: counts of distinct recipients, open and reply rates over delivered (human opens
     only), the reply rate's 95 % interval and the judge's score; and how well the judge's ranking matched replies."""
     await _run_or_404(session, run_id, tenant)
-    return await outcomes.run_outcomes(session, run_id)
+    return await outcomes.run_outcomes(session, run_id, InterestScale.of(settings.reply_interest))
+
+
+@router.get("/runs/{run_id}/replies", response_model=ReplyList, summary="Replies to the run's emails",
+            responses=NOT_FOUND)
+async def list_run_replies(tenant: TenantDep, run_id: str, session: ReadSession, settings: SettingsDep,
+                           page: RepliesCursor) -> dict:
+    """Oldest first: each reply's iteration, category (relabel with `PATCH /replies/{id}`), confidence, who decided
+    it, when it came, an out-of-office's return date, and its own text only with STORE_REPLY_TEXT."""
+    await _run_or_404(session, run_id, tenant)
+    data, more = await outcomes.replies_page(session, settings, tenant, run_id=run_id, after=page.after, limit=page.limit)
+    return {"data": data, "has_more": more}
 
 
 @graphs_router.put("/{graph_id}", response_model=GraphReplaced, summary="Replace a knowledge graph",

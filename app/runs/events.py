@@ -15,6 +15,7 @@ from app.agent.schemas import FinalEmail, PublishedEmail
 from app.events.schemas import Catalogue, RunEventData
 from app.kit.pages import Page
 from app.loop.schemas import RewardStats
+from app.outcomes.replies import ReplyCategory
 from app.runs.status import RunError, RunStatus
 
 
@@ -25,6 +26,7 @@ class EventType(StrEnum):
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
     RUN_WAITING = "run.waiting"
+    REPLY_RECEIVED = "reply.received"
 
 
 class Waiting(BaseModel):
@@ -82,9 +84,20 @@ class RunWaitingData(RunEventData):
     waiting: Waiting
 
 
+class RunReplyReceivedData(RunEventData):
+    """A reply to one of the run's emails, with what it meant, so that a CRM can route it at once (also after the run
+    ended)."""
+
+    type = EventType.REPLY_RECEIVED
+    ref: str = Field(description="The email it answers.")
+    category: ReplyCategory
+    confidence: float
+    iteration: int = Field(description="The iteration that wrote the email.")
+
+
 PAYLOADS: dict[EventType, type[RunEventData]] = {
     data.type: data for data in (RunStartedData, IterationCompletedData, RunWaitingData, RunSucceededData, RunFailedData,
-                                 RunCancelledData)
+                                 RunCancelledData, RunReplyReceivedData)
 }
 TERMINAL_EVENTS = frozenset({EventType.RUN_SUCCEEDED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
 CATALOGUE = Catalogue(PAYLOADS, TERMINAL_EVENTS)

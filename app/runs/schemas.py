@@ -137,7 +137,9 @@ class TrajectoryOut(BaseModel):
     scenario_id: str
     reward: float
     judge_score: float | None
-    feedback_score: float | None = Field(description="The feedback blended into the reward: 0.4 · P(open) + 0.6 · P(reply).")
+    feedback_score: float | None = Field(description=(
+        "The feedback blended into the reward: the expected interest of a send over the interest scale's highest value, "
+        "P(positive reply) − harm_ratio · P(negative reply), floored at 0 (see REPLY_INTEREST); opens weigh nothing."))
     feedback_source: FeedbackSource = Field(description=(
         "`observed`: this email was sent and its outcomes are mature; `predicted`: the outcome model's estimate from "
         "emails like it (on `oracle`, the simulator's rating); `none`: no outcomes, the reward is the judge's."))

@@ -10,12 +10,13 @@ from app.kit import errors
 from app.kit.db import utcnow
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph
-from app.outcomes import refs
+from app.outcomes import notices, refs
 from app.runs import repository
 from app.runs.events import (
     IterationCompletedData,
     RunCancelledData,
     RunFailedData,
+    RunReplyReceivedData,
     RunStartedData,
     RunSucceededData,
     RunWaitingData,
@@ -48,6 +49,17 @@ async def _announce(session: AsyncSession, run: Run, payload_type: type[RunEvent
     run.last_seq += 1
     receiver = Receiver(run.webhook_url, run.webhook_secret) if run.webhook_url else None
     return await events.emit(session, repository.subject(run), payload_type(run_id=run.id, seq=run.last_seq, **data), receiver)
+
+
+@notices.listen
+async def announce_reply(session: AsyncSession, notice: notices.ReplyNotice) -> None:
+    """`reply.received` for a reply to one of the run's own emails (a draft's reply is its batch's)."""
+    if notice.draft_batch_id is not None:
+        return
+    run = await session.get(Run, notice.run_id, with_for_update=True, populate_existing=True)
+    if run is not None:
+        await _announce(session, run, RunReplyReceivedData, ref=notice.ref, category=notice.category,
+                        confidence=notice.confidence, iteration=notice.iteration)
 
 
 def webhook_scores(graph: KnowledgeGraph, moved: dict[str, float], changed: dict[str, float]) -> dict:

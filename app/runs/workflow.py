@@ -40,6 +40,7 @@ from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
 from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
+from app.outcomes.meaning import InterestScale
 from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
@@ -237,7 +238,7 @@ async def generate_step(run_id: str, iteration: int, pending: list[ReweightResul
     # Before the first send nothing a rollout tries can be sent (the published email is the greedy one until outcomes
     # exist): exploration starts with the outcome model.
     exploration = (Exploration(feedback.model, graph, config.exploration)
-                   if isinstance(feedback, OutcomeFeedback) and feedback.model.replies is not None and config.exploration > 0
+                   if isinstance(feedback, OutcomeFeedback) and feedback.model.positive is not None and config.exploration > 0
                    else None)
     generation, trace_url = await call_with_trace(
         generate, policy, graph, [graph.scenarios[s] for s in config.scenario_ids],
@@ -395,12 +396,13 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
         return create_feedback(graph)
     settings = current().settings
     scope = {"run_id": run.id} if config.feedback_source == FeedbackMode.SIMULATED else {"graph_id": run.graph_id}
+    scale = InterestScale.of(settings.reply_interest)
     async with current().services.db.read() as session:
         sent = await outcome_repository.sent_emails(
-            session, run.tenant, mature_before=utcnow() - timedelta(seconds=settings.reply_window_s), **scope)
+            session, run.tenant, mature_before=utcnow() - timedelta(seconds=settings.reply_window_s), scale=scale, **scope)
     prospects = {s.id: (s.prospect.name, s.prospect.company, segment(s.prospect.role, s.prospect.industry))
                  for s in graph.scenarios.values()}
-    return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends), prospects)
+    return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends, scale.bottom / scale.top), prospects)
 
 
 WAIT_POLL_S = 60.0  # a waiting run also looks this often itself (its worker's outcome watch wakes it sooner)

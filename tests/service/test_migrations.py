@@ -129,3 +129,60 @@ def test_postgresql_carries_run_events_over_to_subjects():
         _events_by_subject_carried_over(database.url)
     finally:
         database.drop()
+
+
+def _outcomes_get_their_categories(url: str) -> None:
+    """A database of the release before reply categories: each stored reply gets the category its sentiment said (an
+    unknown one confidence 0), a provider's unsubscribe, complaint and bounce theirs, and their recipients are
+    suppressed from their first such event."""
+    command.upgrade(migrations.alembic_config(url), "0015")
+    engine = create_engine(driver_url(url, sync=True))
+    at = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    rows = [("e1", None, "replied", "positive", "r1"), ("e2", None, "replied", "negative", "r2"),
+            ("e3", None, "replied", None, "r3"), ("e4", "src_1", "auto_replied", None, "r4"),
+            ("e5", "src_1", "unsubscribed", None, "r5"), ("e6", None, "complained", None, "r6"),
+            ("e7", "src_1", "bounced", None, "r7"), ("e8", "src_1", "unsubscribed", None, "r7"),
+            ("e9", None, "delivered", None, "r1")]
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("INSERT INTO graphs (id, tenant, name, created_at) VALUES ('g', NULL, 'G', :at)"),
+                               {"at": at})
+            connection.execute(text(
+                "INSERT INTO runs (id, tenant, status, graph_id, config, iterations_total, iterations_completed, "
+                "last_seq, attempt, created_at) VALUES ('run_a', 'acme', 'succeeded', 'g', '{}', 1, 1, 0, 1, :at)"),
+                {"at": at})
+            for n, (event_id, source, kind, sentiment, recipient) in enumerate(rows):
+                connection.execute(text(
+                    "INSERT INTO outcome_events (tenant, event_id, source_id, run_id, iteration, ref, type, occurred_at, "
+                    "recipient, machine, sentiment, received_at) VALUES ('acme', :id, :source, 'run_a', 1, 'eml_a', "
+                    ":type, :at, :recipient, false, :sentiment, :at)"),
+                    {"id": event_id, "source": source, "type": kind, "sentiment": sentiment, "recipient": recipient,
+                     "at": at + timedelta(minutes=n)})
+        migrations.upgrade(url)
+        with engine.connect() as connection:
+            meant = {row[0]: tuple(row[1:]) for row in connection.execute(text(
+                "SELECT event_id, category, confidence, decided_by FROM outcome_events"))}
+            held = {row[0]: tuple(row[1:]) for row in connection.execute(text(
+                "SELECT recipient, tenant, reason, until FROM suppressions"))}
+    finally:
+        engine.dispose()
+    assert meant == {"e1": ("interested", 1.0, "caller"), "e2": ("not_interested", 1.0, "caller"),
+                     "e3": ("unknown", 0.0, "rules"), "e4": ("auto_reply", 1.0, "rules"),
+                     "e5": ("unsubscribe", 1.0, "provider"), "e6": ("unsubscribe", 1.0, "caller"),
+                     "e7": ("bounce", 1.0, "provider"), "e8": ("unsubscribe", 1.0, "provider"),
+                     "e9": (None, None, None)}
+    assert held == {"r5": ("acme", "unsubscribe", None), "r6": ("acme", "complaint", None),
+                    "r7": ("acme", "bounce", None)}
+
+
+def test_sqlite_outcomes_get_their_categories(tmp_path):
+    _outcomes_get_their_categories(f"sqlite:///{tmp_path}/db.sqlite")
+
+
+def test_postgresql_outcomes_get_their_categories():
+    require_postgres()
+    database = FreshPostgresDatabase()
+    try:
+        _outcomes_get_their_categories(database.url)
+    finally:
+        database.drop()

@@ -418,7 +418,8 @@ async def test_challengers_draft_their_share_and_a_gated_promotion_waits_for_the
         ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
         events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"ev-d-{ref}", "recipient": who})
         if draft["variant"] == 1:
-            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"ev-r-{ref}", "recipient": who})
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"ev-r-{ref}",
+                           "recipient": who, "category": "interested"})
     assert (await alice.post("/outcomes", json={"events": events})).json()["unattributed"] == 0
     evidence = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
     report = await evaluated(alice, evidence["evaluation_id"])
@@ -494,7 +495,8 @@ async def test_auto_traffic_and_auto_promotion(world):
         ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
         events.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"auto-d-{ref}", "recipient": who})
         if draft["policy"] == challenger:
-            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"auto-r-{ref}", "recipient": who})
+            events.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"auto-r-{ref}",
+                           "recipient": who, "category": "interested"})
     await alice.post("/outcomes", json={"events": events})
     later = (await alice.post("/drafts", json={"graph_id": "demo", "prospects": prospects[:4], "seed": 12})).json()
     await drafted(alice, later["batch_id"])

@@ -167,7 +167,7 @@ async def test_a_gated_promotion_is_an_event_only_with_its_evidence_or_forced(wo
                          "recipient": who})
         if draft["policy"] == untrained:
             outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who})
+                             "recipient": who, "category": "interested"})
     assert (await alice.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
     created = (await alice.client.post("/evaluations", json={"graph_id": "demo", "policies": [untrained, champion]})).json()
     evaluation = await settled(alice.client, f"/evaluations/{created['evaluation_id']}")
@@ -256,13 +256,13 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
                          "recipient": who})
         if draft["policy"] == challenger and n % 3 == 0:
             outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who})
+                             "recipient": who, "category": "interested"})
     assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
     created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
     evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
     result = EvaluationResult.model_validate(evaluation["result"])
-    assert verdict(result, challenger, champion, min_recipients=5).ahead  # the case: the fixed-sample interval clears zero …
-    assert not verdict(result, challenger, champion, min_recipients=5, sequential=True).ahead  # … the always-valid one does not
+    assert verdict(result, challenger, champion, min_recipients=5, guardrail=0.005).ahead  # the case: the fixed-sample interval clears zero …
+    assert not verdict(result, challenger, champion, min_recipients=5, guardrail=0.005, sequential=True).ahead  # … the always-valid one does not
 
     loosening = await bob.client.put("/graphs/demo/deployment", json={"policy": challenger, "sequential": False})
     assert loosening.status_code == 409 and "(always-valid)" in loosening.text

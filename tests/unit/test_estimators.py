@@ -54,7 +54,7 @@ def test_sends_that_all_replied_or_none_still_have_the_binomial_uncertainty_of_t
             "n": 2, "matched": 1, "ess": 1.0, "ips": None, "dr": None, "reason": None,
             "snips": {"value": e.snips.value, "low": e.snips.low, "high": e.snips.high}}}
         for name, e in (("new@1", one_each), ("old@1", champion))]})
-    assert not verdict(as_evaluated, "new@1", "old@1", min_recipients=MIN_RECIPIENTS).ahead  # a reply against none, one send each: no evidence
+    assert not verdict(as_evaluated, "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead  # a reply against none, one send each: no evidence
     # with many sends the binomial floor is the normal interval's own width: 30 of 100 at propensity 1
     many = estimators.off_policy([1] * 100, [1.0] * 100, [1] * 30 + [0] * 70, arm=1, predicted=None).snips
     low, high = wilson(0.3, 100)
@@ -102,29 +102,29 @@ def result(challenger: tuple[float, float, float], champion: tuple[float, float,
 
 
 def test_a_challenger_is_ahead_when_the_interval_of_the_difference_clears_zero():
-    assert verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS).ahead
+    assert verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
     # standard errors 0.04 / z and 0.03 / z: the difference's 90 % half-width is √(0.04² + 0.03²) = 0.05 < 0.06, ahead
     # although the two intervals overlap (0.12 < 0.13)
-    assert verdict(result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS).ahead
-    overlapping = verdict(result((0.14, 0.09, 0.19), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS)
+    assert verdict(result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
+    overlapping = verdict(result((0.14, 0.09, 0.19), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     # half-width √(0.05² + 0.02²) = 0.05385 over a difference of 0.04: (0.05385 / 0.04)² = 1.8125 times the sends
     assert not overlapping.ahead and "about 366 more sends" in overlapping.message  # ⌈450 · 1.8125⌉ − 450
     assert "the difference +0.040 [-0.014, +0.094] holds zero" in overlapping.message
     # an interval clipped at 0 keeps its standard error on the side that was not clipped: √(0.03² + 0.06²) = 0.067
     # is more than the difference 0.06 (the clipped side's 0.02 would have made it √(0.03² + 0.02²) = 0.036, ahead)
-    assert not verdict(result((0.08, 0.05, 0.11), (0.02, 0.0, 0.08)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS).ahead
-    behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS)
+    assert not verdict(result((0.08, 0.05, 0.11), (0.02, 0.0, 0.08)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
+    behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert not behind.ahead and "not ahead" in behind.message
-    assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1", min_recipients=MIN_RECIPIENTS).ahead
+    assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
 
 
 def test_a_challenger_ahead_on_replies_of_too_few_distinct_verified_recipients_is_not_promoted_and_told_why():
     few = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12), recipients=MIN_RECIPIENTS - 1), "new@1", "old@1",
-                  min_recipients=MIN_RECIPIENTS)
+                  min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert not few.ahead
     assert f"its replies come from {MIN_RECIPIENTS - 1} distinct verified recipients" in few.message
     assert f"needs at least {MIN_RECIPIENTS} (PROMOTION_MIN_RECIPIENTS)" in few.message
-    enough = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS)
+    enough = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert enough.ahead and f"on replies from {MIN_RECIPIENTS} distinct verified recipients" in enough.message
 
 
@@ -141,17 +141,17 @@ def test_a_sequential_verdict_needs_the_wider_always_valid_interval_of_the_diffe
     # standard errors 0.04 / z and 0.03 / z: one look's half-width 0.05 < 0.06, ahead; always-valid, over 50 + 450
     # sends (nρ² = 3.16443: √(2 · 4.16443 / 3.16443 · ln(√4.16443 / 0.1)) = 2.81742): 0.05 / 1.644854 · 2.81742 = 0.0856
     evidence = result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13))
-    assert verdict(evidence, "new@1", "old@1", min_recipients=MIN_RECIPIENTS).ahead
-    sequential = verdict(evidence, "new@1", "old@1", min_recipients=MIN_RECIPIENTS, sequential=True)
+    assert verdict(evidence, "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
+    sequential = verdict(evidence, "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005, sequential=True)
     assert not sequential.ahead and sequential.sequential
     assert "the difference +0.060 [-0.026, +0.146] (always-valid) holds zero" in sequential.message
-    assert verdict(result((0.30, 0.26, 0.34), (0.10, 0.07, 0.13)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, sequential=True).ahead
+    assert verdict(result((0.30, 0.26, 0.34), (0.10, 0.07, 0.13)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005, sequential=True).ahead
 
 
 def test_a_verdict_keeps_the_estimates_it_compared_for_the_promotion_event():
-    ahead = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS)
+    ahead = verdict(result((0.20, 0.16, 0.24), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert (ahead.estimator, ahead.challenger.low, ahead.champion.high) == ("DR", 0.16, 0.12)
-    unknown = verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1", min_recipients=MIN_RECIPIENTS)
+    unknown = verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert (unknown.estimator, unknown.challenger, unknown.champion) == (None, None, None)
 
 
@@ -206,3 +206,24 @@ def test_the_direct_method_of_a_send_is_the_policys_held_out_prediction_for_a_pr
     found = direct_method(scenarios, [a["id"], b["id"], a["id"]], [0.1, 0.6, 0.3], [a, b, c, a])
     assert found == pytest.approx([0.2, 0.6, (0.1 + 0.6 + 0.3) / 3, 0.2])  # c: the mean of every held-out email
     assert direct_method(scenarios, [], [], [a]) is None
+
+
+def with_unsubscribes(evaluated: EvaluationResult, challenger: float, champion: float) -> EvaluationResult:
+    data = evaluated.model_dump(mode="json")
+    for policy, rate in zip(data["policies"], (challenger, champion), strict=True):
+        policy["unsubscribes"] = {"n": 500, "matched": policy["off_policy"]["matched"], "ess": 1.0, "ips": None,
+                                  "snips": {"value": rate, "low": rate, "high": rate}, "dr": None, "reason": None}
+    return EvaluationResult.model_validate(data)
+
+
+def test_a_challenger_that_raises_unsubscribes_beyond_the_margin_is_not_ahead_whatever_its_replies():
+    clearly_ahead = result((0.30, 0.26, 0.34), (0.10, 0.08, 0.12))
+    within = verdict(with_unsubscribes(clearly_ahead, 0.014, 0.010), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
+    assert within.ahead
+    beyond = verdict(with_unsubscribes(clearly_ahead, 0.016, 0.010), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
+    assert not beyond.ahead
+    assert "unsubscribe-and-complaint rate 0.0160" in beyond.message and "+0.0060" in beyond.message
+    assert "UNSUBSCRIBE_GUARDRAIL" in beyond.message and "whatever its replies" in beyond.message
+    # fewer unsubscribes than the champion never bar it; a wider margin lets the same challenger through
+    assert verdict(with_unsubscribes(clearly_ahead, 0.0, 0.05), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.0).ahead
+    assert verdict(with_unsubscribes(clearly_ahead, 0.016, 0.010), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.01).ahead

@@ -20,7 +20,7 @@ K = 20.0
 
 
 def sent(features, delivered, replies, content) -> SentEmail:
-    return SentEmail(features=features, content_hash=content, delivered=delivered, opens=delivered // 2, replies=replies)
+    return SentEmail(features=features, content_hash=content, delivered=delivered, opens=delivered // 2, positive=replies)
 
 
 def test_a_node_the_sends_pinned_down_draws_near_what_they_showed_and_an_unsent_one_as_wide_as_the_prior():
@@ -28,12 +28,12 @@ def test_a_node_the_sends_pinned_down_draws_near_what_they_showed_and_an_unsent_
     rng = np.random.default_rng(1)
     draws = np.array([model.trait_draws([["cites:good"], ["cites:poor"], ["cites:new"]], rng) for _ in range(4000)])
     for column, trait in enumerate(["cites:good", "cites:poor"]):
-        mean, sd = model.replies.traits_posterior([trait])
-        assert (mean, sd) == (model.replies.weights[trait], pytest.approx(math.sqrt(model.replies.covariance[column + 1, column + 1])))
+        mean, sd = model.positive.traits_posterior([trait])
+        assert (mean, sd) == (model.positive.weights[trait], pytest.approx(math.sqrt(model.positive.covariance[column + 1, column + 1])))
         assert draws[:, column].mean() == pytest.approx(mean, abs=0.03) and draws[:, column].std() == pytest.approx(sd, rel=0.05)
     assert draws[:, 0].mean() > 0 > draws[:, 1].mean()
     assert draws[:, 2].mean() == pytest.approx(0.0, abs=0.03)
-    assert draws[:, 2].std() == pytest.approx(math.sqrt(model.replies.prior_variance), rel=0.05)
+    assert draws[:, 2].std() == pytest.approx(math.sqrt(model.positive.prior_variance), rel=0.05)
     assert draws[:, 2].std() > max(draws[:, 0].std(), draws[:, 1].std())
 
 
@@ -97,4 +97,4 @@ def test_draws_for_a_population_that_never_replied_stay_probabilities():
     for _ in range(200):
         for features, content in ((["cites:new", "tone:direct"], "new"), (["cites:a", "tone:formal"], "x")):
             estimate = model.draw(features, content, rng)  # predicted, and the very email that was sent
-            assert 0.0 <= estimate.p_reply <= 1.0 and 0.0 <= estimate.p_open <= 1.0
+            assert 0.0 <= estimate.p_positive <= 1.0 and 0.0 <= estimate.p_open <= 1.0

@@ -12,15 +12,37 @@ K = 20.0
 
 
 def sent(features, delivered, opens, replies, content="h") -> SentEmail:
-    return SentEmail(features=features, content_hash=content, delivered=delivered, opens=opens, replies=replies)
+    return SentEmail(features=features, content_hash=content, delivered=delivered, opens=opens, positive=replies)
+
+
+def test_the_feedback_score_is_the_expected_interest_of_a_send_and_opens_weigh_nothing():
+    """P(positive) − harm_ratio · P(negative), floored at 0: at the default scale (meeting 2, unsubscribe −3) a send
+    that books a meeting one time in ten and draws an unsubscribe one time in twenty is worth 0.1 − 1.5 · 0.05."""
+    estimate = Estimate.of_rates(p_open=0.9, p_positive=0.1, p_negative=0.05, harm_ratio=1.5, confidence=1.0,
+                                 source=FeedbackSource.OBSERVED)
+    assert estimate.score == pytest.approx(0.025)
+    assert Estimate.of_rates(0.0, 0.1, 0.05, 1.5, 1.0, FeedbackSource.OBSERVED).score == estimate.score  # opens: nothing
+    assert Estimate.of_rates(0.5, 0.1, 0.2, 1.5, 1.0, FeedbackSource.OBSERVED).score == 0.0  # floored
+    assert Estimate.of_rates(0.5, 1.0, 0.0, 1.5, 1.0, FeedbackSource.OBSERVED).score == 1.0
+
+
+def test_a_sent_emails_replies_weigh_by_the_interest_scale():
+    """A meeting counts whole, an interested reply half, an unsubscribe whole on the negative side, a not-interested a
+    third: the model's rates are those weights per delivered send."""
+    model = OutcomeModel.fit([SentEmail(["tone:formal"], "a", delivered=1000, opens=0, positive=100.0, negative=30.0)],
+                             prior_strength=K, harm_ratio=1.5)
+    seen = model.estimate(["tone:formal"], "a")
+    assert seen.p_positive == pytest.approx(0.1, abs=0.005) and seen.p_negative == pytest.approx(0.03, abs=0.005)
+    assert seen.score == pytest.approx(seen.p_positive - 1.5 * seen.p_negative)
 
 
 def test_the_blend_moves_the_feedback_from_the_populations_toward_the_emails_own_by_the_confidence():
-    estimate = Estimate.of_rates(p_open=0.5, p_reply=0.25, confidence=0.5, source=FeedbackSource.PREDICTED, baseline=0.2)
-    assert estimate.score == pytest.approx(0.4 * 0.5 + 0.6 * 0.25)
+    estimate = Estimate.of_rates(p_open=0.5, p_positive=0.25, p_negative=0.0, harm_ratio=1.5, confidence=0.5,
+                                 source=FeedbackSource.PREDICTED, baseline=0.2)
+    assert estimate.score == pytest.approx(0.25)
     assert blend(0.8, estimate, weight=0.3) == pytest.approx(0.7 * 0.8 + 0.3 * (0.2 + 0.5 * (estimate.score - 0.2)))
     assert blend(0.8, NO_ESTIMATE, weight=0.3) == 0.8  # no outcomes: the judge's score
-    full = Estimate.of_rates(1.0, 1.0, 1.0, FeedbackSource.OBSERVED)
+    full = Estimate.of_rates(1.0, 1.0, 0.0, 1.5, 1.0, FeedbackSource.OBSERVED)
     assert blend(0.2, full, weight=1.0) == pytest.approx(1.0)
 
 
@@ -29,9 +51,9 @@ def test_evidence_of_usual_rates_neither_helps_nor_hurts_and_better_rates_win():
     model = OutcomeModel.fit([sent(["tone:formal"], 400, 120, 40, "often"), sent(["tone:direct"], 400, 40, 4, "poor"),
                               sent(["tone:warm"], 400, 200, 80, "good")], K)
     usual = model.estimate(["tone:formal"], "often")
-    unknown = Estimate.of_rates(0.9, 0.9, 0.0, FeedbackSource.PREDICTED, usual.baseline)  # whatever it predicts, c = 0
-    at_population = Estimate.of_rates(model.opens.population, model.replies.population, usual.confidence,
-                                      FeedbackSource.OBSERVED, usual.baseline)
+    unknown = Estimate.of_rates(0.9, 0.9, 0.0, 1.0, 0.0, FeedbackSource.PREDICTED, usual.baseline)  # any, c = 0
+    at_population = Estimate.of_rates(model.opens.population, model.positive.population, model.negative.population,
+                                      1.0, usual.confidence, FeedbackSource.OBSERVED, usual.baseline)
     assert usual.confidence > 0.9 and at_population.score == pytest.approx(usual.baseline)
     assert blend(0.9, at_population, 0.3) == pytest.approx(blend(0.9, unknown, 0.3))
     assert blend(0.9, model.estimate(["tone:warm"], "good"), 0.3) > blend(0.9, unknown, 0.3)
@@ -48,10 +70,10 @@ def test_an_unseen_email_gets_about_the_populations_rates_and_evidence_earns_con
     estimate = model.estimate(["tone:friendly"], "new")
     assert estimate.source == FeedbackSource.PREDICTED
     assert estimate.p_open == pytest.approx((60 + 1) / (200 + 2), abs=0.01)  # a tone never sent: the middle
-    assert estimate.p_reply == pytest.approx((12 + 1) / (200 + 2), abs=0.015)
+    assert estimate.p_positive == pytest.approx((12 + 1) / (200 + 2), abs=0.015)
     # c = 1 − v / v₀ over the intercept and the one trait, which no send pinned down
-    sigma0 = model.replies.prior_variance
-    assert estimate.confidence == pytest.approx(1 - (model.replies.covariance[0, 0] + sigma0) / (2 * sigma0))
+    sigma0 = model.positive.prior_variance
+    assert estimate.confidence == pytest.approx(1 - (model.positive.covariance[0, 0] + sigma0) / (2 * sigma0))
     assert estimate.confidence < model.estimate(["tone:formal"], "new").confidence
 
 
@@ -70,21 +92,21 @@ def test_a_prediction_earns_confidence_as_sends_pin_down_its_traits():
 def test_a_trait_moves_the_prediction_toward_its_rate_by_its_evidence():
     model = OutcomeModel.fit([sent(["tone:formal"], 100, 40, 20, "a"), sent(["tone:direct"], 100, 40, 0, "b")], K)
     formal, direct = model.estimate(["tone:formal"], "x"), model.estimate(["tone:direct"], "y")
-    assert 0.15 < formal.p_reply < 0.2 and 0.0 < direct.p_reply < 0.05  # shrunk from 0.2 and 0 toward 0.1
+    assert 0.15 < formal.p_positive < 0.2 and 0.0 < direct.p_positive < 0.05  # shrunk from 0.2 and 0 toward 0.1
     assert formal.p_open == pytest.approx(0.4, abs=2e-3) == direct.p_open
     thin = OutcomeModel.fit([sent(["tone:formal"], 1000, 400, 100, "a"), sent(["tone:direct"], 2, 2, 2, "b")], K)
-    assert thin.estimate(["tone:direct"], "z").p_reply < 0.3  # two replies in two sends say little
+    assert thin.estimate(["tone:direct"], "z").p_positive < 0.3  # two replies in two sends say little
     more = OutcomeModel.fit([sent(["tone:formal"], 1000, 400, 100, "a"), sent(["tone:direct"], 200, 200, 200, "b")], K)
-    assert more.estimate(["tone:direct"], "z").p_reply > 0.9
+    assert more.estimate(["tone:direct"], "z").p_positive > 0.9
 
 
 def test_traits_that_travel_together_share_the_credit():
     """A sum of each trait's own deviation would count the email's rate once per trait it has."""
     model = OutcomeModel.fit([sent(["ask:meeting", "cites:a", "tone:friendly"], 200, 100, 80, "a"),
                               sent(["ask:none", "cites:b", "tone:formal"], 200, 100, 20, "b")], K)
-    assert model.estimate(["ask:meeting", "cites:a", "tone:friendly"], "x").p_reply == pytest.approx(0.4, abs=0.02)
-    assert model.estimate(["ask:none", "cites:b", "tone:formal"], "y").p_reply == pytest.approx(0.1, abs=0.02)
-    mixed = model.estimate(["ask:meeting", "cites:b", "tone:friendly"], "z").p_reply
+    assert model.estimate(["ask:meeting", "cites:a", "tone:friendly"], "x").p_positive == pytest.approx(0.4, abs=0.02)
+    assert model.estimate(["ask:none", "cites:b", "tone:formal"], "y").p_positive == pytest.approx(0.1, abs=0.02)
+    mixed = model.estimate(["ask:meeting", "cites:b", "tone:friendly"], "z").p_positive
     assert 0.25 < mixed < 0.4  # two of the good email's three traits
 
 
@@ -93,7 +115,7 @@ def test_an_email_sent_before_uses_its_own_outcomes_shrunk_toward_the_prediction
     estimate = model.estimate(["tone:formal"], "same-text")
     predicted = model.estimate(["tone:formal"], "unsent")
     assert estimate.source == FeedbackSource.OBSERVED and predicted.source == FeedbackSource.PREDICTED
-    assert estimate.p_reply == pytest.approx((9 + K * predicted.p_reply) / (30 + K))
+    assert estimate.p_positive == pytest.approx((9 + K * predicted.p_positive) / (30 + K))
     assert estimate.p_open == pytest.approx((15 + K * predicted.p_open) / (30 + K))
     assert estimate.confidence == pytest.approx(30 / (30 + K))
 
@@ -123,19 +145,19 @@ def test_a_draw_follows_the_posterior_and_a_sent_email_draws_from_its_own_counts
 
     model = OutcomeModel.fit([sent(["tone:formal"], 400, 200, 80, "a"), sent(["tone:direct"], 400, 200, 8, "b")], K)
     rng = np.random.default_rng(0)
-    formal = [model.draw(["tone:formal"], "x", rng).p_reply for _ in range(4000)]
+    formal = [model.draw(["tone:formal"], "x", rng).p_positive for _ in range(4000)]
     predicted = model.estimate(["tone:formal"], "x")
-    assert np.mean(formal) == pytest.approx(predicted.p_reply, abs=0.01)
+    assert np.mean(formal) == pytest.approx(predicted.p_positive, abs=0.01)
     logits = np.log(np.array(formal) / (1 - np.array(formal)))
-    rows = [0, 1 + list(model.replies.weights).index("tone:formal")]  # the intercept and the trait
-    variance = model.replies.covariance[np.ix_(rows, rows)].sum()
+    rows = [0, 1 + list(model.positive.weights).index("tone:formal")]  # the intercept and the trait
+    variance = model.positive.covariance[np.ix_(rows, rows)].sum()
     assert np.var(logits) == pytest.approx(variance, rel=0.1)
-    never = [model.draw(["tone:friendly"], "y", rng).p_reply for _ in range(4000)]
+    never = [model.draw(["tone:friendly"], "y", rng).p_positive for _ in range(4000)]
     assert np.std(never) > 2 * np.std(formal)  # a trait never sent keeps its prior's spread
     again = [model.draw(["tone:formal"], "a", rng) for _ in range(4000)]
     assert {d.source for d in again} == {FeedbackSource.OBSERVED} and {d.confidence for d in again} == {1.0}
     shrunk = model.estimate(["tone:formal"], "a")
-    assert np.mean([d.p_reply for d in again]) == pytest.approx(shrunk.p_reply, abs=0.005)  # Beta's mean
+    assert np.mean([d.p_positive for d in again]) == pytest.approx(shrunk.p_positive, abs=0.005)  # Beta's mean
     assert OutcomeModel.fit([], K).draw(["tone:formal"], "x", rng) == NO_ESTIMATE
 
 
@@ -164,7 +186,7 @@ def test_the_email_to_send_is_drawn_by_reward_under_the_outcome_models_posterior
     nothing = OutcomeFeedback(OutcomeModel.fit([], K), prospects)
     assert set(chosen(nothing, [(friendly, 0.5), (formal, 0.9)])) == {0}  # no outcomes: the greedy email, as before
     learnt = OutcomeFeedback(OutcomeModel.fit([sends(friendly, 500, 200), sends(formal, 500, 10)], K), prospects)
-    # The feedback is worth its weight: friendly replies 20× as often (feedback ≈ 0.6·0.38 higher), and at weight 0.3
+    # The feedback is worth its weight: friendly replies 20× as often (feedback ≈ 0.38 higher), and at weight 0.3
     # that outweighs 0.05 of the judge's score (worth 0.7·0.05) ...
     assert set(chosen(learnt, [(formal, 0.9), (friendly, 0.85)])) == {1}
     # ... but not 0.2 of it; at weight 0 the judge alone decides.
@@ -194,7 +216,7 @@ def test_each_segment_learns_how_it_departs_from_every_send_and_an_unsent_segmen
     model = OutcomeModel.fit([sends(friendly, cfo, 90), sends(formal, cfo, 15), sends(formal, cto, 90), sends(friendly, cto, 15)], K)
 
     def p_reply(email: Email, reader: str) -> float:
-        return model.estimate(email_features(email, "Priya", "Acme", reader), "unsent").p_reply
+        return model.estimate(email_features(email, "Priya", "Acme", reader), "unsent").p_positive
 
     assert p_reply(friendly, cfo) > 0.2 > 0.1 > p_reply(formal, cfo)
     assert p_reply(formal, cto) > 0.2 > 0.1 > p_reply(friendly, cto)
