@@ -145,7 +145,3 @@ class ProspectOutcomes(BaseModel):
 class BatchOutcomes(BaseModel):
     data: list[ProspectOutcomes]
 
-
-CSV_COLUMNS = ("name", "email", "company", "role", "industry", "pains", "goal")
-EXPORT_COLUMNS = ("prospect_id", "name", "email", "company", "role", "industry", "subject", "body", "codreamer_ref",
-                  "message_id", "policy", "judge_score")

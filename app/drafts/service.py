@@ -1,20 +1,15 @@
 """Draft batches as the API takes them in (JSON or a CSV file) and gives them back (JSON pages, CSV, outcomes)."""
 
-import csv
-import io
 import random
 from datetime import timedelta
 
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
-from app.drafts import queue, repository
+from app.drafts import csv_files, queue, repository
+from app.drafts.csv_files import ExportRow, Layout
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
-    CSV_COLUMNS,
-    EXPORT_COLUMNS,
     MAX_PROSPECTS,
     BatchCreated,
     BatchLinks,
@@ -40,65 +35,15 @@ from app.outcomes.schemas import OutcomeType, Sentiment
 from app.runs import policies as kept
 from app.stats.bandit import auto_shares, champion_share
 
-MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
-
 
 def links(batch_id: str) -> BatchLinks:
     return BatchLinks(self=f"/draft-batches/{batch_id}", drafts=f"/draft-batches/{batch_id}/drafts")
 
 
-# ---------------------------------------------------------------- CSV in
-
-
 def prospects_from_csv(data: bytes) -> list[dict]:
-    """Rows of a sales tool's export: a header row naming at least name, company, role, industry and pains (`;`
-    between pains); email, goal and id are optional. A bad row is a 422 naming its line (the header is line 1) and
-    field."""
-    if len(data) > MAX_CSV_BYTES:
-        raise invalid("file", f"the CSV file is over {MAX_CSV_BYTES // 1024 // 1024} MB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise invalid("file", "the CSV file is not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [name.strip().lower() for name in reader.fieldnames or []]
-    missing = [name for name in ("name", "company", "role", "industry", "pains") if name not in header]
-    if missing:
-        raise invalid("file", f"line 1: the header lacks the column(s) {', '.join(missing)} "
-                              f"(expected {','.join(CSV_COLUMNS)})")
-    unknown = [name for name in header if name not in (*CSV_COLUMNS, "id")]
-    if unknown:
-        raise invalid("file", f"line 1: unknown column(s) {', '.join(unknown)} (expected {','.join(CSV_COLUMNS)}, and id)")
-    reader.fieldnames = header
-    rows, errors = [], []
-    try:
-        for number, row in enumerate(reader, start=2):
-            if len(rows) >= MAX_PROSPECTS:
-                raise invalid("file", f"the CSV file has over {MAX_PROSPECTS} prospects; split it into batches")
-            if None in row:
-                errors.append(_csv_error(number, None, "more fields than the header names"))
-                continue
-            values = {k: (v or "").strip() for k, v in row.items()}
-            if not any(values.values()):
-                continue  # a blank line
-            prospect = {k: v for k, v in values.items() if k != "pains" and (v or k in ("name", "company", "role", "industry"))}
-            prospect["pains"] = [p.strip() for p in values.get("pains", "").split(";") if p.strip()]
-            try:
-                rows.append(ProspectIn.model_validate(prospect).model_dump(exclude_none=True))
-            except ValidationError as exc:
-                errors += [_csv_error(number, str(e["loc"][0]) if e["loc"] else None, e["msg"]) for e in exc.errors()]
-    except csv.Error as exc:
-        raise invalid("file", f"line {reader.line_num}: {exc}") from None
-    if errors:
-        raise RequestValidationError(errors[:50])
-    if not rows:
-        raise invalid("file", "the CSV file has no prospect rows")
-    return rows
-
-
-def _csv_error(line: int, field: str | None, message: str) -> dict:
-    return {"loc": ("body", "file", f"line {line}", *([field] if field else [])), "type": "value_error",
-            "msg": f"line {line}{f', {field}' if field else ''}: {message}"}
+    """A sales tool's export as the batch's prospects (see `app.drafts.csv_files`); a bad row is a 422 naming its
+    line and column."""
+    return csv_files.prospects_from_csv(data, ProspectIn, MAX_PROSPECTS)
 
 
 # ---------------------------------------------------------------- creating a batch
@@ -238,18 +183,26 @@ async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, l
     return [draft_view(batch, row) for row in rows[:limit]], len(rows) > limit
 
 
-async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
-    """Every draft, as a sequencer imports them: one row per prospect, the ref and Message-ID as custom columns."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(EXPORT_COLUMNS)
-    for draft in await repository.drafts(session, batch.id):
-        prospect, email = draft.prospect, draft.email or {}
-        writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
-                         prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
-                         email.get("message_id", ""), policy_id(draft.run_id, draft.iteration),
-                         "" if draft.judge_score is None else f"{draft.judge_score:.4f}"])
-    return out.getvalue()
+async def drafts_csv(session: AsyncSession, batch: DraftBatch, layout: Layout, columns: list[str] | None) -> str:
+    """Every draft, as a sequencer imports them: one row per prospect in the layout's columns, its custom fields
+    after them."""
+    return csv_files.write_csv([_export_row(draft) for draft in await repository.drafts(session, batch.id)],
+                               layout, columns)
+
+
+def _export_row(draft: Draft) -> ExportRow:
+    prospect, email = draft.prospect, draft.email or {}
+    company, role = prospect.get("company") or "", prospect.get("role") or ""
+    values = {
+        "prospect_id": prospect["id"], "email": prospect.get("email") or "", "first_name": prospect.get("first_name") or "",
+        "last_name": prospect.get("last_name") or "", "name": prospect.get("name") or "", "company_name": company,
+        "company": company, "title": role, "role": role, "industry": prospect.get("industry") or "",
+        "subject": email.get("subject", ""), "body": email.get("body", ""), "fit": draft.fit or "",
+        "fit_reason": draft.fit_reason or "", "judge_score": "" if draft.judge_score is None else f"{draft.judge_score:.4f}",
+        "policy": policy_id(draft.run_id, draft.iteration), "codreamer_ref": email.get("ref", ""),
+        "message_id": email.get("message_id", ""),
+    }
+    return ExportRow(values=values, custom=dict(prospect.get("custom") or {}))
 
 
 async def batch_outcomes(session: AsyncSession, batch: DraftBatch) -> list[ProspectOutcomes]:
