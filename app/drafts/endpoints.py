@@ -10,7 +10,7 @@ from app.core import ServicesDep
 from app.drafts import service
 from app.drafts.csv_files import Layout
 from app.drafts.events import CATALOGUE, BatchEventList
-from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, BatchStatus, DraftPage, DraftRequest
+from app.drafts.schemas import BatchCreated, BatchOut, BatchOutcomes, BatchPage, BatchStatus, DraftPage, DraftRequest
 from app.events import service as events
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
@@ -22,6 +22,8 @@ router = APIRouter(tags=["drafts"])
 BatchId = Annotated[str, Path(min_length=1, max_length=40)]
 PositionCursor = cursor_params(Annotated[int, Query(ge=-1, le=10_000, description="A position: the page starts after it.")],
                                first=-1, default_limit=100, max_limit=1000)
+BatchCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="A batch id: the page starts after it.")],
+                            default_limit=20, max_limit=100)
 CsvLayout = Annotated[Layout, Query(description="With Accept: text/csv, whose column names: `instantly`, `smartlead` and "
                                                 "`lemlist` use those tools' documented lead fields.")]
 CsvColumns = Annotated[str | None, Query(max_length=2000, description=(
@@ -70,6 +72,14 @@ async def create_drafts(request: Request, response: Response, svc: ServicesDep, 
     if replayed:
         response.status_code = status.HTTP_200_OK
     return created
+
+
+@router.get("/draft-batches", response_model=BatchPage, summary="List draft batches")
+async def list_draft_batches(session: ReadSession, tenant: TenantDep, page: BatchCursor,
+                             graph_id: Annotated[str | None, Query(max_length=200)] = None) -> dict:
+    """The tenant's batches, newest first, optionally of one graph (the dashboard's drafts view starts here)."""
+    data, has_more = await service.batches_page(session, tenant, graph_id, after=page.after, limit=page.limit)
+    return {"data": data, "has_more": has_more}
 
 
 @router.get("/draft-batches/{batch_id}", response_model=BatchOut, summary="A draft batch", responses=NOT_FOUND)

@@ -145,3 +145,6 @@ class ProspectOutcomes(BaseModel):
 class BatchOutcomes(BaseModel):
     data: list[ProspectOutcomes]
 
+
+class BatchPage(Page[BatchOut]):
+    pass

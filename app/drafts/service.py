@@ -3,6 +3,7 @@
 import random
 from datetime import timedelta
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
@@ -26,6 +27,7 @@ from app.events.ssrf import UnsafeWebhookURL, resolve
 from app.kit.db import utcnow
 from app.kit.errors import NotFound, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
+from app.kit.pages import fetch_page
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
 from app.learned import store
@@ -168,6 +170,18 @@ def batch_view(batch: DraftBatch) -> BatchOut:
                     policy_id=batch.policy_id,
                     status=batch.status, count=batch.count, completed=batch.completed, created_at=batch.created_at,
                     finished_at=batch.finished_at, error=batch.error)
+
+
+async def batches_page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
+                       ) -> tuple[list[BatchOut], bool]:
+    """Newest first (ids sort by creation time)."""
+    query = select(DraftBatch).where(DraftBatch.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(DraftBatch.graph_id == graph_id)
+    if after is not None:
+        query = query.where(DraftBatch.id < after)
+    rows, more = await fetch_page(session, query.order_by(DraftBatch.id.desc()), limit)
+    return [batch_view(row) for row in rows], more
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
