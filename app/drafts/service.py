@@ -30,6 +30,7 @@ from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.kit.pages import fetch_page
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
+from app.knowledge_graph.offers import offer_for, signer
 from app.learned import store
 from app.learned.models import Policy, TrafficArm
 from app.learned.store import policy_id
@@ -115,11 +116,12 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
     async with svc.db.transaction() as session:  # the policies kept and the batch stored, or neither
         arms = await _arms(session, body, tenant, svc.settings)
         policy = arms[0][0]
-        default_goal = body.goal or graph.scenarios[policy.config["scenario_ids"][0]].goal
+        sender = signer(body.sender, graph, svc.settings)
         batch = DraftBatch(
             id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
             iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
-            request_hash=digest,
+            request_hash=digest, sender=sender.model_dump(exclude_none=True) if sender else None,
+            skip_low_fit=body.skip_low_fit,
             arms=[TrafficArm(policy_id=p.id, run_id=p.run_id, iteration=p.iteration, share=share) for p, share in arms],
             webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
             webhook_secret=svc.secrets.seal(secret) if secret else None,
@@ -133,7 +135,8 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
             drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
                                 iteration=author.iteration, variant=arm, propensity=shares[arm],
                                 prospect=prospect.model_dump(mode="json") | {
-                                    "id": prospect_id, "goal": prospect.goal or default_goal}))
+                                    "id": prospect_id,
+                                    "goal": prospect.goal or body.goal or offer_for(graph, prospect.role)}))
         session.add(batch)
         await session.flush()
         session.add_all(drafts)
@@ -169,7 +172,8 @@ def batch_view(batch: DraftBatch) -> BatchOut:
     return BatchOut(batch_id=batch.id, graph_id=batch.graph_id, policy=policy_id(batch.run_id, batch.iteration),
                     policy_id=batch.policy_id,
                     status=batch.status, count=batch.count, completed=batch.completed, created_at=batch.created_at,
-                    finished_at=batch.finished_at, error=batch.error)
+                    finished_at=batch.finished_at, error=batch.error, sender=batch.sender,
+                    skip_low_fit=batch.skip_low_fit)
 
 
 async def batches_page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
@@ -188,7 +192,8 @@ def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
                     policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
                     judge_score=draft.judge_score,
-                    variant=draft.variant, propensity=draft.propensity, like=draft.like)
+                    variant=draft.variant, propensity=draft.propensity, like=draft.like, fit=draft.fit,
+                    fit_reason=draft.fit_reason)
 
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:

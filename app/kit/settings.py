@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     message_id_domain: str = Field(
         "codreamer.invalid", pattern=r"^[A-Za-z0-9.-]{1,200}$",
         description="The domain of the Message-ID suggested for each email (use your sending domain).")
+    sender_name: str | None = Field(None, min_length=1, max_length=120, description=(
+        "Who signs drafted emails when neither the request nor the graph names a sender; unset: the seller's team."))
+    sender_title: str | None = Field(None, min_length=1, max_length=120, description="SENDER_NAME's job title.")
     reply_window_s: float = Field(3 * 86400, gt=0, description=(
         "How long after delivery a sent email without a reply counts as not replied to (a reply counts at once)."))
     outcome_prior_sends: float = Field(20.0, gt=0, description=(

@@ -26,6 +26,7 @@ from app.loop.schemas import FeedbackMode
 from app.runs import policies, queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
+from app.knowledge_graph.offers import signer
 from app.runs.status import RunStatus
 
 
@@ -100,6 +101,7 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
         "in_context": (not spec.trainable) if body.in_context is None else body.in_context, "judge": judge,
+        "sender": signer(body.sender, graph, svc.settings),
     })
 
 
