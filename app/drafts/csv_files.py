@@ -85,11 +85,11 @@ class Columns:
 
 
 def read_header(header: list[str]) -> Columns:
-    """Each column's meaning; a 422 naming the columns when two give the same field or share a name."""
+    """Each column's meaning; a 422 naming the columns that share a name. Two names for one field (`company` and
+    `company_name`, as the default export writes) are both read: a row must not give them different values."""
     fields: dict[int, str] = {}
     custom: dict[int, str] = {}
     ignored: set[int] = set()
-    by_field: dict[str, list[str]] = {}
     by_name: dict[str, list[str]] = {}
     for index, raw in enumerate(header):
         name = raw.strip()
@@ -100,38 +100,41 @@ def read_header(header: list[str]) -> Columns:
         field = FIELD_OF_KEY.get(header_key(name))
         if field:
             fields[index] = field
-            by_field.setdefault(field, []).append(name)
         else:
             custom[index] = name
     repeated = [names for names in by_name.values() if len(names) > 1]
     if repeated:
-        raise invalid("file", "line 1: the header names " + "; ".join(f"{names[0]!r} {len(names)} times" for names in repeated)
-                      + ": each column needs a name of its own")
-    clashing = [(field, names) for field, names in by_field.items() if len(names) > 1]
-    if clashing:
-        raise invalid("file", "line 1: " + "; ".join(f"columns {' and '.join(map(repr, names))} both give the {field}"
-                                                     for field, names in clashing) + ": keep one of them")
+        raise invalid("file", "line 1: the header names " + "; ".join(
+            f"{names[0]!r} {len(names)} times" for names in repeated) + ": each column needs a name of its own")
     if not fields:
         shown = ", ".join(repr(h) for h in header[:6]) + (", …" if len(header) > 6 else "")
-        raise invalid("file", f"line 1: the header names no prospect column (found {shown}). Expected a header row with "
-                              "first_name and last_name (or name), title (or role), company (or company_name), industry, "
-                              "pains, email, separated by , or ; or a tab")
+        raise invalid("file", f"line 1: the header names no prospect column (found {shown}). Expected a header row "
+                              "with first_name and last_name (or name), title (or role), company (or company_name), "
+                              "industry, pains, email, separated by , or ; or a tab")
     return Columns(fields, custom, frozenset(ignored))
 
 
 # ---------------------------------------------------------------- import: rows
 
 
-def prospect_of(values: list[str], columns: Columns) -> dict:
+class RowError(ValueError):
+    """A row the file's own columns contradict; the message names the columns."""
+
+
+def prospect_of(values: list[str], header: list[str], columns: Columns) -> dict:
     """One row as the prospect JSON POST /drafts takes: empty cells left out, pains split on `;` (or `|`, or line
     breaks), the other columns under `custom`."""
-    prospect: dict = {}
+    cells: dict[str, dict[str, str]] = {}  # field → {column: value} of its non-empty cells
     for index, field in columns.fields.items():
         cell = values[index].strip() if index < len(values) else ""
-        if field == "pains":
-            prospect["pains"] = [p.strip() for p in PAIN_SEPARATORS.split(cell) if p.strip()]
-        elif cell:
-            prospect[field] = cell
+        if cell:
+            cells.setdefault(field, {})[header[index].strip()] = cell
+    prospect: dict = {}
+    for field, given in cells.items():
+        if len(set(given.values())) > 1:
+            raise RowError(f"columns {' and '.join(map(repr, given))} give different values for the {field}")
+        [cell] = set(given.values())
+        prospect[field] = [p.strip() for p in PAIN_SEPARATORS.split(cell) if p.strip()] if field == "pains" else cell
     prospect.setdefault("pains", [])
     custom = {name: values[index].strip() for index, name in columns.custom.items()
               if index < len(values) and values[index].strip()}
@@ -149,8 +152,7 @@ def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> li
     text = decode(data)
     if "\x00" in text:
         raise invalid("file", "the CSV file holds a NUL character: is it a spreadsheet (.xlsx) rather than CSV?")
-    first_line = text.lstrip("\ufeff").split("\n", 1)[0]
-    delimiter = sniff_delimiter(first_line)
+    delimiter = sniff_delimiter(next(iter(text.lstrip("\ufeff").splitlines()), ""))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows, errors = [], []
     try:
@@ -171,9 +173,12 @@ def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> li
                                                      f"{len(header)}): is a value holding a {delimiter!r} unquoted?"))
                 continue
             try:
-                rows.append(model.model_validate(prospect_of(values, columns)).model_dump(exclude_none=True))
+                rows.append(model.model_validate(prospect_of(values, header, columns)).model_dump(exclude_none=True))
+            except RowError as exc:
+                errors.append(_row_error(line, None, str(exc)))
             except ValidationError as exc:
-                errors += [_row_error(line, _column_named(e["loc"], names), e["msg"]) for e in exc.errors()]
+                errors += [_row_error(line, _column_named(e["loc"], names), e["msg"].removeprefix("Value error, "))
+                           for e in exc.errors()]
             if len(errors) >= MAX_ROWS_ERRORS:
                 break
     except csv.Error as exc:
