@@ -199,3 +199,5 @@ def test_the_documented_limits_fit_in_a_csv_file_and_in_a_request_body():
     import json
     body = json.dumps({"graph_id": "demo", "prospects": [longest] * 1000}).encode()
     assert len(body) + 64 * 1024 < Settings(_env_file=None).max_drafts_bytes  # room for the other fields
+    # the file's own limit is reached before the body's: a file just over it gets the message that names it
+    assert csv_files.MAX_CSV_BYTES + 64 * 1024 < Settings(_env_file=None).max_drafts_bytes
