@@ -216,11 +216,12 @@ class Layout(StrEnum):
     LEMLIST = "lemlist"
 
 
-# The export's own columns, in order. A sequencer's layout renames those it documents; the rest travel as custom
+# The export's own columns, in order (`suppressed`: the reason a prospect's address is suppressed, its subject and
+# body then empty). A sequencer's layout renames those it documents; the rest travel as custom
 # variables (Instantly), custom fields (Smartlead) or custom variables (lemlist) under these names.
 BASE_COLUMNS = ("prospect_id", "email", "first_name", "last_name", "name", "company_name", "company", "title", "role",
                 "industry", "subject", "body", "fit", "fit_reason", "judge_score", "policy", "codreamer_ref",
-                "message_id")
+                "message_id", "suppressed")
 # Documented lead fields: Instantly's lead (developer.instantly.ai, API v2 `POST /leads`, also its CSV import's
 # names), Smartlead's lead import (api.smartlead.ai, `lead_list` items), lemlist's lead object
 # (developer.lemlist.com, objects-definitions/lead and `POST /campaigns/{id}/leads`).
