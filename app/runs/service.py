@@ -20,13 +20,13 @@ from app.kit.errors import Conflict, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph import service as graph_service
+from app.knowledge_graph.offers import signer
 from app.knowledge_graph.schemas import GraphDocument
 from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
 from app.runs import policies, queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
-from app.knowledge_graph.offers import signer
 from app.runs.status import RunStatus
 
 
