@@ -8,6 +8,7 @@ text, so they apply as well to an email a language model wrote, within what word
 import re
 from dataclasses import dataclass
 
+from app.agent.names import Addressee, of_prospect
 from app.agent.text import article, sentences, terms, words
 
 IDEAL_WORDS = (70, 170)
@@ -30,7 +31,7 @@ _DOUBLED = re.compile(r"\b([A-Za-z]+)\s+\1\b", re.I)
 _ARTICLE = re.compile(r"\b(a|an)\s+([a-z][a-z'-]*)")
 _BAD_POSSESSIVE = re.compile(r"\b[A-Z][\w&.-]*s's\b")
 # Verbs that make a pain a clause; none of them doubles as a noun a pain would use ("costs", "runs" and "needs" do).
-_FINITE = frozenset(
+FINITE_VERBS = _FINITE = frozenset(
     "is are was were has have had does do did can cannot can't won't don't doesn't isn't aren't wasn't weren't will "
     "would must should may might take takes took keep keeps kept grow grows grew fail fails slip slips drag drags eat "
     "eats lack lacks spend spends sit sits stay stays go goes went come comes came get gets got make makes made".split())
@@ -66,14 +67,21 @@ def structure_score(subject: str, body: str) -> float:
 
 def personalization_score(subject: str, body: str, prospect: dict) -> float:
     text = f"{subject}\n{body}"
-    first_name = str(prospect.get("name", "")).split(" ")[0]
     greeting = body.strip().splitlines()[0] if body.strip() else ""
     checks = [
-        bool(first_name) and first_name in greeting,
+        greets(greeting, of_prospect(prospect)),
         str(prospect.get("company", "")) in text,
         bool(terms(f"{prospect.get('role', '')} {prospect.get('industry', '')}") & terms(text)),
     ]
     return sum(checks) / len(checks)
+
+
+def greets(greeting: str, who: Addressee) -> bool:
+    """Whether a greeting line greets this person as their name says to: by their given name or with their honorific,
+    or, when their name does not say how (`app.agent.names`), by no name at all."""
+    if who.given or who.formal:
+        return any(name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", greeting) for name in (who.given, who.formal))
+    return greeting.rstrip(",:—").strip().lower() in ("hello", "hi", "hi there", "good morning", "good afternoon", "dear all")
 
 
 # ---------------------------------------------------------------- the email's parts

@@ -6,6 +6,7 @@
 import json
 from collections.abc import Iterable, Mapping
 
+from app.agent.facts import scenario_starts
 from app.agent.schemas import ScenarioContext
 from app.agent.text import first_sentence
 from app.agent.tools import node_summary
@@ -52,18 +53,25 @@ def initial_messages(
         "from your company's knowledge graph. "
         "Explore with get_connected_nodes and get_relevant_context, cite only nodes you have read, "
         "and finish by calling finalize_email with subject, body and the ids of the cited nodes. "
+        "Use only facts that answer the prospect's pains; sign as the <sender> when one is given. "
         f"{DATA_RULE} "
         f"Turn budget: {max_turns} tool calls."
     )
-    starts = [*scenario.seed_nodes, *([focus] if focus and focus not in scenario.seed_nodes else [])]
+    starts = scenario_starts(graph, scenario)
+    starts += [focus] if focus and focus not in starts else []
     start_nodes = [node_summary(graph, shown, node_id) for node_id in starts]
+    prospect = scenario.prospect.model_dump(mode="json", exclude_none=True)
+    if not prospect.get("custom"):
+        prospect.pop("custom", None)
+    sender = graph.sender.model_dump(exclude_none=True) if graph.sender else None
     user = (
-        f"<prospect>{scenario.prospect.model_dump_json()}</prospect>\n"
-        f"Goal: {scenario.goal}\n"
+        f"<prospect>{json.dumps(prospect, ensure_ascii=False, separators=(',', ':'))}</prospect>\n"
+        + (f"Goal: {scenario.goal}\n" if scenario.goal else "")
         + (f"<seller>{json.dumps(seller)}</seller>\n" if seller else "")
-        +         f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
+        + (f"<sender>{json.dumps(sender, ensure_ascii=False)}</sender>\n" if sender else "")
+        + f"<start_nodes>{json.dumps(start_nodes)}</start_nodes>"
     )
-    proven = [node_summary(graph, shown, n) for n in proven_nodes(scores, max_turns, exclude=scenario.seed_nodes)]
+    proven = [node_summary(graph, shown, n) for n in proven_nodes(scores, max_turns, exclude=starts)]
     if proven:
         user += f"\nNodes that worked before for this prospect, best first:\n<proven_nodes>{json.dumps(proven)}</proven_nodes>"
     exemplar = context.exemplar if context else None

@@ -7,6 +7,7 @@ Tool results are JSON so that both LLMs and the embedded policy can read them
 import json
 
 from app.agent.email_checks import draft_feedback
+from app.agent.facts import scenario_starts
 from app.agent.schemas import Email
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
@@ -81,7 +82,7 @@ class AgentTools:
         self.scores = scores
         self.final_email: Email | None = None
         self.read: dict[str, str] = {}  # node id: title, of the nodes whose facts the agent read
-        self.seen = dict.fromkeys(scenario.seed_nodes)  # the node ids shown to the agent so far, in order
+        self.seen = dict.fromkeys(scenario_starts(graph, scenario))  # the node ids shown to the agent so far, in order
         self.expanded: set[str] = set()  # the nodes whose connections were listed
 
     def call(self, name: str, arguments: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from app.agent.schemas import Email
 
-_TAG = re.compile(r"<(prospect|seller|start_nodes|proven_nodes|exemplar|playbook)>(.*?)</\1>", re.S)
+_TAG = re.compile(r"<(prospect|seller|sender|start_nodes|proven_nodes|exemplar|playbook)>(.*?)</\1>", re.S)
 _BUDGET = re.compile(r"Turn budget: (\d+)")
 _GOAL = re.compile(r"^Goal: (.*)$", re.M)
 
@@ -38,6 +38,7 @@ class Transcript:
     prospect: dict = field(default_factory=dict)
     goal: str = ""  # the scenario's goal, from the user prompt's "Goal: ..." line
     seller: dict = field(default_factory=dict)  # who the email is from: {"id", "name", "about"} (empty: not said)
+    sender: dict = field(default_factory=dict)  # who signs it: {"name", "title"?, "signature"?} (empty: the seller's team)
     turn_budget: int = 6
     nodes: dict[str, SeenNode] = field(default_factory=dict)
     exemplar: Email | None = None  # in-context learning: the best email so far for this prospect
@@ -94,6 +95,8 @@ def parse_transcript(messages: list[dict]) -> Transcript:
                 data = _json(body)
                 if tag == "prospect" and isinstance(data, dict):
                     t.prospect = data
+                elif tag == "sender" and isinstance(data, dict):
+                    t.sender = {key: str(data[key]) for key in ("name", "title", "signature") if data.get(key)}
                 elif tag == "seller" and isinstance(data, dict):
                     t.seller = {key: str(data.get(key) or "") for key in ("id", "name", "about")}
                 elif tag in ("start_nodes", "proven_nodes") and isinstance(data, list):

@@ -8,8 +8,9 @@ from pydantic import ValidationError
 
 from app.core import ServicesDep
 from app.drafts import service
+from app.drafts.csv_files import Layout
 from app.drafts.events import CATALOGUE, BatchEventList
-from app.drafts.schemas import ENDED, BatchCreated, BatchOut, BatchOutcomes, DraftPage, DraftRequest
+from app.drafts.schemas import ENDED, BatchCreated, BatchOut, BatchOutcomes, BatchPage, DraftPage, DraftRequest
 from app.events import service as events
 from app.events.endpoints import EventsCursor, LastEventId, event_stream, page_or_none, stream_responses
 from app.kit.deps import BODY_ERRORS, NOT_FOUND, ErrorOut, ReadSession, TenantDep
@@ -28,12 +29,20 @@ TOO_MANY = {429: {"model": ErrorOut, "description": "The tenant has MAX_ACTIVE_D
 BatchId = Annotated[str, Path(min_length=1, max_length=40)]
 PositionCursor = cursor_params(Annotated[int, Query(ge=-1, le=10_000, description="A position: the page starts after it.")],
                                first=-1, default_limit=100, max_limit=1000)
+BatchCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="A batch id: the page starts after it.")],
+                            default_limit=20, max_limit=100)
+CsvLayout = Annotated[Layout, Query(description="With Accept: text/csv, whose column names: `instantly`, `smartlead` and "
+                                                "`lemlist` use those tools' documented lead fields.")]
+CsvColumns = Annotated[str | None, Query(max_length=2000, description=(
+    "With Accept: text/csv, the columns to write, comma-separated, in that order (names as in the layout)."))]
 FORM_FIELDS = ("graph_id", "policy", "goal", "webhook_url", "seed")
 BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": inline_refs(DraftRequest.model_json_schema())},
     "multipart/form-data": {"schema": {"type": "object", "required": ["graph_id", "file"], "properties": {
         "file": {"type": "string", "format": "binary",
-                 "description": "CSV with a header row: name,email,company,role,industry,pains,goal (pains separated by ;)"},
+                 "description": "CSV as a sales tool exports it, with a header row: first_name,last_name (or name),email,"
+                                "company (or company_name),title (or role),industry,pains,goal; pains separated by ;, "
+                                "other columns kept as custom fields; , or ; or tab separated; UTF-8 or Windows-1252"},
         **{name: {"type": "string"} for name in FORM_FIELDS}}}}}}}
 
 
@@ -80,6 +89,14 @@ async def create_drafts(request: Request, response: Response, svc: ServicesDep, 
     if replayed:
         response.status_code = status.HTTP_200_OK
     return created
+
+
+@router.get("/draft-batches", response_model=BatchPage, summary="List draft batches")
+async def list_draft_batches(session: ReadSession, tenant: TenantDep, page: BatchCursor,
+                             graph_id: Annotated[str | None, Query(max_length=200)] = None) -> dict:
+    """The tenant's batches, newest first, optionally of one graph (the dashboard's drafts view starts here)."""
+    data, has_more = await service.batches_page(session, tenant, graph_id, after=page.after, limit=page.limit)
+    return {"data": data, "has_more": has_more}
 
 
 @router.get("/draft-batches/{batch_id}", response_model=BatchOut, summary="A draft batch", responses=NOT_FOUND)
@@ -136,12 +153,16 @@ async def list_batch_events(batch_id: BatchId, request: Request, svc: ServicesDe
 @router.get("/draft-batches/{batch_id}/drafts", response_model=DraftPage, summary="A batch's drafts",
             responses={**NOT_FOUND, 200: {"content": {"text/csv": {"schema": {"type": "string"}}}}})
 async def list_drafts(batch_id: BatchId, request: Request, session: ReadSession, tenant: TenantDep,
-                      page: PositionCursor) -> Response | dict:
+                      page: PositionCursor, layout: CsvLayout = Layout.CODREAMER, columns: CsvColumns = None
+                      ) -> Response | dict:
     """In prospect order (`after` = a position, from 0). With `Accept: text/csv`, all of them as CSV for a sequencer's
-    import: the ref and Message-ID are its custom columns."""
+    import, in its documented column names with `layout`, or only the `columns` named: the ref and Message-ID are
+    custom columns, and so is every custom field of the prospects. A cell that a spreadsheet would read as a formula
+    starts with `'`."""
     batch = await service.batch_of(session, batch_id, tenant)
     if "text/csv" in request.headers.get("accept", ""):
-        return Response(await service.drafts_csv(session, batch), media_type="text/csv; charset=utf-8",
+        wanted = [name.strip() for name in columns.split(",") if name.strip()] if columns else None
+        return Response(await service.drafts_csv(session, batch, layout, wanted), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{batch.id}.csv"'})
     drafts, has_more = await service.drafts_page(session, batch, after=page.after, limit=page.limit)
     return {"data": drafts, "has_more": has_more}

@@ -3,7 +3,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.drafts.schemas import BatchStatus
+from app.drafts.schemas import BatchStatus, Fit
 from app.kit.db import Base, StrEnumText, UTCDateTime, utcnow
 from app.learned.models import ARMS, TrafficArm
 
@@ -32,6 +32,8 @@ class DraftBatch(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
     error: Mapped[dict | None]
+    sender: Mapped[dict | None]  # app.knowledge_graph.schemas.Sender; null: the seller's team signs
+    skip_low_fit: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -52,6 +54,8 @@ class Draft(Base):
     like: Mapped[str | None] = mapped_column(String(200))  # the training scenario whose learned state it used
     email: Mapped[dict | None]  # DraftEmail; null until drafted (or when the policy wrote none)
     judge_score: Mapped[float | None]
+    fit: Mapped[Fit | None] = mapped_column(StrEnumText(Fit))
+    fit_reason: Mapped[str | None] = mapped_column(Text)
     variant: Mapped[int] = mapped_column(default=0)
     propensity: Mapped[float] = mapped_column(default=1.0)
     drafted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

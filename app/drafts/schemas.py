@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraint
 from app.events.ssrf import WebhookURL
 from app.kit.pages import Page
 from app.kit.untrusted_text import clean
+from app.knowledge_graph.schemas import Sender
 from app.outcomes.replies import ReplyCategory
 
 MAX_PROSPECTS = 1000
@@ -19,24 +20,78 @@ Goal = Annotated[str, StringConstraints(min_length=1, max_length=5000, strip_whi
 ProspectId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@+\-]+$")]
 
 
+CustomKey = Annotated[str, StringConstraints(min_length=1, max_length=100, strip_whitespace=True, pattern=NO_NUL)]
+CustomValue = Annotated[str, StringConstraints(max_length=2000, strip_whitespace=True, pattern=NO_NUL)]
+MAX_CUSTOM_FIELDS = 50
+# A sales tool's names for the fields a prospect has, and the field each one fills
+ALIASES = {"company_name": "company", "title": "role"}
+
+
 class ProspectIn(BaseModel):
+    """A prospect as sales tools export it: `first_name` + `last_name` or `name`, `title` or `role`, `company_name` or
+    `company`; every other field is kept as a custom field (in `custom`) and comes back with the draft."""
+
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     id: ProspectId | None = Field(None, description="Yours (a CRM id); one is assigned when absent. Unique in a batch.")
-    name: Text
+    name: Text | None = Field(None, description="The name as written (\"Dr. Priya Nair\", \"Schmidt, Anna\"); default: "
+                                                "`first_name` and `last_name`.")
+    first_name: Text | None = Field(None, description="The name to greet by: when given it wins over reading `name`.")
+    last_name: Text | None = None
     email: Annotated[str, StringConstraints(max_length=320, strip_whitespace=True, pattern=NO_CONTROL)] | None = None
-    company: Text
-    role: Text
-    industry: Text
-    pains: list[Text] = Field(min_length=1, max_length=10)
-    goal: Goal | None = Field(None, description="What the email asks for; default: the batch's `goal`.")
+    company: Text = Field(description="Or `company_name`.")
+    role: Text | None = Field(None, description="Or `title`: the job title.")
+    industry: Text | None = None
+    pains: list[Text] = Field(default_factory=list, max_length=10, description=(
+        "As your CRM holds them; may be empty when a role or an industry is given."))
+    goal: Goal | None = Field(None, description="What the email asks for; default: the batch's `goal`, else the graph's "
+                                                "offer for the prospect's role, else a generic ask.")
+    custom: dict[CustomKey, CustomValue] = Field(default_factory=dict, description=(
+        "Any other field of the prospect, returned with its draft (and in the CSV export)."))
     _sanitized: list[str] = PrivateAttr(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sales_tool_fields(cls, data: object) -> object:
+        """`company_name` and `title` fill `company` and `role`; a field the service has no use for becomes custom."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        given = data.get("custom")
+        custom = dict(given) if isinstance(given, dict) else {} if given is None else None
+        for alias, field in ALIASES.items():
+            if alias in data:
+                value = data.pop(alias)
+                if data.get(field) not in (None, "") and value not in (None, "") and value != data[field]:
+                    raise ValueError(f"{alias} and {field} are the same field and differ: give one")
+                if data.get(field) in (None, ""):
+                    data[field] = value
+        if custom is None:
+            return data  # a `custom` that is not an object: its own error
+        for key in [k for k in data if k not in cls.model_fields]:
+            value = data.pop(key)
+            if value is None:
+                continue
+            if isinstance(value, (dict, list)):
+                raise ValueError(f"field {key!r}: a custom field holds text, a number or a boolean, not {type(value).__name__}")
+            custom[str(key)] = str(value)
+        if len(custom) > MAX_CUSTOM_FIELDS:
+            raise ValueError(f"a prospect has at most {MAX_CUSTOM_FIELDS} custom fields ({len(custom)} given)")
+        data["custom"] = custom
+        return data
+
     @model_validator(mode="after")
-    def _as_data(self) -> "ProspectIn":
-        """Prospect text is data: every text field cleaned (`app.kit.untrusted_text`), what went said in `_sanitized`; a
-        required field with nothing left is refused, an optional one left out."""
+    def _named_and_described(self) -> "ProspectIn":
+        """Prospect text is data: every text field cleaned first (`app.kit.untrusted_text`), what went said in
+        `_sanitized`; a required field with nothing left is refused, an optional one left out."""
         self._sanitized += sanitize(self, exempt={"id", "email"})  # validated again as a part of a request: kept
+        if self.name is None:
+            parts = [p for p in (self.first_name, self.last_name) if p]
+            if not parts:
+                raise ValueError("a prospect needs a name: `name`, or `first_name` and/or `last_name`")
+            self.name = " ".join(parts)
+        if not self.pains and not self.role and not self.industry:
+            raise ValueError("a prospect without pains needs a role (`title`) or an industry to be written to")
         return self
 
 
@@ -69,6 +124,11 @@ def sanitize(model: BaseModel, exempt: set[str] = frozenset()) -> list[str]:
             if not kept and value and required:
                 raise ValueError(f"{name}: nothing is left once the text that is no data is removed")
             value = kept
+        elif isinstance(value, dict) and all(isinstance(item, str) for item in value.values()):
+            for key, item in list(value.items()):
+                cleaned, said = clean(item)
+                notes += [f"{name}.{key}: {note}" for note in said]
+                value[key] = cleaned
         else:
             continue
         if name in extra:
@@ -100,7 +160,12 @@ class DraftRequest(BaseModel):
     policy: Annotated[str, StringConstraints(min_length=1, max_length=120, pattern=NO_NUL)] | None = Field(
         None, description="A policy id or its alias `<run_id>@<k>` (kept, if it was not); default: the graph's "
                           "deployment.")
-    goal: Goal | None = Field(None, description="For prospects without one; default: the training scenarios' first goal.")
+    goal: Goal | None = Field(None, description="For prospects without one; default: the graph's offer for the "
+                                                "prospect's role, else a generic ask.")
+    sender: Sender | None = Field(None, description="Who signs the emails; default: the graph's `sender`, else the "
+                                                    "SENDER_NAME setting, else the seller's team.")
+    skip_low_fit: bool = Field(False, description="Draft no email for a prospect whose pains no fact of the graph answers "
+                                                  "(its draft says why, with `fit: \"low\"`).")
     prospects: list[ProspectIn] = Field(min_length=1, max_length=MAX_PROSPECTS)
     webhook_url: WebhookURL | None = Field(None, description=(
         "Receives draft_batch.succeeded / draft_batch.failed / draft_batch.cancelled, signed."))
@@ -154,6 +219,8 @@ class BatchOut(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     error: dict | None
+    sender: Sender | None = Field(None, description="Who signs its emails (null: the seller's team).")
+    skip_low_fit: bool = False
 
 
 class DraftEmail(BaseModel):
@@ -167,12 +234,22 @@ class DraftEmail(BaseModel):
 class DraftProspect(BaseModel):
     id: str
     name: str
+    first_name: str | None = None
+    last_name: str | None = None
     email: str | None
     company: str
-    role: str
-    industry: str
+    role: str | None
+    industry: str | None
     pains: list[str]
-    goal: str
+    goal: str | None = Field(description="What its email asks for (null: a generic ask).")
+    custom: dict[str, str] = Field(default_factory=dict)
+
+
+class Fit(StrEnum):
+    """Whether the graph has facts that answer the prospect's pains."""
+
+    HIGH = "high"
+    LOW = "low"
 
 
 class Suppressed(BaseModel):
@@ -191,8 +268,11 @@ class DraftOut(BaseModel):
     judge_score: float | None
     variant: int = Field(description="Which of the deployment's policies wrote it (0: the one named).")
     propensity: float = Field(description="The probability this policy had of being chosen for the prospect.")
-    like: str | None = Field(description="The training scenario the prospect was found most like (its node scores and "
-                                         "lessons were used).")
+    like: str | None = Field(description="The training scenario the prospect was found most like (for reporting: its "
+                                         "facts and goal are not reused).")
+    fit: Fit | None = Field(None, description="`high` when facts of the graph answer the prospect's pains, `low` when none "
+                                              "does (null until drafted).")
+    fit_reason: str | None = Field(None, description="Why: the facts found for which pains, or the pains nothing answers.")
     sanitized: list[str] = Field(default_factory=list, description=(
         "What was removed from the prospect's fields before drafting, one note per field and kind (`company: control "
         "characters removed`): control characters, markup, links, payment instructions, instruction-like text."))
@@ -224,6 +304,5 @@ class BatchOutcomes(BaseModel):
     data: list[ProspectOutcomes]
 
 
-CSV_COLUMNS = ("name", "email", "company", "role", "industry", "pains", "goal")
-EXPORT_COLUMNS = ("prospect_id", "name", "email", "company", "role", "industry", "subject", "body", "codreamer_ref",
-                  "message_id", "policy", "judge_score", "suppressed")
+class BatchPage(Page[BatchOut]):
+    pass

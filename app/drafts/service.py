@@ -1,16 +1,14 @@
 """Draft batches as the API takes them in (JSON or a CSV file) and gives them back (JSON pages, CSV, outcomes)."""
 
-import csv
-import io
 import random
 from datetime import timedelta
 
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import Services
-from app.drafts import queue, repository
+from app.drafts import csv_files, queue, repository
+from app.drafts.csv_files import ExportRow, Layout
 from app.drafts.events import (
     BatchReplyReceivedData,
     DraftBatchCancelledData,
@@ -19,9 +17,7 @@ from app.drafts.events import (
 )
 from app.drafts.models import Draft, DraftBatch
 from app.drafts.schemas import (
-    CSV_COLUMNS,
     ENDED,
-    EXPORT_COLUMNS,
     MAX_PROSPECTS,
     BatchCreated,
     BatchLinks,
@@ -41,9 +37,11 @@ from app.kit import durable
 from app.kit.db import serialize_on, utcnow
 from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
+from app.kit.pages import fetch_page
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.graph import KnowledgeGraph
+from app.knowledge_graph.offers import offer_for, signer
 from app.knowledge_graph.schemas import Scenario
 from app.learned import store
 from app.learned.models import Policy, TrafficArm
@@ -55,7 +53,6 @@ from app.outcomes.schemas import OutcomeType
 from app.runs import policies as kept
 from app.stats.bandit import auto_shares, champion_share
 
-MAX_CSV_BYTES = 2 * 1024 * 1024  # 1,000 prospects with ten long pains each fit well within
 RETRY_AFTER_S = 30  # over the cap of active batches: a batch of a thousand takes minutes
 ORPHAN_AFTER = timedelta(minutes=1)  # a queued batch with no workflow this long after its creation lost its enqueue
 
@@ -64,58 +61,10 @@ def links(batch_id: str) -> BatchLinks:
     return BatchLinks(self=f"/draft-batches/{batch_id}", drafts=f"/draft-batches/{batch_id}/drafts")
 
 
-# ---------------------------------------------------------------- CSV in
-
-
-def prospects_from_csv(data: bytes) -> list[ProspectIn]:
-    """Rows of a sales tool's export: a header row naming at least name, company, role, industry and pains (`;`
-    between pains); email, goal and id are optional. A bad row is a 422 naming its line (the header is line 1) and
-    field."""
-    if len(data) > MAX_CSV_BYTES:
-        raise invalid("file", f"the CSV file is over {MAX_CSV_BYTES // 1024 // 1024} MB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise invalid("file", "the CSV file is not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [name.strip().lower() for name in reader.fieldnames or []]
-    missing = [name for name in ("name", "company", "role", "industry", "pains") if name not in header]
-    if missing:
-        raise invalid("file", f"line 1: the header lacks the column(s) {', '.join(missing)} "
-                              f"(expected {','.join(CSV_COLUMNS)})")
-    unknown = [name for name in header if name not in (*CSV_COLUMNS, "id")]
-    if unknown:
-        raise invalid("file", f"line 1: unknown column(s) {', '.join(unknown)} (expected {','.join(CSV_COLUMNS)}, and id)")
-    reader.fieldnames = header
-    rows, errors = [], []
-    try:
-        for number, row in enumerate(reader, start=2):
-            if len(rows) >= MAX_PROSPECTS:
-                raise invalid("file", f"the CSV file has over {MAX_PROSPECTS} prospects; split it into batches")
-            if None in row:
-                errors.append(_csv_error(number, None, "more fields than the header names"))
-                continue
-            values = {k: (v or "").strip() for k, v in row.items()}
-            if not any(values.values()):
-                continue  # a blank line
-            prospect = {k: v for k, v in values.items() if k != "pains" and (v or k in ("name", "company", "role", "industry"))}
-            prospect["pains"] = [p.strip() for p in values.get("pains", "").split(";") if p.strip()]
-            try:
-                rows.append(ProspectIn.model_validate(prospect))  # as a model: what its validation removed is kept
-            except ValidationError as exc:
-                errors += [_csv_error(number, str(e["loc"][0]) if e["loc"] else None, e["msg"]) for e in exc.errors()]
-    except csv.Error as exc:
-        raise invalid("file", f"line {reader.line_num}: {exc}") from None
-    if errors:
-        raise RequestValidationError(errors[:50])
-    if not rows:
-        raise invalid("file", "the CSV file has no prospect rows")
-    return rows
-
-
-def _csv_error(line: int, field: str | None, message: str) -> dict:
-    return {"loc": ("body", "file", f"line {line}", *([field] if field else [])), "type": "value_error",
-            "msg": f"line {line}{f', {field}' if field else ''}: {message}"}
+def prospects_from_csv(data: bytes) -> list[dict]:
+    """A sales tool's export as the batch's prospects (see `app.drafts.csv_files`); a bad row is a 422 naming its
+    line and column."""
+    return csv_files.prospects_from_csv(data, ProspectIn, MAX_PROSPECTS)
 
 
 # ---------------------------------------------------------------- creating a batch
@@ -198,12 +147,14 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
         await _within_cap(session, tenant, svc.settings)
         arms = await _arms(session, body, tenant, svc.settings)
         policy = arms[0][0]
-        trained = {author.id: _trained_on(graph, author) for author, _ in arms}
-        default_goal = body.goal or trained[policy.id][0].goal
+        for author, _ in arms:  # 422 naming the scenarios a graph edit removed from under a policy
+            _trained_on(graph, author)
+        sender = signer(body.sender, graph, svc.settings)
         batch = DraftBatch(
             id=new_id("drb"), tenant=tenant, graph_id=body.graph_id, policy_id=policy.id, run_id=policy.run_id,
             iteration=policy.iteration, count=len(body.prospects), seed=body.seed, idempotency_key=idempotency_key,
-            request_hash=digest,
+            request_hash=digest, sender=sender.model_dump(exclude_none=True) if sender else None,
+            skip_low_fit=body.skip_low_fit,
             arms=[TrafficArm(policy_id=p.id, run_id=p.run_id, iteration=p.iteration, share=share) for p, share in arms],
             webhook_url=svc.secrets.seal(webhook_url) if webhook_url else None,
             webhook_secret=svc.secrets.seal(secret) if secret else None,
@@ -218,7 +169,8 @@ async def _create_batch(svc: Services, body: DraftRequest, tenant: str, idempote
             drafts.append(Draft(batch_id=batch.id, position=position, policy_id=author.id, run_id=author.run_id,
                                 iteration=author.iteration, variant=arm, propensity=shares[arm], sanitized=sanitized or None,
                                 prospect=prospect.model_dump(mode="json") | {
-                                    "id": prospect_id, "goal": prospect.goal or default_goal}))
+                                    "id": prospect_id,
+                                    "goal": prospect.goal or body.goal or offer_for(graph, prospect.role)}))
         session.add(batch)
         await session.flush()
         session.add_all(drafts)
@@ -361,15 +313,28 @@ def batch_view(batch: DraftBatch) -> BatchOut:
     return BatchOut(batch_id=batch.id, graph_id=batch.graph_id, policy=policy_id(batch.run_id, batch.iteration),
                     policy_id=batch.policy_id,
                     status=batch.status, count=batch.count, completed=batch.completed, created_at=batch.created_at,
-                    finished_at=batch.finished_at, error=batch.error)
+                    finished_at=batch.finished_at, error=batch.error, sender=batch.sender,
+                    skip_low_fit=batch.skip_low_fit)
+
+
+async def batches_page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
+                       ) -> tuple[list[BatchOut], bool]:
+    """Newest first (ids sort by creation time)."""
+    query = select(DraftBatch).where(DraftBatch.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(DraftBatch.graph_id == graph_id)
+    if after is not None:
+        query = query.where(DraftBatch.id < after)
+    rows, more = await fetch_page(session, query.order_by(DraftBatch.id.desc()), limit)
+    return [batch_view(row) for row in rows], more
 
 
 def draft_view(batch: DraftBatch, draft: Draft) -> DraftOut:
     return DraftOut(position=draft.position, prospect=draft.prospect, email=draft.email,
                     policy=policy_id(draft.run_id, draft.iteration), policy_id=draft.policy_id,
                     judge_score=draft.judge_score,
-                    variant=draft.variant, propensity=draft.propensity, like=draft.like, sanitized=draft.sanitized or [],
-                    suppressed=draft.suppressed)
+                    variant=draft.variant, propensity=draft.propensity, like=draft.like, fit=draft.fit,
+                    fit_reason=draft.fit_reason, sanitized=draft.sanitized or [], suppressed=draft.suppressed)
 
 
 async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, limit: int) -> tuple[list[DraftOut], bool]:
@@ -378,19 +343,26 @@ async def drafts_page(session: AsyncSession, batch: DraftBatch, *, after: int, l
     return [draft_view(batch, row) for row in rows[:limit]], len(rows) > limit
 
 
-async def drafts_csv(session: AsyncSession, batch: DraftBatch) -> str:
-    """Every draft, as a sequencer imports them: one row per prospect, the ref and Message-ID as custom columns."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(EXPORT_COLUMNS)
-    for draft in await repository.drafts(session, batch.id):
-        prospect, email = draft.prospect, draft.email or {}
-        writer.writerow([prospect["id"], prospect["name"], prospect.get("email") or "", prospect["company"], prospect["role"],
-                         prospect["industry"], email.get("subject", ""), email.get("body", ""), email.get("ref", ""),
-                         email.get("message_id", ""), policy_id(draft.run_id, draft.iteration),
-                         "" if draft.judge_score is None else f"{draft.judge_score:.4f}",
-                         (draft.suppressed or {}).get("reason", "")])
-    return out.getvalue()
+async def drafts_csv(session: AsyncSession, batch: DraftBatch, layout: Layout, columns: list[str] | None) -> str:
+    """Every draft, as a sequencer imports them: one row per prospect in the layout's columns, its custom fields
+    after them."""
+    return csv_files.write_csv([_export_row(draft) for draft in await repository.drafts(session, batch.id)],
+                               layout, columns)
+
+
+def _export_row(draft: Draft) -> ExportRow:
+    prospect, email = draft.prospect, draft.email or {}
+    company, role = prospect.get("company") or "", prospect.get("role") or ""
+    values = {
+        "prospect_id": prospect["id"], "email": prospect.get("email") or "", "first_name": prospect.get("first_name") or "",
+        "last_name": prospect.get("last_name") or "", "name": prospect.get("name") or "", "company_name": company,
+        "company": company, "title": role, "role": role, "industry": prospect.get("industry") or "",
+        "subject": email.get("subject", ""), "body": email.get("body", ""), "fit": draft.fit or "",
+        "fit_reason": draft.fit_reason or "", "judge_score": "" if draft.judge_score is None else f"{draft.judge_score:.4f}",
+        "policy": policy_id(draft.run_id, draft.iteration), "codreamer_ref": email.get("ref", ""),
+        "message_id": email.get("message_id", ""), "suppressed": (draft.suppressed or {}).get("reason", ""),
+    }
+    return ExportRow(values=values, custom=dict(prospect.get("custom") or {}))
 
 
 async def batch_outcomes(session: AsyncSession, batch: DraftBatch, settings: Settings) -> list[ProspectOutcomes]:

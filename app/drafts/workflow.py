@@ -16,12 +16,12 @@ from dbos import DBOS, SetEnqueueOptions, WorkflowHandleAsync
 from app import tasks
 from app.drafts import repository, service
 from app.drafts.models import Draft, DraftBatch
-from app.drafts.schemas import ENDED, BatchStatus, DraftEmail
-from app.drafts.writing import DraftingFailed, write_for, writer
+from app.drafts.schemas import ENDED, BatchStatus, DraftEmail, Fit
+from app.drafts.writing import Drafted, DraftingFailed, write_for, writer
 from app.engine.executor import current
 from app.kit import durable
 from app.kit.db import describe, utcnow
-from app.loop.email import Written
+from app.knowledge_graph.schemas import Sender
 from app.loop.reward import rollout_seed
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
@@ -67,14 +67,16 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
     suppressed = {row.position: hold.model_dump(mode="json", include={"reason", "until"})
                   for row, hold in zip(pending, holds, strict=True) if hold is not None}
     pending = [row for row in pending if row.position not in suppressed]
-    graph = await services.graphs.get(batch.graph_id)
+    graph = (await services.graphs.get(batch.graph_id)).signed_by(
+        Sender.model_validate(batch.sender) if batch.sender else None)
     writers = {key: await writer(executor, graph, key) for key in sorted({row.policy_id for row in pending})}
     gate = asyncio.Semaphore(services.settings.rollout_concurrency)
 
-    async def draft(row: Draft) -> tuple[str, Written]:
+    async def draft(row: Draft) -> Drafted:
         async with gate:
             return await write_for(writers[row.policy_id], graph, row.prospect,
-                                   rollout_seed(batch.seed, 0, row.prospect["id"], row.position))
+                                   rollout_seed(batch.seed, 0, row.prospect["id"], row.position),
+                                   skip_low_fit=batch.skip_low_fit)
 
     drafted = await asyncio.gather(*(draft(row) for row in pending))
     domain = services.settings.message_id_domain
@@ -84,8 +86,10 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
         if locked is None or locked.status in ENDED:
             return 0
         stored = 0
-        for row, (like, written) in zip(pending, drafted, strict=True):
-            email, traced = written.email.email if written.email else None, None
+        for row, done in zip(pending, drafted, strict=True):
+            like, written = done.like, done.written
+            email = written.email.email if written is not None and written.email else None
+            traced = None
             if email is not None:
                 ref = refs.email_ref(batch_id, 0, row.position)
                 traced = DraftEmail(**email.model_dump(), ref=ref, message_id=refs.message_id(ref, domain)).model_dump()
@@ -93,14 +97,17 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
                 address = prospect.get("email")
                 at_domain = address and domain_of(address)
                 session.add(outcomes.email_ref(
-                    ref, email, name=prospect["name"], company=prospect["company"], role=prospect["role"],
-                    industry=prospect["industry"], tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id,
+                    ref, email, name=prospect["name"], company=prospect["company"], role=prospect.get("role") or "",
+                    industry=prospect.get("industry") or "", tenant=batch.tenant, policy_id=row.policy_id, run_id=row.run_id,
                     iteration=row.iteration, slot=row.position, graph_id=batch.graph_id, scenario_id=like,
                     judge_score=written.score, draft_batch_id=batch_id, prospect_id=prospect["id"],
                     recipient=address and services.secrets.pseudonym(address),
                     recipient_domain=at_domain and services.secrets.pseudonym(at_domain)))
-            stored += await repository.store_drafted(session, batch_id, row.position, like=like, email=traced,
-                                                     judge_score=written.score, drafted_at=utcnow())
+            skipped = written is None
+            reason = done.fit.reason + (" (not drafted: the batch skips low fits)" if skipped else "")
+            stored += await repository.store_drafted(
+                session, batch_id, row.position, like=like, email=traced, judge_score=None if skipped else written.score,
+                fit=Fit.HIGH if done.fit.high else Fit.LOW, fit_reason=reason, drafted_at=utcnow())
         for position, hold in suppressed.items():
             stored += await repository.store_drafted(session, batch_id, position, suppressed=hold, drafted_at=utcnow())
         await repository.count_completed(session, batch_id, stored)

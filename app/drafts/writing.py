@@ -3,6 +3,8 @@ write through here, so both measure what users send."""
 
 from dataclasses import dataclass
 
+from app.agent import facts
+from app.agent.facts import Fit
 from app.agent.schemas import ScenarioContext
 from app.engine.executor import Executor
 from app.knowledge_graph.graph import KnowledgeGraph, NodeScores, ScenarioScores
@@ -50,14 +52,43 @@ async def writer(executor: Executor, graph: KnowledgeGraph, policy_id: str) -> W
     return Writer(policy, config, model, scores, policy.lessons or {}, training, executor.judge_named(config.judge))
 
 
-async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict, seed: int) -> tuple[str, Written]:
-    """The email `author` writes to a prospect it never saw, with the learned state of the training scenario the
-    prospect is most like (whose id comes back with it)."""
-    prospect = Prospect.model_validate({k: prospect_record[k] for k in ("name", "role", "company", "industry", "pains")})
+@dataclass
+class Drafted:
+    """What a policy wrote for a prospect: the email (None when the batch skips a low fit, or no attempt wrote one),
+    whether the graph's facts answer its pains, and the training scenario it is most like (reported, not reused)."""
+
+    like: str
+    fit: Fit
+    written: Written | None
+
+
+def agent_prospect(record: dict) -> Prospect:
+    """The prospect as the agent reads it: its name as written (and the first name the CRM gave), role, company,
+    industry, pains and custom fields."""
+    return Prospect.model_construct(
+        name=record["name"], role=record.get("role") or "", company=record["company"],
+        industry=record.get("industry") or "", pains=list(record.get("pains") or []),
+        first_name=record.get("first_name"), custom=dict(record.get("custom") or {}))
+
+
+async def write_for(author: Writer, graph: KnowledgeGraph, prospect_record: dict, seed: int, *,
+                    skip_low_fit: bool = False) -> Drafted:
+    """The email `author` writes to a prospect it never saw. The agent starts from the facts that answer this
+    prospect's pains (`app.agent.facts`), with no training scenario's node scores, exemplar or goal: what the policy
+    learned decides how it explores and writes, not which scenario's facts it reuses. Only the judge's lessons of the
+    scenario it is most like come along (advice on writing, not facts)."""
+    prospect = agent_prospect(prospect_record)
+    viewed = prospect.model_dump()
+    fit = facts.fit(graph, viewed)
     like = most_like(prospect, author.training)
-    scenario = Scenario.model_construct(id=prospect_record["id"], prospect=prospect, goal=prospect_record["goal"],
-                                        seed_nodes=like.seed_nodes)
-    context = author.lessons.get(like.id)
-    written = await write_email(author.model, graph, scenario, author.scores.of(like.id), author.config, author.judge,
-                                ScenarioContext.model_validate(context) if context else None, seed=seed)
-    return like.id, written
+    if skip_low_fit and not fit.high:
+        return Drafted(like.id, fit, None)
+    seller = graph.seller
+    starts = facts.start_nodes(graph, viewed) or ([seller.id] if seller else [])
+    scenario = Scenario.model_construct(id=prospect_record["id"], prospect=prospect, goal=prospect_record.get("goal") or "",
+                                        seed_nodes=starts)
+    lessons = author.lessons.get(like.id)
+    context = ScenarioContext(playbook=ScenarioContext.model_validate(lessons).playbook) if lessons else None
+    written = await write_email(author.model, graph, scenario, NodeScores(), author.config, author.judge, context,
+                                seed=seed)
+    return Drafted(like.id, fit, written)

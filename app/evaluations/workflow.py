@@ -11,14 +11,14 @@ from dbos import DBOS
 
 from app import tasks
 from app.drafts import repository as drafts
-from app.drafts.writing import write_for, writer
+from app.drafts.writing import agent_prospect, write_for, writer
 from app.engine.executor import current
 from app.evaluations import service
 from app.evaluations.schemas import ACTIVE, EvaluationStatus
 from app.kit import durable
 from app.kit.db import describe, utcnow
 from app.knowledge_graph import repository as graphs
-from app.knowledge_graph.schemas import Prospect
+from app.knowledge_graph.offers import offer_for
 from app.learned.likeness import most_like
 from app.learned.models import Evaluation
 from app.loop.features import content_hash, email_features, segment
@@ -53,12 +53,9 @@ def direct_method(author_training: list, held_out_likes: list[str], held_out_pre
     for prospect in prospects:
         key = (prospect.get("role"), prospect.get("industry"), tuple(prospect.get("pains") or ()))
         if key not in likes:
-            likes[key] = most_like(Prospect.model_validate({k: prospect[k] for k in _PROSPECT}), author_training).id
+            likes[key] = most_like(agent_prospect(prospect), author_training).id
         out.append(strata.get(likes[key], overall))
     return out
-
-
-_PROSPECT = ("name", "role", "company", "industry", "pains")
 
 
 @DBOS.step(name="evaluate", **durable.THROUGH_DATABASE_TROUBLE)
@@ -87,8 +84,7 @@ async def evaluate_step(evaluation_id: str) -> str:
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:
-        goal = writers[0].training[0].goal  # its first training scenario the graph still has
-        held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or goal}
+        held_out = [p | {"id": p.get("id") or f"p{i + 1}", "goal": p.get("goal") or offer_for(graph, p.get("role"))}
                     for i, p in enumerate(evaluation.prospects)]
     else:
         held_out = [s.prospect.model_dump() | {"id": s.id, "goal": s.goal} for s in graph.scenarios.values()
@@ -98,8 +94,9 @@ async def evaluate_step(evaluation_id: str) -> str:
     for author in writers:
         judged, predicted, likes = [], [], []
         for position, prospect in enumerate(held_out):
-            like, written = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
-            if written.email is None:
+            drafted = await write_for(author, graph, prospect, rollout_seed(0, 0, prospect["id"], position))
+            like, written = drafted.like, drafted.written
+            if written is None or written.email is None:
                 continue
             email = written.email.email
             if written.score is not None:
@@ -107,7 +104,8 @@ async def evaluate_step(evaluation_id: str) -> str:
             if model.fitted:
                 likes.append(like)
                 predicted.append(model.estimate(email_features(email, prospect["name"], prospect["company"],
-                                                               segment(prospect["role"], prospect["industry"])),
+                                                               segment(prospect.get("role") or "",
+                                                                       prospect.get("industry") or "")),
                                                 content_hash(email)).p_positive)
         predicted_reply = estimators.mean_interval(predicted)
         mine = author.policy.id

@@ -21,7 +21,7 @@ _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")  # \ud800-\udfff or
 
 
 class BodyLimit:
-    """Refuses bodies over the limit with 413 (graph uploads and inbound messages get their own limits).
+    """Refuses bodies over the limit with 413 (graph uploads, draft batches and inbound messages get their own limits).
 
     A declared Content-Length over the limit is refused before anything is read. A chunked body
     is counted as it arrives: once it passes the limit the answer is the 413, whatever the code
@@ -38,6 +38,8 @@ class BodyLimit:
         path = scope["path"].rstrip("/")
         upload = path == "/graphs" or (scope.get("method") == "PUT" and path.startswith("/graphs/") and path.count("/") == 2)
         limit = self.settings.max_graph_bytes if upload else self.settings.max_body_bytes
+        if path == "/drafts" and scope.get("method") == "POST":  # up to 1,000 prospects: MAX_DRAFTS_BYTES
+            limit = self.settings.max_drafts_bytes
         what = "request body"
         if _INBOUND.fullmatch(path):  # an email, attachments included: MAX_INBOUND_BYTES
             limit, what = self.settings.max_inbound_bytes, "inbound message"
@@ -155,14 +157,14 @@ class StrictInput:
 
     - a NUL character (or a lone surrogate) in the path: 404 (no id contains one);
     - a NUL character in a query parameter: 422 naming it;
-    - in a JSON body (up to MAX_BODY_BYTES; larger graph uploads are parsed by their route, off the
+    - in a JSON body (up to MAX_BODY_BYTES, or MAX_DRAFTS_BYTES for a draft batch; larger graph uploads are parsed by their route, off the
       event loop), NaN, Infinity, numbers too large for a float, lone surrogates and NUL characters:
       422 naming each field. The body is read once, through BodyLimit, and handed on unchanged.
     """
 
     def __init__(self, app: ASGIApp, settings: Settings):
         self.app = app
-        self.max_checked = settings.max_body_bytes
+        self.max_checked = max(settings.max_body_bytes, settings.max_drafts_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     message_id_domain: str = Field(
         "codreamer.invalid", pattern=r"^[A-Za-z0-9.-]{1,200}$",
         description="The domain of the Message-ID suggested for each email (use your sending domain).")
+    sender_name: str | None = Field(None, min_length=1, max_length=120, description=(
+        "Who signs drafted emails when neither the request nor the graph names a sender; unset: the seller's team."))
+    sender_title: str | None = Field(None, min_length=1, max_length=120, description="SENDER_NAME's job title.")
     reply_window_s: float = Field(3 * 86400, gt=0, description=(
         "How long after delivery a sent email without a reply counts as not replied to (a reply counts at once)."))
     outcome_prior_sends: float = Field(20.0, gt=0, description=(
@@ -173,6 +176,9 @@ class Settings(BaseSettings):
         "LOG_REPEAT_PERIOD_S; the rest are counted, and the next line printed says how many (0: no limit)."))
     log_repeat_period_s: float = Field(60.0, gt=0, description="The period of LOG_REPEATS.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, except graph uploads.")
+    max_drafts_bytes: int = Field(16 * 1_048_576, ge=1024, description=(
+        "Largest POST /drafts body, JSON or a form with its CSV file: 1,000 prospects with every documented field at "
+        "its longest, in Latin text, fit (custom fields count against it too)."))
     max_header_bytes: int = Field(65_536, ge=1024, description="Largest request head (request line and headers): 431 above it.")
     header_timeout_s: float = Field(10.0, gt=0, description=(
         "A request head must arrive within this many seconds of the connection opening or of the previous "

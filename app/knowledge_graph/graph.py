@@ -1,11 +1,12 @@
 """Read-only, indexed view of a graph document: what the agent's tools query during rollouts."""
 
+import copy
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.knowledge_graph.schemas import GraphDocument, Node, Scenario
+from app.knowledge_graph.schemas import GraphDocument, Node, Scenario, Sender
 
 
 class NodeScores(dict):
@@ -56,6 +57,15 @@ class KnowledgeGraph:
         for edge in document.edges:
             self._neighbors[edge.source].append(Neighbor(edge.target, edge.relation, "out"))
             self._neighbors[edge.target].append(Neighbor(edge.source, edge.relation, "in"))
+        self.sender: Sender | None = document.sender  # who signs the emails written on it
+
+    def signed_by(self, sender: Sender | None) -> "KnowledgeGraph":
+        """The same graph, its emails signed by `sender` (a batch's or a run's); itself when `sender` is None."""
+        if sender is None:
+            return self
+        signed = copy.copy(self)
+        signed.sender = sender
+        return signed
 
     def neighbors(self, node_id: str) -> list[Neighbor]:
         return self._neighbors[node_id]

@@ -47,6 +47,28 @@ class Prospect(Strict):
     company: ShortText
     industry: ShortText
     pains: list[ShortText] = Field(default_factory=list, max_length=16)
+    first_name: ShortText | None = Field(None, description="The name to greet by, when `name` alone would not say it.")
+    custom: dict[ShortText, LongText] = Field(default_factory=dict, max_length=50, description=(
+        "Anything else known about the prospect (its stack, say): the agent reads it, and facts may answer it."))
+
+
+class Sender(Strict):
+    """Who signs the emails: a person's name, and optionally their title and a signature block (which replaces the
+    name and title lines under the sign-off when given)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=120, pattern=NO_NUL)]
+    title: Annotated[str, StringConstraints(min_length=1, max_length=120, pattern=NO_NUL)] | None = None
+    signature: Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=NO_NUL)] | None = None
+
+
+class Offer(Strict):
+    """What an email asks a persona for, when the prospect has no goal of its own: for the roles named (a prospect's
+    role matches when it holds every word of one of them, "VP Engineering" matching "VP of Engineering, Platform"),
+    or for the persona node's title; with neither, the graph's offer for anyone."""
+
+    ask: LongText
+    roles: list[ShortText] = Field(default_factory=list, max_length=64)
+    persona: Id | None = Field(None, description="A persona node: its title is one more role the offer is for.")
 
 
 class Scenario(Strict):
@@ -78,6 +100,10 @@ class GraphDocument(Strict):
     nodes: list[Node] = Field(min_length=1)
     edges: list[Edge] = Field(default_factory=list)
     scenarios: list[Scenario] = Field(min_length=1)
+    sender: Sender | None = Field(None, description="Who signs the emails written on this graph, unless a batch or a "
+                                                    "run names its own.")
+    offers: list[Offer] = Field(default_factory=list, max_length=256, description=(
+        "What emails ask for, by persona or role, for prospects with no goal of their own."))
 
     @model_validator(mode="after")
     def _references_resolve(self) -> "GraphDocument":
@@ -103,6 +129,9 @@ class GraphDocument(Strict):
             for seed in scenario.seed_nodes:
                 if seed not in node_ids:
                     raise ValueError(f"scenario {scenario.id!r} seed node {seed!r} is not a node of the graph")
+        for index, offer in enumerate(self.offers):
+            if offer.persona is not None and offer.persona not in node_ids:
+                raise ValueError(f"offers[{index}].persona {offer.persona!r} is not a node of the graph")
         return self
 
 

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.kit.settings import BackendName
+from app.knowledge_graph.schemas import Sender
 
 
 class FeedbackMode(StrEnum):
@@ -86,6 +87,8 @@ class RunConfig(BaseModel):
         None, max_length=200, description="One of the judges the operator configured (see GET /judges); "
         "default: the JUDGE_MODEL judge.",
     )
+    sender: Sender | None = Field(None, description=(
+        "Who signs the run's emails; default: the graph's `sender`, else the SENDER_NAME setting, else the seller's team."))
     in_context: bool | None = Field(
         None, description="In-context learning: each iteration distils the best email so far and a playbook of the judge's "
         "lessons per scenario into the next iteration's prompts. Default: on for backends that cannot train (openai), off otherwise.",

@@ -20,6 +20,7 @@ from app.kit.errors import Conflict, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph import service as graph_service
+from app.knowledge_graph.offers import signer
 from app.knowledge_graph.schemas import GraphDocument
 from app.learned import store as policy_store
 from app.learned.models import Policy
@@ -102,6 +103,7 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
         "scenario_ids": scenario_ids, "target_scenario_id": target, "backend": backend, "webhook_url": webhook_url,
         "learning_rate": body.learning_rate or spec.default_learning_rate, "train_options": train_options,
         "in_context": (not spec.trainable) if body.in_context is None else body.in_context, "judge": judge,
+        "sender": signer(body.sender, graph, svc.settings),
     })
 
 

@@ -153,7 +153,7 @@ async def _run(run_id: str) -> tuple[Run, EffectiveConfig]:
 async def _context(run_id: str) -> tuple[Run, EffectiveConfig, KnowledgeGraph, ScenarioScores]:
     run, config = await _run(run_id)
     services = current().services
-    graph = await services.graphs.get(run.graph_id)
+    graph = (await services.graphs.get(run.graph_id)).signed_by(config.sender)
     async with services.db.read() as session:
         scores = await repository.current_scores(session, run_id)  # moved nodes only: no copy of the whole graph
     return run, config, graph, scores

@@ -195,3 +195,70 @@ def test_redoc_renders_without_asking_another_host(server, browser):
     outside = [url for url in requested if not url.startswith((server.url, "blob:" + server.url))]
     assert all(failed.get(url) == "csp" for url in outside), (outside, failed)
     assert not [url for url in failed if url.startswith(server.url)], failed
+
+
+def report_sends(client, ref: str, delivered: int, replies: int, prefix: str) -> None:
+    """What a provider reports for one email sent to `delivered` distinct recipients, `replies` of whom answered."""
+    events = [{"ref": ref, "type": "delivered", "occurred_at": "2026-11-20T09:00:00Z", "id": f"{prefix}-d{i}",
+               "recipient": f"{prefix}{i}@example.org"} for i in range(delivered)]
+    events += [{"ref": ref, "type": "replied", "occurred_at": "2026-11-20T10:00:00Z", "id": f"{prefix}-r{i}",
+                "recipient": f"{prefix}{i}@example.org"} for i in range(replies)]
+    answer = client.post("/outcomes", json={"events": events}).json()
+    assert answer["accepted"] == delivered + replies and answer["unattributed"] == 0, answer
+
+
+def test_the_outcomes_of_30_sends_read_as_figures(server, page):
+    """One iteration's email sent 30 times: the chart puts its one point mid-width with its figures beside it, on a
+    scale fitted to the rate, and the totals read as labelled bars (not one bar on the axis)."""
+    with server.client() as client:
+        run_id = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "feedback_source": "none",
+                                                  "scenario_ids": ["scn-saas-cfo"]}).json()["run_id"]
+        assert wait_for_status(client, run_id)["status"] == "succeeded"
+        ref = client.get(f"/runs/{run_id}/iterations/1").json()["email"]["ref"]
+        report_sends(client, ref, delivered=30, replies=3, prefix=f"{run_id[-6:]}-")
+        [sent] = client.get(f"/runs/{run_id}/outcomes").json()["data"]
+    page.goto(f"{server.url}/ui#/runs/{run_id}")
+    page.fill("#key-input", KEY)
+    page.click("#key-form button[type=submit]")
+    point = page.locator("#outcomes-chart circle.reply-point")
+    sync_api.expect(point).to_have_count(1)
+    cx = float(point.get_attribute("cx"))
+    assert 200 < cx < 360, cx  # mid-width, not on the axis
+    assert page.text_content("#outcomes-chart .point-label") == "10.0 % · 3 of 30"
+    rates = [float(t[:-2]) / 100 for t in page.locator("#outcomes-chart text.tick").all_text_contents() if t.endswith(" %")]
+    assert sent["reply_rate_interval"][1] <= max(rates) < 1  # a scale fitted to the rate and its interval
+    funnel = {row.get_attribute("data-step"): row.text_content() for row in page.locator("#outcome-funnel tr").all()}
+    assert funnel["delivered"].endswith("30") and funnel["replies"].endswith("3") and "replied" in funnel["replies"]
+
+
+def test_a_batch_shows_each_draft_with_its_outcomes(server, page):
+    with server.client() as client:
+        run_id = client.post("/learn-loop", json={"iterations": 1, "rollouts_per_group": 2, "feedback_source": "none",
+                                                  "scenario_ids": ["scn-healthcare-cto"]}).json()["run_id"]
+        assert wait_for_status(client, run_id)["status"] == "succeeded"
+        csv = (Path(__file__).resolve().parents[1] / "data" / "formula_cells.csv").read_bytes()
+        batch_id = client.post("/drafts", data={"graph_id": "demo", "policy": f"{run_id}@1"},
+                               files={"file": ("p.csv", csv, "text/csv")}).json()["batch_id"]
+        wait_for(lambda: client.get(f"/draft-batches/{batch_id}").json()["status"] == "succeeded")
+        drafts = client.get(f"/draft-batches/{batch_id}/drafts").json()["data"]
+        report_sends(client, drafts[1]["email"]["ref"], delivered=1, replies=1, prefix=f"{batch_id[-6:]}-")
+        outcomes = client.get(f"/draft-batches/{batch_id}/outcomes").json()["data"]
+    page.goto(f"{server.url}/ui")
+    page.fill("#key-input", KEY)
+    page.click("#key-form button[type=submit]")
+    page.click(f"#batches a[href='#/batches/{batch_id}']")
+    page.wait_for_url(f"**/ui#/batches/{batch_id}")
+    sync_api.expect(page.locator("#drafts tbody tr")).to_have_count(2)
+    sync_api.expect(page.locator("#batch-status")).to_have_text("succeeded")
+    for row, draft in zip(page.locator("#drafts tbody tr").all(), drafts, strict=True):
+        text = row.text_content()
+        assert draft["prospect"]["name"] in text and draft["email"]["subject"] in text
+        assert f"{draft['judge_score']:.2f}" in text and (draft["fit"] or "–") in text
+    bob = page.locator("#drafts tbody tr[data-prospect='p2'] td.num").all_text_contents()
+    assert bob[-3:] == ["1", "0", "1"]  # delivered, opens, replies
+    replies = page.text_content("#replies-by-category")
+    if any("category" in o for o in outcomes):  # replies classified (the replies domain): counted by category
+        category = next(o["category"] for o in outcomes if o.get("category"))
+        assert category in replies and page.locator("#drafts th").last.text_content() == "Reply"
+    else:
+        assert "1 reply from 1 delivered, not classified yet" in replies

@@ -45,18 +45,24 @@ def test_the_walk_through_runs_as_one_block_and_keeps_its_run(tmp_path):
         assert re.search(r"^304$", result.stdout, re.M), result.stdout[-2000:]  # the conditional read
         answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         deployed = [a for a in answers if "history" in a]
-        assert [d["policy"] for d in deployed] == [f"{run_id}@3", deployed[1]["policy"]]
-        assert [h["policy"] for h in deployed[1]["history"]] == [deployed[1]["policy"], f"{run_id}@3"]
+        assert [d["policy"] for d in deployed] == [f"{run_id}@3", f"{run_id}@3"]  # the champion stays
+        assert all(d["require_evidence"] for d in deployed)
+        challenger = deployed[1]["challengers"][0]["policy"]
+        assert [c["share"] for c in deployed[1]["challengers"]] == [0.2] and challenger.startswith("run_")
+        [refused] = [a for a in answers if "detail" in a]  # the promotion the evidence does not carry yet
+        assert re.search(r"^409$", result.stdout, re.M) and "evidence" in refused["detail"], refused
         assert {"accepted": 2, "duplicates": 0, "unattributed": 0} in answers
         [outcomes] = [a for a in answers if "data" in a and a["data"] and "prospect_id" in a["data"][0]]
         assert [(o["prospect_id"], o["delivered"], o["replies"]) for o in outcomes["data"]][0] == ("p1", 1, 1)
-        with (tmp_path / "drafts.csv").open() as exported:
+        with (tmp_path / "drafts.csv").open(newline="") as exported:
             drafts = list(csv.DictReader(exported))
-        assert [d["name"] for d in drafts] == ["Ines Duarte", "Tomasz Nowak", "Grace Mensah"]
+        assert [(d["first_name"], d["last_name"]) for d in drafts] == [("Ines", "Duarte"), ("Tomasz", "Nowak"),
+                                                                     ("Grace", "Mensah")]  # Instantly's names
+        assert drafts[0]["linkedin_url"].startswith("https://") and drafts[0]["job_title"] == "CTO"  # custom: kept
         assert all(d["subject"] and d["body"] and d["message_id"].startswith("<eml_") for d in drafts)
-        next_run = deployed[1]["policy"].split("@")[0]
+        next_run = challenger.split("@")[0]
         [evaluation] = [a for a in answers if "evaluation_id" in a and "result" in a]
-        assert evaluation["status"] == "succeeded" and evaluation["policies"] == [deployed[1]["policy"], f"{run_id}@3"]
+        assert evaluation["status"] == "succeeded" and evaluation["policies"] == [challenger, f"{run_id}@3"]
         assert all(p["held_out"] == 9 and p["judge"] for p in evaluation["result"]["policies"])
         again = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, capture_output=True, text=True,
                                timeout=300)

@@ -4,6 +4,7 @@ and the prompt that carries it (tests/service/test_in_context.py runs it through
 
 import art
 
+from app.agent.facts import scenario_starts
 from app.agent.prompt import initial_messages
 from app.agent.schemas import Email, ScenarioContext
 from app.agent.transcript import parse_transcript
@@ -69,6 +70,6 @@ def test_the_prompt_carries_the_exemplar_and_the_playbook():
     assert prompt.playbook == context["playbook"] and prompt.goal == scenario.goal
     assert all(prompt.nodes[c].seed and prompt.nodes[c].exemplar and not prompt.nodes[c].read for c in cited)
     bare = parse_transcript(initial_messages(graph, scenario, NodeScores(), 6))
-    assert bare.exemplar is None and bare.playbook == [] and set(bare.nodes) == set(scenario.seed_nodes)
+    assert bare.exemplar is None and bare.playbook == [] and set(bare.nodes) == set(scenario_starts(graph, scenario))
 
 

@@ -2,11 +2,12 @@
 
 import pytest
 
+from app.agent.facts import answers, scenario_starts
 from app.agent.prompt import initial_messages, seller_summary
 from app.agent.schemas import Email, ScenarioContext
 from app.agent.tools import AgentTools
 from app.agent.transcript import SeenNode, Transcript, parse_transcript
-from app.backends.embedded.composer import Seller, angle_of, compose, is_context
+from app.backends.embedded.composer import Seller, angle_of, compose, quotable
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler
 from app.backends.embedded.server import policy_turn
 from app.knowledge_graph.graph import NodeScores
@@ -37,8 +38,9 @@ def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
     scenario = next(iter(graph.scenarios.values()))
     prospect = scenario.prospect.model_dump()
     without, _ = _email(graph, scenario)
-    cited = [n for n in graph.nodes.values() if n.id not in scenario.seed_nodes and n.id not in without.citations
-             and not is_context(n.type)][:2]
+    answering = [graph.nodes[a.node_id] for a in answers(graph, prospect)]  # facts the composer quotes for it
+    cited = [n for n in answering if n.id not in without.citations][:2]
+    assert cited
     seen = [SeenNode(n.id, n.type, n.title, 1.0, n.text, tuple(n.tags)) for n in cited]
     subject, body = compose(prospect, seen, "direct", "long", "question", goal=scenario.goal,
                             seller=Seller.of(seller_summary(graph)))
@@ -54,14 +56,16 @@ def test_an_untrained_embedded_agent_keeps_what_the_best_email_so_far_did():
 
 
 def test_an_untrained_agent_that_read_a_fact_cites_one():
-    """Only an email finalized before any read can cite nothing: 20 sampled rollouts per demo scenario."""
+    """Only an email finalized before reading a fact that answers a pain cites nothing: 20 sampled rollouts per demo
+    scenario."""
     graph = demo_graph()
     finalized_unread = 0
     for scenario in graph.scenarios.values():
         for seed in range(20):
             email, messages = _email(graph, scenario, seed=seed)
             read = parse_transcript(messages).read_nodes
-            assert email.citations or not read, (scenario.id, seed)
+            # what the composer could quote: facts that answer a pain (a price alone answers none)
+            assert email.citations or not quotable(scenario.prospect.model_dump(), read), (scenario.id, seed)
             assert set(email.citations) <= {n.id for n in read}
             finalized_unread += not read
     assert finalized_unread < 20  # the prior all but rules out finalizing before reading (under 10%)
@@ -81,8 +85,10 @@ def test_an_email_that_would_cite_nothing_cites_the_read_node_the_policy_prefers
             offered.append(labels)
         return greedy(block, features, labels)
 
+    pain = scenario.prospect.pains[0]
     for scores in ((3.0, 0.5, 1.0), (0.5, 1.0, 3.0), (1.0, 3.0, 0.5)):
-        nodes = [SeenNode(f"n{i}", "feature", f"Node {i}", score, f"Fact {i}.") for i, score in enumerate(scores)]
+        nodes = [SeenNode(f"n{i}", "feature", f"Node {i}", score, f"Node {i} stops {pain} for {i + 2} teams.")
+                 for i, score in enumerate(scores)]
         t = Transcript(prospect=scenario.prospect.model_dump(), goal=scenario.goal, turns=5, turn_budget=6,
                        nodes={n.id: n for n in nodes})
         call, decisions = plan_turn(t, skip_each_then_greedy)
@@ -96,7 +102,9 @@ def test_an_untrained_agent_weighs_the_nodes_its_prompt_says_worked_before_by_th
     than its score alone would make it, on thin evidence (just above 1.0) hardly more. 100 sampled rollouts."""
     graph = demo_graph()
     scenario = next(iter(graph.scenarios.values()))
-    proven = [n.id for n in graph.nodes.values() if n.id not in scenario.seed_nodes and not is_context(n.type)][-2:]
+    starts = scenario_starts(graph, scenario)
+    proven = [a.node_id for a in answers(graph, scenario.prospect.model_dump()) if a.node_id not in starts][-2:]
+    assert proven  # facts that answer the prospect's pains, not among its start nodes
 
     def citing_proven(score: float) -> float:
         scores = NodeScores({node_id: score for node_id in proven})

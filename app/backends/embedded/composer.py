@@ -23,14 +23,18 @@ It is deterministic given the decisions, as GRPO needs: the same decisions alway
 import re
 from dataclasses import dataclass, field
 
-from app.agent.email_checks import MEETING_CUES, RESOURCE_CUES, is_clause, speaks_to
-from app.agent.text import article, possessive, sentences, terms, words
+from app.agent import names
+from app.agent.email_checks import MEETING_CUES, RESOURCE_CUES, speaks_to
+from app.agent.facts import CONTEXT_TYPE_WORDS, PROBLEM_TYPE_WORDS, is_pricing, sentence_answers, stack_of
+from app.agent.pains import short, topic
+from app.agent.text import article, sentences, terms, words
 from app.agent.transcript import SeenNode
 
 TONES = ("formal", "friendly", "direct")
 LENGTHS = ("short", "medium", "long")
 CTAS = ("meeting", "resource", "question", "none")
-SENDER = "Alex"
+SUBJECT_CHARS = 60  # a subject a phone shows whole
+SELLER_CLAUSE_WORDS = 12  # the seller's clause, at most; its name alone when its description runs longer
 
 # Word bands per length. Medium stays inside both the rubric's 70–170 words and what a reader
 # calls medium (90–149 words); short and long sit at the rubric's edges.
@@ -40,10 +44,9 @@ _DANGLING = re.compile(r"(?:they|their|this|these|those|such)\b", re.I)
 _PRONOUN_START = re.compile(r"(?:it|its)\b", re.I)
 
 # Type words of nodes that describe the vendor, a persona or an industry rather than a product,
-# capability or proof. Matched as substrings of the lower-cased node type.
-_CONTEXT_TYPE_WORDS = ("company", "persona", "industry", "segment", "overview")
-# Type words of nodes that describe a problem rather than an answer to it.
-_PROBLEM_TYPE_WORDS = ("pain", "problem", "challenge")
+# capability or proof, and of nodes that describe a problem rather than an answer to it (`app.agent.facts`).
+_CONTEXT_TYPE_WORDS = CONTEXT_TYPE_WORDS
+_PROBLEM_TYPE_WORDS = PROBLEM_TYPE_WORDS
 # Type words of nodes that tell a customer's results.
 _STORY_TYPE_WORDS = ("case", "story", "customer", "testimonial", "reference")
 # A name that already ends in a word like these says what it is ("our Slack integration", "our Starter plan").
@@ -123,22 +126,12 @@ class Seller:
         return self.name
 
 
-def _np(pain: str) -> str:
-    """A pain as a noun phrase: a clause ("reviews take months") becomes "the fact that reviews take months"."""
-    return f"the fact that {pain}" if is_clause(pain) else pain
-
-
 def _join(phrases: list[str]) -> str:
     return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
 
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def _clip_words(text: str, n: int) -> str:
-    parts = text.split()
-    return " ".join(parts[:n]) + ("…" if len(parts) > n else "")
 
 
 def _named(word: str, text: str) -> bool:
@@ -175,8 +168,10 @@ class _Item:
     _order: dict = field(default_factory=dict)
 
 
-def _items(cited: list[SeenNode], pains: list[str], persona: frozenset[str]) -> list[_Item]:
-    """One item per cited node with quotable facts: its sentences ranked by what they answer.
+def _items(cited: list[SeenNode], pains: list[str], persona: frozenset[str], stack: frozenset[str] = frozenset()
+           ) -> list[_Item]:
+    """One item per cited node whose facts answer one of the pains (`app.agent.facts`): its sentences ranked by what
+    they answer. A node that answers none is not quoted: the email pitches nothing its reader did not ask about.
 
     A sentence's rank: the pains it speaks to, then how much of the pains it covers (the share of each pain's terms
     it has, summed), then the terms it shares with the role, industry and context nodes, then whether it has a
@@ -186,7 +181,7 @@ def _items(cited: list[SeenNode], pains: list[str], persona: frozenset[str]) -> 
     pain_terms = [terms(p) for p in pains]
     items = []
     for position, node in enumerate(cited):
-        if is_context(node.type) or not (node.facts or "").strip():
+        if is_context(node.type) or is_problem(node.type) or not (node.facts or "").strip():
             continue
         kind = "problem" if is_problem(node.type) else "story" if is_story(node.type) else "offering"
         ranked = []
@@ -194,15 +189,25 @@ def _items(cited: list[SeenNode], pains: list[str], persona: frozenset[str]) -> 
             if "?" in text:  # a quoted question would read as the email's ask
                 continue
             found = terms(text)
-            spoken = frozenset(p for p in pains if speaks_to(found, p))
+            spoken = frozenset(p for p in pains if sentence_answers(node, text, p, stack))
             coverage = sum(len(found & t) / len(t) for t in pain_terms if t)
             dangling = bool(_DANGLING.match(text)) or (kind != "offering" and bool(_PRONOUN_START.match(text)))
             rank = (len(spoken), round(coverage, 6), len(found & persona), bool(re.search(r"\d", text)), -dangling, -index)
             ranked.append(_Sentence(text, index, spoken, rank))
-        if ranked:
+        if any(sentence.pains for sentence in ranked):
             ranked.sort(key=lambda s: s.rank, reverse=True)
             items.append(_Item(node, kind, position, ranked, _order=order))
+    # A price answers a cost pain only beside something worth paying for: prices alone are no reason to write.
+    if all(is_pricing(item.node.type) and not any(speaks_to(terms(s.text), p) for s in item.sentences for p in pains)
+           for item in items):
+        return []
     return items
+
+
+def quotable(prospect: dict, nodes: list[SeenNode]) -> list[SeenNode]:
+    """The nodes whose facts an email to this prospect could quote: those that answer one of its pains."""
+    ids = {item.node.id for item in _items(nodes, _pains(prospect), frozenset(), stack_of(prospect))}
+    return [node for node in nodes if node.id in ids]
 
 
 def _take(item: _Item, sentence: _Sentence) -> None:
@@ -261,9 +266,14 @@ def _names(node: SeenNode, seller: Seller | None) -> list[str]:
 
 
 def _introduce(node: SeenNode, seller: Seller | None) -> str:
-    """What the offering is, before what it does: "our Audit Vault product", "our Slack integration"."""
+    """What the offering is, before what it does: "our Audit Vault product", "our Slack integration"; a title that
+    says what the offering does ("Replaces manual vibration routes") follows the kind ("our feature that replaces
+    manual vibration routes")."""
     name = _display_name(node, seller)
     kind = node.type.lower().replace("_", " ").replace("-", " ").strip()
+    head = name.split()[0] if name.split() else ""
+    if kind and len(name.split()) >= 3 and head[:1].islower() and head.endswith("s") and not head.endswith("ss"):
+        return f"our {kind} that {name}"
     last = name.split()[-1].lower() if name.split() else ""
     if not kind or last in _HEAD_NOUNS or last.rstrip("s") == kind.split()[-1].rstrip("s"):
         return f"our {name}"
@@ -285,53 +295,43 @@ def _lead_sentence(item: _Item, sentence: str, seller: Seller | None) -> str:
     return _our(sentence, seller)
 
 
-def _frame(item: _Item, new: list[str], lead_first: bool, counts: dict[str, int], seller: Seller | None) -> str:
+def _frame(item: _Item, new: list[str], lead_first: bool, counts: dict[str, int], seller: Seller | None,
+           phrases: dict[str, str]) -> str:
     """The words before the colon: what the item is and which pains it answers. `new`: pains not written out yet;
     `lead_first`: it is the first paragraph to answer the lead pain, which the opener already wrote out; `counts`:
-    the stories and the repeat answers so far, so that a second one reads as a second one."""
-    refs = _join([_np(p) for p in new]) if new else ""
-    again = counts["again"] if item.pains and not new and not lead_first else -1
+    the stories and the repeat answers so far, so that a second one reads as a second one; `phrases`: each pain as
+    the sentence needs it (`app.agent.pains.topic`)."""
+    refs = _join([phrases[p] for p in new]) if new else ""
+    again = counts["again"] if not new and not lead_first else -1
     counts["again"] += again >= 0
-    aside = counts["aside"] if not item.pains else -1
-    counts["aside"] += aside >= 0
-    if item.kind == "problem":
-        if lead_first:
-            return "You are not alone in this" + (f", and the same goes for {refs}" if refs else "")
-        if refs:
-            return f"You are not alone with {refs}"
-        return "You may recognise this pattern"
     if item.kind == "story":
         who = "One customer's" if counts["story"] == 0 else "Another customer's"
         counts["story"] += 1
         if lead_first:
-            return f"{who} results speak to exactly that" + (f", as well as to {refs}" if refs else "")
+            return f"{who} results speak to exactly that" + (f", and to {refs}" if refs else "")
         if refs:
             return f"{who} results speak to {refs}"
-        return f"{who} results point the same way" if again >= 0 else f"{who} results may interest you" + (
-            " as well" if aside else "")
+        return f"{who} results point the same way"
     intro = _capital(_introduce(item.node, seller))
     if lead_first:
-        return f"{intro} addresses exactly that" + (f", as well as {refs}" if refs else "")
+        return f"{intro} speaks to exactly that" + (f", and to {refs}" if refs else "")
     if refs:
-        return f"{intro} addresses {refs}"
-    if again >= 0:
-        return f"{intro} helps here too" if again == 0 else f"{intro} also helps with this"
-    return [f"You may also find {_introduce(item.node, seller)} useful", f"{intro} may be of interest too",
-            f"{intro} is worth a look as well"][min(aside, 2)]
+        return f"{intro} speaks to {refs}"
+    return f"{intro} helps here too" if again == 0 else f"{intro} also helps with this"
 
 
-def _paragraphs(items: list[_Item], lead: str, seller: Seller | None) -> list[str]:
-    named, paragraphs, counts = {lead}, [], {"story": 0, "again": 0, "aside": 0}
+def _paragraphs(items: list[_Item], lead: str | None, seller: Seller | None, phrases: dict[str, str]) -> list[str]:
+    named, paragraphs, counts = {lead}, [], {"story": 0, "again": 0}
     lead_answered = False
     for item in items:
         pains = item.pains
         new = [p for p in pains if p not in named]
         lead_first = lead in pains and not lead_answered
-        frame = _frame(item, new, lead_first, counts, seller)
+        frame = _frame(item, new, lead_first, counts, seller, phrases)
         named |= set(new)
         lead_answered |= lead_first
-        quoted = sorted(item.chosen, key=lambda s: s.index)
-        body = " ".join([_lead_sentence(item, quoted[0].text, seller)] + [_our(s.text, seller) for s in quoted[1:]])
+        chosen = sorted(item.chosen, key=lambda s: s.index)
+        body = " ".join([_lead_sentence(item, chosen[0].text, seller)] + [_our(s.text, seller) for s in chosen[1:]])
         paragraphs.append(f"{frame}: {body}")
     return paragraphs
 
@@ -365,7 +365,7 @@ def _parse_goal(goal: str, prospect: dict) -> _Goal:
     if m := _GOAL_VERB.match(text):
         text = m.group("rest")
     name = str(prospect.get("name") or "").strip()
-    for who in filter(None, (name, name.split(" ")[0] if name else "")):
+    for who in filter(None, (name, names.of_prospect(prospect).given, name.split(" ")[0] if name else "")):
         text = re.sub(rf"\b{re.escape(who)}'s\b", "your", text)
         text = re.sub(rf"\b{re.escape(who)}\b", "you", text)
     text = re.sub(r"\b(?:his|her|their)\b", "your", text)
@@ -454,32 +454,64 @@ def _ask(cta: str, g: _Goal, company: str) -> str:
     return f"If {g.phrase} would be useful to you, just reply to this email. Thank you for your time."
 
 
-def _greeting(tone: str, name: str) -> str:
-    first = name.split(" ")[0]
-    return {"formal": f"Dear {first},", "friendly": f"Hi {first},", "direct": f"{first},"}[tone]
+def _as_role(prospect: dict, company: str) -> str:
+    """ "as Head of Maintenance at Mekong Wind", or "at Mekong Wind" with no role."""
+    role = str(prospect.get("role") or "").strip()
+    return f"as {role} at {company}" if role else f"at {company}"
 
 
-def _opener(tone: str, seller: Seller | None, company: str, role: str, lead: str) -> str:
-    """Who writes and what the seller does, then the lead pain in a sentence of its own (never a heading)."""
-    who = ""
-    if seller:
-        who = {"formal": f"I am writing from {seller.clause()}.", "friendly": f"I'm {SENDER} from {seller.clause()}.",
-               "direct": f"I work at {seller.clause()}."}[tone] + " "
-    as_role = f"as {possessive(company)} {role}"
-    pain = {"formal": f"{_capital(as_role)}, you are likely dealing with {_np(lead)}.",
-            "friendly": f"I imagine that, {as_role}, you are dealing with {_np(lead)}.",
-            "direct": f"{_capital(as_role)}, you are dealing with {_np(lead)}."}[tone]
-    return who + pain
+def _opener(tone: str, as_role: str, lead: str | None) -> str:
+    """An opening about the reader: their role and the lead pain, written into the sentence (never a heading)."""
+    if lead is None:
+        return f"{_capital(as_role)}, you may find a short note useful."
+    return {"formal": f"{_capital(as_role)}, you are likely looking closely at {lead}.",
+            "friendly": f"I imagine that, {as_role}, you spend a good part of your week on {lead}.",
+            "direct": f"{_capital(as_role)}, you are probably weighing up {lead}."}[tone]
+
+
+def _introduction(tone: str, seller: Seller | None) -> str:
+    """The seller, in one short sentence: its name and, when that fits in SELLER_CLAUSE_WORDS words, what it does."""
+    if seller is None:
+        return ""
+    clause = seller.clause()
+    if words(clause) > SELLER_CLAUSE_WORDS:
+        clause = seller.name
+    return {"formal": f"I am writing from {clause}.", "friendly": f"I'm with {clause}.",
+            "direct": f"I work at {clause}."}[tone]
+
+
+def _sign_off(tone: str, sender: dict | None, seller: Seller | None) -> str:
+    """The valediction and who signs: the sender's signature, else their name and title, else the seller's team."""
+    valediction = {"formal": "Kind regards,", "friendly": "Cheers,", "direct": "Best,"}[tone]
+    sender = sender or {}
+    if sender.get("signature"):
+        return f"{valediction}\n{sender['signature'].strip()}"
+    if sender.get("name"):
+        lines = [sender["name"], *([sender["title"]] if sender.get("title") else []), *([seller.name] if seller else [])]
+        return "\n".join([valediction, *lines])
+    return f"{valediction}\nThe {seller.name} team" if seller else f"{valediction}\nThe team"
+
+
+def _subject(tone: str, who: names.Addressee, company: str, lead: str | None, known: str) -> str:
+    """A subject of two to twelve words and at most SUBJECT_CHARS characters, whole (never cut): the lead pain's few
+    words with the company or the reader's name, else a note for the company."""
+    head = short(lead, known) if lead else None
+    options = []
+    if head:
+        options += {"formal": [f"{company}: {head}", f"On {head}"],
+                    "friendly": [f"{who.given}, a thought on {head}" if who.given else "", f"A thought on {head}"],
+                    "direct": [f"{_capital(head)} at {company}", _capital(head)]}[tone]
+    options += [f"A note for {company}", "A short note for you"]
+    return next(o for o in options if o and len(o) <= SUBJECT_CHARS and 2 <= len(o.split()) <= 12)
 
 
 def _pains(prospect: dict) -> list[str]:
-    pains = [str(p).strip().rstrip(".") for p in prospect.get("pains") or [] if str(p).strip()]
-    return pains or ["growing operational complexity"]
+    return [str(p).strip().rstrip(".") for p in prospect.get("pains") or [] if str(p).strip()]
 
 
 def _name_and_company(prospect: dict) -> tuple[str, str]:
     """How the email names the prospect and their company, with a fallback for either missing."""
-    return str(prospect.get("name") or "there").strip(), str(prospect.get("company") or "your company").strip()
+    return str(prospect.get("name") or "").strip(), str(prospect.get("company") or "your company").strip()
 
 
 def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
@@ -488,10 +520,11 @@ def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
     How the policy reads an exemplar: its own greeting, word band and ask are recognised exactly;
     anything it did not write (a human's or an LLM's email) yields fewer keys, or none.
     """
-    name, company = _name_and_company(prospect)
+    _, company = _name_and_company(prospect)
+    who = names.of_prospect(prospect)
     paragraphs = [p.strip() for p in body.strip().split("\n\n")]
     angle = {}
-    tones = [t for t in TONES if paragraphs[0] == _greeting(t, name)]
+    tones = [t for t in TONES if paragraphs[0] == names.greeting(t, who)]
     if len(tones) == 1:
         angle["tone"] = tones[0]
     n = words(body)
@@ -505,40 +538,72 @@ def angle_of(body: str, prospect: dict, goal: str = "") -> dict[str, str]:
 
 
 def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "",
-            seller: Seller | None = None) -> tuple[str, str]:
-    """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask; `seller` who
-    the email is from."""
-    name, company = _name_and_company(prospect)
-    first = name.split(" ")[0]
-    role = str(prospect.get("role") or "leader").strip()
+            seller: Seller | None = None, sender: dict | None = None) -> tuple[str, str]:
+    """(subject, body) of the email for these decisions; `goal` is the scenario's goal, for the ask; `seller` the
+    company the email is from, `sender` who signs it ({"name", "title", "signature"}; none: the seller's team)."""
+    composed = compose_email(prospect, cited, tone, length, cta, goal=goal, seller=seller, sender=sender)
+    return composed.subject, composed.body
+
+
+@dataclass(frozen=True)
+class Composed:
+    subject: str
+    body: str
+    quoted: list[str]  # the ids of the cited nodes whose facts it quotes
+
+
+def compose_email(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: str, *, goal: str = "",
+                  seller: Seller | None = None, sender: dict | None = None) -> Composed:
+    """`compose`, and which of the cited nodes the email quotes: those that answer a pain and fit its length."""
+    _, company = _name_and_company(prospect)
+    who = names.of_prospect(prospect)
     pains = _pains(prospect)
     context_nodes = [n for n in cited if is_context(n.type)]
-    persona = terms(f"{role} {prospect.get('industry') or ''}") | frozenset().union(
+    persona = terms(f"{prospect.get('role') or ''} {prospect.get('industry') or ''}") | frozenset().union(
         *(terms(" ".join(n.tags)) for n in context_nodes))
+    known = " ".join(f"{n.title}. {n.facts or ''}" for n in cited)
+    phrases = {p: topic(p, known) for p in pains}
 
-    items = _items(cited, pains, persona)
+    items = _items(cited, pains, persona, stack_of(prospect))
     _choose(items, pains)
     answered = {p for item in items for p in item.pains}
-    lead = next((p for p in pains if p in answered), pains[0])
+    lead = next((p for p in pains if p in answered), pains[0] if pains else None)
     kind_order = {"problem": 0, "offering": 1, "story": 2}
     items.sort(key=lambda i: (min((pains.index(p) for p in i.pains), default=len(pains)), kind_order[i.kind], i.position))
 
-    subjects = [
-        {"formal": f"{company}: {lead}", "friendly": f"{first}, on {lead}", "direct": f"{_capital(lead)} at {company}"}[tone],
-        {"formal": f"{first}, regarding {lead}", "friendly": f"{first}, on {lead}", "direct": f"{first}: {lead}"}[tone],
-    ]
-    subject = next((s for s in subjects if len(s.split()) <= 10), subjects[-1])
-    greeting = _greeting(tone, name)
-    opener = _opener(tone, seller, company, role, lead)
+    subject = _subject(tone, who, company, lead, known)
+    greeting = names.greeting(tone, who)
+    opening = " ".join(filter(None, [_opener(tone, _as_role(prospect, company), phrases.get(lead) if lead else None),
+                                     _introduction(tone, seller)]))
     ask = _ask(cta, _parse_goal(goal, prospect), company)
-    sign_off = {"formal": f"Kind regards,\n{SENDER}", "friendly": f"Cheers,\n{SENDER}", "direct": f"Best,\n{SENDER}"}[tone]
+    sign_off = _sign_off(tone, sender, seller)
 
     def render() -> str:
-        return "\n\n".join([greeting, opener, *_paragraphs(items, lead, seller), ask, sign_off])
+        return "\n\n".join([greeting, opening, *_paragraphs(items, lead, seller, phrases), ask, sign_off])
 
-    # More of the cited facts until the band is reached, the most telling first: only sentences that bear on the
-    # prospect (a pain, the role, the industry or the context nodes' tags) or carry a figure, never padding.
+    # Over the band: the paragraphs that answer nothing another does not, the last first, go; then the sentences that
+    # answer nothing another chosen one does not.
     low, high = _BANDS[length]
+
+    def elsewhere(pains: frozenset[str] | set[str], but) -> bool:
+        return set(pains) <= {p for item in items for s in item.chosen if s is not but and item is not but
+                              for p in s.pains}
+
+    while words(render()) > high and len(items) > 1:
+        spare_items = [i for i in items if elsewhere(set(i.pains), i)]
+        if not spare_items:
+            break
+        items.remove(spare_items[-1])
+    for item in reversed(items):
+        while words(render()) > high:
+            droppable = [s for s in item.chosen if not (item.kind == "story" and s.index == 0) and elsewhere(s.pains, s)
+                         and len(item.chosen) > 1]
+            if not droppable:
+                break
+            item.chosen.remove(min(droppable, key=lambda s: s.rank))
+    # More of the cited facts until the band is reached, the most telling first: only sentences that bear on the
+    # prospect (a pain, the role, the industry or the context nodes' tags) or carry a figure, of facts that answer one
+    # of its pains, never padding.
     spare = [(s.rank, -item.position, item, s) for item in items for s in item.sentences if s.rank[0] or s.rank[2] or s.rank[3]]
     spare.sort(key=lambda o: o[:2], reverse=True)
     for *_, item, sentence in spare:
@@ -550,4 +615,4 @@ def compose(prospect: dict, cited: list[SeenNode], tone: str, length: str, cta: 
         _take(item, sentence)
         if words(render()) > high:  # does not fit: undo
             item.chosen = before
-    return _clip_words(subject, 12), render()
+    return Composed(subject, render(), [item.node.id for item in sorted(items, key=lambda i: i.position)])

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.agent.facts import is_context, is_pricing
 from app.agent.text import terms
 from app.agent.transcript import SeenNode, Transcript
-from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, angle_of, compose
+from app.backends.embedded.composer import CTAS, LENGTHS, TONES, Seller, angle_of, compose, compose_email, quotable
 
 DEFAULT_LEARNING_RATE = 0.05  # the step of GRPO's update of this policy, unless a run sets its own
 ACTIONS = ("get_connected_nodes", "get_relevant_context", "propose_email", "finalize_email")
@@ -201,25 +202,33 @@ def plan_turn(t: Transcript, choose: Chooser) -> tuple[dict, list[Decision]]:
         return {"name": name, "arguments": {"node_id": node.id}}, decisions
     if name == "propose_email":  # a draft from everything read so far, in a neutral angle
         subject, body = compose(t.prospect, t.read_nodes, "friendly", "medium", "meeting", goal=t.goal,
-                                seller=Seller.of(t.seller))
+                                seller=Seller.of(t.seller), sender=t.sender)
         return {"name": name, "arguments": {"subject": subject, "body": body}}, decisions
     cited = []
     for node in t.read_nodes:
         features = np.stack([np.zeros(NODE_DIM), node_features(node, view)])
         if pick("cite", features, [f"cite={node.id}:0", f"cite={node.id}:1"]) == 1:
             cited.append(node)
-    if not cited and t.read_nodes:  # an email written after reading facts cites the one it prefers most
-        features = np.stack([node_features(n, view) for n in t.read_nodes])
-        cited.append(t.read_nodes[pick("cite", features, [f"cite_one={n.id}" for n in t.read_nodes])])
+    answering = [n for n in quotable(t.prospect, t.read_nodes) if n not in cited and not is_pricing(n.type)]
+    if not quotable(t.prospect, cited) and (answering or not cited) and t.read_nodes:
+        # an email written after reading facts cites the one it prefers most of those that answer a pain (beside a
+        # price, something worth paying for), or of all it read when none does
+        options = answering or t.read_nodes
+        features = np.stack([node_features(n, view) for n in options])
+        cited.append(options[pick("cite", features, [f"cite_one={n.id}" for n in options])])
     kept = angle_of(t.exemplar.body, t.prospect, t.goal) if t.exemplar else {}
     angle = {}
     for block, options in ANGLES.items():
         features = np.column_stack([_options(view.features, len(options), list(range(len(options)))),
                                     [float(o == kept.get(block)) for o in options]])
         angle[block] = options[pick(block, features, [f"{block}={o}" for o in options])]
-    subject, body = compose(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal,
-                            seller=Seller.of(t.seller))
-    return {"name": name, "arguments": {"subject": subject, "body": body, "citations": [n.id for n in cited]}}, decisions
+    composed = compose_email(t.prospect, cited, angle["tone"], angle["length"], angle["cta"], goal=t.goal,
+                             seller=Seller.of(t.seller), sender=t.sender)
+    # It cites what it quotes: a fact that answers none of the pains is left out of the email, and so of its citations
+    # (the company it names, a context node, stays cited when the email names it).
+    body = composed.body
+    citations = [n.id for n in cited if n.id in composed.quoted or (is_context(n.type) and n.title.lower() in body.lower())]
+    return {"name": name, "arguments": {"subject": composed.subject, "body": body, "citations": citations}}, decisions
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

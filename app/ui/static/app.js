@@ -198,9 +198,11 @@ function newView() {
 }
 
 function route() {
-  const match = location.hash.match(/^#\/runs\/([^/]+)$/);
+  const run = location.hash.match(/^#\/runs\/([^/]+)$/);
+  const batch = location.hash.match(/^#\/batches\/([^/]+)$/);
   const current = newView();
-  const shown = match ? showRun(decodeURIComponent(match[1]), current) : showRuns(current);
+  const shown = run ? showRun(decodeURIComponent(run[1]), current)
+    : batch ? showBatch(decodeURIComponent(batch[1]), current) : showRuns(current);
   shown.catch((error) => { if (!current.abort.signal.aborted && error.status !== 401) showError(error.message); });
 }
 
@@ -217,6 +219,7 @@ function progress(run) {
 async function showRuns(current) {
   const rows = h("tbody", { id: "runs" });
   const deployments = h("div", { id: "deployments" });
+  const batches = h("tbody", { id: "batches" });
   $("#app").replaceChildren(
     startForm(),
     deployments,
@@ -224,7 +227,25 @@ async function showRuns(current) {
       h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Progress"),
         h("th", {}, "Graph"), h("th", {}, "Created"))),
       rows)),
+    card("Draft batches", h("table", {},
+      h("thead", {}, h("tr", {}, h("th", {}, "Batch"), h("th", {}, "Status"), h("th", {}, "Drafted"),
+        h("th", {}, "Graph"), h("th", {}, "Policy"), h("th", {}, "Created"))),
+      batches)),
   );
+  const refreshBatches = async () => {
+    const { data } = await getJSON("draft-batches?limit=20");
+    batches.replaceChildren(...data.map((batch) => h("tr", {},
+      h("td", {}, h("a", { href: `#/batches/${batch.batch_id}`, class: "mono" }, batch.batch_id)),
+      h("td", {}, badge(batch.status)),
+      h("td", { class: "num" }, `${batch.completed} / ${batch.count}`),
+      h("td", {}, batch.graph_id), h("td", { class: "mono" }, batch.policy), h("td", {}, when(batch.created_at)))));
+    if (!data.length) {
+      batches.append(h("tr", {}, h("td", { colspan: 6, class: "muted" },
+        "No draft batches yet: POST /drafts your prospects (docs/guide/drafts.md).")));
+    }
+  };
+  refreshBatches().catch((e) => { if (e.status !== 401) showError(e.message); });
+  current.timers.push(setInterval(() => refreshBatches().catch(() => {}), 5000));
   const refresh = async () => {
     const { data } = await getJSON("runs?limit=50");
     rows.replaceChildren(...data.map((run) => h("tr", {},
@@ -479,7 +500,22 @@ function rewardChart(run, iterations, select) {
     h("span", { class: "swatch mean" }), "mean ", h("span", { class: "swatch band" }), "min–max across rollouts"));
 }
 
-/** Reply rate (with its 95 % interval) and judge score of each sent published email, per iteration. */
+/** Sends, deliveries, opens, clicks and replies summed over the run, as labelled bars: readable at a few sends. */
+function outcomeFunnel(sent) {
+  const total = (key) => sent.reduce((sum, e) => sum + (e[key] || 0), 0);
+  const steps = [["sends", "sent"], ["delivered", "delivered"], ["opens", "opened (people)"], ["clicks", "clicked"],
+    ["replies", "replied"], ["positive_replies", "positive replies"], ["bounces", "bounced"]];
+  const top = Math.max(total("sends"), total("delivered"), 1);
+  return h("table", { id: "outcome-funnel" }, h("tbody", {}, steps.map(([key, label]) => {
+    const n = total(key);
+    const bar = h("span", { class: "bar wide" }, h("span", {}));
+    bar.firstChild.style.width = `${(100 * n) / top}%`;
+    return h("tr", { "data-step": key }, h("td", {}, label), h("td", {}, bar), h("td", { class: "num" }, n));
+  })));
+}
+
+/** Reply rate (with its 95 % interval) of each sent published email per iteration, on a scale fitted to the rates,
+ *  and the judge score on its own 0–1 scale at the right; the totals below as labelled bars. */
 function outcomesChart(outcomes, select) {
   const sent = outcomes ? outcomes.data.slice().sort((a, b) => a.iteration - b.iteration) : [];
   if (!sent.length) {
@@ -487,38 +523,65 @@ function outcomesChart(outcomes, select) {
       "No outcomes yet: report opens and replies of the emails you send (see docs/guide/outcomes.md), or run on the demo."));
   }
   const width = 560;
-  const height = 200;
-  const pad = { left: 44, right: 16, top: 12, bottom: 32 };
+  const height = 220;
+  const pad = { left: 52, right: 44, top: 14, bottom: 34 };
   const first = sent[0].iteration;
-  const last = Math.max(sent[sent.length - 1].iteration, first + 1);
-  const x = (i) => pad.left + ((i - first) / (last - first)) * (width - pad.left - pad.right);
-  const y = (v) => pad.top + (1 - v) * (height - pad.top - pad.bottom);
+  const last = sent[sent.length - 1].iteration;
+  const span = Math.max(last - first, 1);
+  const inner = width - pad.left - pad.right;
+  // a lone iteration in the middle; several spread with half a step of margin, so no point sits on an axis
+  const x = (i) => pad.left + (last === first ? inner / 2 : ((i - first + 0.5) / (span + 1)) * inner);
+  const replied = sent.filter((e) => e.reply_rate !== null);
+  const highest = Math.max(0.05, ...replied.map((e) => e.reply_rate_interval[1]));
+  const niceTop = [0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1].find((v) => v >= highest) || 1;
+  const y = (v) => pad.top + (1 - v / niceTop) * (height - pad.top - pad.bottom);
+  const yJudge = (v) => pad.top + (1 - v) * (height - pad.top - pad.bottom);
   const svg = h("svg:svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", id: "outcomes-chart",
     "aria-label": `Reply rate and judge score of ${sent.length} sent emails` });
-  for (const v of [0, 0.5, 1]) {
+  for (let k = 0; k <= 4; k++) {
+    const v = (niceTop * k) / 4;
     svg.append(h("svg:line", { x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v), class: "grid" }),
-      h("svg:text", { x: pad.left - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, v.toFixed(1)));
+      h("svg:text", { x: pad.left - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, `${Math.round(v * 1000) / 10} %`),
+      h("svg:text", { x: width - pad.right + 6, y: y(v) + 4, class: "tick judge-tick" }, (k / 4).toFixed(2)));
   }
-  const line = (points, cls) => points.length && h("svg:polyline", { points: points.join(" "), class: cls });
-  const replied = sent.filter((e) => e.reply_rate !== null);
+  const step = Math.ceil((span + 1) / 10);
+  for (let i = first; i <= last; i += step) {
+    svg.append(h("svg:text", { x: x(i), y: height - pad.bottom + 16, class: "tick", "text-anchor": "middle" }, i));
+  }
+  svg.append(h("svg:text", { x: width - pad.right, y: height - 4, class: "tick", "text-anchor": "end" }, "iteration"),
+    h("svg:text", { x: 4, y: pad.top - 4, class: "tick" }, "reply rate"),
+    h("svg:text", { x: width - 4, y: pad.top - 4, class: "tick", "text-anchor": "end" }, "judge"));
+  const line = (points, cls) => points.length > 1 && h("svg:polyline", { points: points.join(" "), class: cls });
+  const judged = sent.filter((e) => e.judge_score !== null);
   svg.append(...[
     line(replied.map((e) => `${x(e.iteration)},${y(e.reply_rate)}`), "reply"),
-    line(sent.filter((e) => e.judge_score !== null).map((e) => `${x(e.iteration)},${y(e.judge_score)}`), "judge"),
+    line(judged.map((e) => `${x(e.iteration)},${yJudge(e.judge_score)}`), "judge"),
   ].filter(Boolean));
+  for (const e of judged) svg.append(h("svg:circle", { cx: x(e.iteration), cy: yJudge(e.judge_score), r: 3, class: "judge-point" }));
   for (const e of replied) {
     const [low, high] = e.reply_rate_interval;
-    svg.append(h("svg:line", { x1: x(e.iteration), x2: x(e.iteration), y1: y(low), y2: y(high), class: "interval" }),
-      h("svg:circle", { cx: x(e.iteration), cy: y(e.reply_rate), r: 4, class: "reply-point", "data-iteration": e.iteration,
+    const cx = x(e.iteration);
+    svg.append(h("svg:line", { x1: cx, x2: cx, y1: y(low), y2: y(high), class: "interval" }),
+      h("svg:line", { x1: cx - 5, x2: cx + 5, y1: y(low), y2: y(low), class: "interval" }),
+      h("svg:line", { x1: cx - 5, x2: cx + 5, y1: y(high), y2: y(high), class: "interval" }),
+      h("svg:circle", { cx, cy: y(e.reply_rate), r: 4.5, class: "reply-point", "data-iteration": e.iteration,
         onclick: () => select(e.iteration) },
       h("svg:title", {}, `Iteration ${e.iteration}: ${e.replies} replies of ${e.delivered} delivered `
-        + `(${fmt(e.reply_rate)}), ${e.opens} human opens, judge ${e.judge_score === null ? "–" : fmt(e.judge_score)}`)));
+        + `(${percent(e.reply_rate)}, 95 % interval ${percent(low)}–${percent(high)}), ${e.opens} human opens, `
+        + `judge ${e.judge_score === null ? "–" : fmt(e.judge_score)}`)));
+    if (replied.length <= 3) {  // few points: each says its figures beside it
+      svg.append(h("svg:text", { x: cx + 10, y: y(e.reply_rate) + 4, class: "point-label" },
+        `${percent(e.reply_rate)} · ${e.replies} of ${e.delivered}`));
+    }
   }
   const rho = outcomes.calibration.spearman;
   return card("Outcomes", svg, h("p", { class: "legend" },
-    h("span", { class: "swatch reply" }), "reply rate (95 % interval) ", h("span", { class: "swatch judge" }), "judge score",
+    h("span", { class: "swatch reply" }), "reply rate (95 % interval, left scale) ", h("span", { class: "swatch judge" }),
+    "judge score (right scale)",
     h("span", { id: "calibration", class: "muted" }, rho === null
       ? ` · judge and replies: too few sent emails to compare (${outcomes.calibration.n})`
-      : ` · rank correlation of judge and replies: ${rho.toFixed(2)} over ${outcomes.calibration.n} emails`)));
+      : ` · rank correlation of judge and replies: ${rho.toFixed(2)} over ${outcomes.calibration.n} emails`)),
+  outcomeFunnel(sent));
 }
 
 function emailCard(state, shown, select, showFact) {
@@ -614,6 +677,110 @@ function webhookTable(run, deliveries) {
     h("tbody", {}, deliveries.map((d) => h("tr", {},
       h("td", {}, d.type), h("td", {}, h("span", { class: `badge ${d.status}` }, d.status)), h("td", { class: "num" }, d.attempts),
       h("td", {}, d.last_status_code ?? d.last_error ?? (d.next_attempt_at ? `next ${when(d.next_attempt_at)}` : "–")))))));
+}
+
+// --- one draft batch: each prospect's draft, what it earned, and the replies by category
+
+const percent = (x) => (x === null || x === undefined ? "–" : `${(100 * x).toFixed(1)} %`);
+
+async function showBatch(batchId, current) {
+  const path = `draft-batches/${encodeURIComponent(batchId)}`;
+  const sections = { summary: h("div"), replies: h("div"), drafts: h("div") };
+  $("#app").replaceChildren(sections.summary, sections.replies, sections.drafts);
+  const refresh = async () => {
+    const [batch, drafts, outcomes] = await Promise.all([
+      getJSON(path), getJSON(`${path}/drafts?limit=1000`), getJSON(`${path}/outcomes`),
+    ]);
+    if (current.abort.signal.aborted) return batch;
+    const earned = {};
+    for (const o of outcomes.data) earned[o.prospect_id] = o;
+    sections.summary.replaceChildren(batchSummary(batch, path));
+    sections.replies.replaceChildren(repliesByCategory(outcomes.data));
+    sections.drafts.replaceChildren(draftTable(drafts.data, earned));
+    return batch;
+  };
+  const batch = await refresh();
+  if (batch.status === "queued" || batch.status === "running") {
+    current.timers.push(setInterval(() => refresh().catch((e) => showError(e.message)), 2000));
+  } else {
+    current.timers.push(setInterval(() => refresh().catch(() => {}), 15000));  // outcomes keep arriving
+  }
+}
+
+function batchSummary(batch, path) {
+  const download = async (layout) => {
+    try {
+      const response = await api(`${path}/drafts?layout=${layout}`, { headers: { Accept: "text/csv" } });
+      const link = h("a", { href: URL.createObjectURL(await response.blob()), download: `${batch.batch_id}-${layout}.csv` });
+      link.click();
+      URL.revokeObjectURL(link.href);
+    } catch (error) { showError(error.message); }
+  };
+  return h("section", { class: "card summary" },
+    h("h2", {}, "Draft batch ", h("span", { class: "mono" }, batch.batch_id)),
+    h("dl", {},
+      h("dt", {}, "Status"), h("dd", {}, h("span", { id: "batch-status", class: `badge ${batch.status}` }, batch.status)),
+      h("dt", {}, "Drafted"), h("dd", { id: "batch-progress" }, `${batch.completed} / ${batch.count}`),
+      h("dt", {}, "Graph"), h("dd", {}, batch.graph_id),
+      h("dt", {}, "Policy"), h("dd", { class: "mono" }, batch.policy),
+      h("dt", {}, "Created"), h("dd", {}, when(batch.created_at)),
+      h("dt", {}, "Finished"), h("dd", {}, when(batch.finished_at)),
+    ),
+    batch.error && h("p", { class: "error" }, batch.error.message || JSON.stringify(batch.error)),
+    h("p", { class: "export" }, "Export as CSV: ", ...["codreamer", "instantly", "smartlead", "lemlist"].map((layout) =>
+      h("button", { type: "button", class: "quiet", "data-layout": layout, onclick: () => download(layout) },
+        layout === "codreamer" ? "all columns" : layout))));
+}
+
+/** Replies per category over the batch: the latest reply's category per prospect, or the tallies by category. */
+function repliesByCategory(outcomes) {
+  const counts = {};
+  let replies = 0;
+  for (const o of outcomes) {
+    replies += o.replies;
+    if (o.replies_by_category) {
+      for (const [category, n] of Object.entries(o.replies_by_category)) counts[category] = (counts[category] || 0) + n;
+    } else if (o.category) counts[o.category] = (counts[o.category] || 0) + 1;
+  }
+  const sent = outcomes.filter((o) => o.delivered > 0).length;
+  const entries = Object.entries(counts).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  if (!entries.length) {
+    return card("Replies by category", h("p", { id: "replies-by-category", class: "muted" }, replies
+      ? `${replies} ${replies === 1 ? "reply" : "replies"} from ${sent} delivered, not classified yet.`
+      : `No replies yet${sent ? ` (${sent} delivered)` : ""}.`));
+  }
+  const max = Math.max(...entries.map(([, n]) => n));
+  return card("Replies by category", h("table", { id: "replies-by-category" }, h("tbody", {},
+    entries.map(([category, n]) => {
+      const bar = h("span", { class: "bar wide" }, h("span", {}));
+      bar.firstChild.style.width = `${(100 * n) / max}%`;
+      return h("tr", { "data-category": category }, h("td", {}, h("span", { class: `badge reply-${category}` }, category)),
+        h("td", {}, bar), h("td", { class: "num" }, n));
+    }))));
+}
+
+function draftTable(drafts, earned) {
+  const categories = drafts.some((d) => earned[d.prospect.id] && earned[d.prospect.id].category !== undefined);
+  const head = ["#", "Prospect", "Subject", "Fit", "Judge", "Delivered", "Opens", "Replies", ...(categories ? ["Reply"] : [])];
+  const rows = drafts.map((d) => {
+    const p = d.prospect;
+    const o = earned[p.id];
+    const who = [p.role, p.company].filter(Boolean).join(" at ");
+    const subject = d.email ? h("details", {}, h("summary", {}, d.email.subject), h("div", { class: "email" }, d.email.body))
+      : h("span", { class: "muted" }, d.suppressed ? `suppressed: ${d.suppressed.reason}` : (d.fit === "low" ? "skipped" : "not drafted yet"));
+    return h("tr", { "data-prospect": p.id },
+      h("td", { class: "num" }, d.position + 1),
+      h("td", {}, h("strong", {}, p.name), who ? h("div", { class: "muted" }, who) : null),
+      h("td", { class: "subject" }, subject),
+      h("td", {}, d.fit ? h("span", { class: `badge fit-${d.fit}`, title: d.fit_reason || "" }, d.fit) : "–"),
+      h("td", { class: "num" }, fmt(d.judge_score, 2)),
+      h("td", { class: "num" }, o ? o.delivered : "–"),
+      h("td", { class: "num" }, o ? o.opens : "–"),
+      h("td", { class: "num" }, o ? o.replies : "–"),
+      categories ? h("td", {}, o && o.category ? h("span", { class: `badge reply-${o.category}` }, o.category) : "–") : null);
+  });
+  return card(`Drafts (${drafts.length})`, h("table", { id: "drafts" },
+    h("thead", {}, h("tr", {}, head.map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
 }
 
 // ---------------------------------------------------------------- start
