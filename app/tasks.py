@@ -16,8 +16,8 @@ QUEUES = (RUNS, DRAFTS, DRAFT_CHUNKS)
 
 LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=3)
 DRAFT_BATCH = Workflow("draft_batch", DRAFTS, "app.drafts.workflow", version=1)
-DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=1)
-EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=1)
+DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=2)
+EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=2)
 WORKFLOWS = (LEARNING_RUN, DRAFT_BATCH, DRAFT_CHUNK, EVALUATION)
 
 APPLICATION_VERSION = "+".join(f"{workflow.name}-{workflow.version}" for workflow in WORKFLOWS)
