@@ -95,12 +95,26 @@ async def test_a_required_field_with_nothing_left_is_a_422_naming_it(world):
     assert answer.status_code == 422 and "company: nothing is left" in answer.text, answer.text
 
 
-@pytest.mark.parametrize("form", [{"graph_id": "cli\x00nic"}, {"graph_id": "clinic", "goal": "Book\x00 a call"},
-                                  {"graph_id": "clinic", "poli\x00cy": "x"}])
-async def test_a_nul_anywhere_in_a_drafts_form_is_a_422(world, form):
+def form(*parts: tuple[str, str, str | None]) -> bytes:
+    """A multipart body written byte for byte (a client would percent-encode a NUL in a name)."""
+    written = "".join(f'--b\r\nContent-Disposition: form-data; name="{name}"'
+                      + (f'; filename="{filename}"\r\nContent-Type: text/csv' if filename else "") + f"\r\n\r\n{value}\r\n"
+                      for name, value, filename in parts)
+    return (written + "--b--\r\n").encode()
+
+
+ROWS = ("file", "name,company,role,industry,pains\nAna,Clinica,CTO,healthcare,records", "p.csv")
+
+
+@pytest.mark.parametrize("parts", [
+    [("graph_id", "cli\x00nic", None), ROWS],
+    [("graph_id", "clinic", None), ("goal", "Book\x00 a call", None), ROWS],
+    [("graph_id", "clinic", None), ("poli\x00cy", "x", None), ROWS],
+    [("graph_id", "clinic", None), ("file", ROWS[1], "p\x00.csv")],
+])
+async def test_a_nul_anywhere_in_a_drafts_form_is_a_422(world, parts):
     alice, _, _ = world
-    rows = "name,company,role,industry,pains\nAna,Clinica,CTO,healthcare,records"
-    answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", rows, "text/csv")})
+    answer = await alice.post("/drafts", content=form(*parts), headers={"Content-Type": "multipart/form-data; boundary=b"})
     assert answer.status_code == 422 and "NUL" in answer.text, answer.text
     sent = await alice.post("/drafts", json={"graph_id": "cli\x00nic", "prospects": [HOSTILE]})
     assert sent.status_code == 422, sent.text
