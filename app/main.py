@@ -79,8 +79,7 @@ def create_app(settings: Settings | None = None, *, worker_process: bool = False
     app.include_router(drafts_router, **secured)
     app.include_router(evaluations_router, **secured)
     app.include_router(outcome_hooks, dependencies=[Depends(reject_unknown_query_params)])
-    for catalogue in (RUN_EVENTS, GRAPH_EVENTS, BATCH_EVENTS):
-        document_webhooks(app.webhooks, catalogue.webhook_models())
+    document_webhooks(app.webhooks, RUN_EVENTS, GRAPH_EVENTS, BATCH_EVENTS)
     app.include_router(ui_router)  # the dashboard's page and assets are public; its API calls carry the key
     docs.install(app)
     app.include_router(health_router)

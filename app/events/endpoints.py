@@ -2,8 +2,7 @@
 `/draft-batches/{id}/events`): the cursor, the `Last-Event-ID` header, the answer as a JSON page or a live stream;
 and the webhooks' entries in the OpenAPI document's `webhooks` section."""
 
-from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Union
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.sse import EventSourceResponse
@@ -68,9 +67,15 @@ def _receiver(model: type) -> object:
 WEBHOOK_TAG = "webhook events"  # listed after the API's own tags (app.kit.docs.tag_order)
 
 
-def document_webhooks(webhooks: APIRouter, models: Mapping[str, type]) -> None:
-    """One entry per event type, named by the type (`run.started`), with its webhook body."""
-    for event_type, model in models.items():
+def document_webhooks(webhooks: APIRouter, *catalogues: Catalogue) -> None:
+    """One entry per event type, named by the type (`run.started`), with its webhook body: one of each subject's where
+    subjects share a type (`reply.received`, a run's or a draft batch's)."""
+    bodies: dict[str, list[type]] = {}
+    for catalogue in catalogues:
+        for event_type, model in catalogue.webhook_models().items():
+            bodies.setdefault(event_type, []).append(model)
+    for event_type, found in bodies.items():
+        model = found[0] if len(found) == 1 else Union[tuple(found)]  # noqa: UP007
         webhooks.add_api_route(
             event_type, _receiver(model), methods=["POST"], summary=f"{event_type} event",
             description=DESCRIPTION, operation_id=_operation_id(event_type), status_code=200, tags=[WEBHOOK_TAG],
