@@ -111,7 +111,7 @@ def classify_reply(own_text: str, headers: Mapping[str, str], received_at: datet
     away = lexicon.OUT_OF_OFFICE.search(folded) or (auto or auto_subject) and lexicon.OUT_OF_OFFICE.search(subject)
     if away:
         marked = auto or (auto_subject and f"subject {auto_subject.group()!r}")
-        returns_on = return_date(folded, received_at, language)
+        returns_on = return_date(folded, received_at)
         reason = f"away notice {away.group()!r}" + (f", {marked}" if marked else "")
         return _decided(ReplyCategory.out_of_office, 0.95 if marked else 0.8, reason, returns_on)
     automatic = lexicon.AUTO_TEXT.search(folded)

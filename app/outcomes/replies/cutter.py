@@ -74,6 +74,7 @@ _LIST_FOOTER = re.compile(r"^\s*(?:you received this (?:message|email) because y
 _LIST_NAME = re.compile(r"^\s*\S{1,80} mailing list\s*$", re.IGNORECASE)  # under a rule: a list's footer
 _RULE = re.compile(r"^\s*[-_=*~]{5,}\s*$")
 _DECORATION = re.compile(r"^\s*[-_=*~]*\s*$")  # a blank line, or a rule drawn above what was cut
+_CONTINUATION = re.compile(r"^\s*[^\s\dA-ZÀ-ÞА-Я]")  # a wrapped line's rest: not a capital, a digit or a blank
 _QUOTED = re.compile(r"^\s*>(?!\s*[:：]\s*$)")  # not ">:", the end of an address wrapped in an attribution
 _INVISIBLE = re.compile("[\u200b\u200c\u200e\u200f\ufeff]")
 
@@ -124,11 +125,11 @@ def _header_block_at(lines: list[str], index: int) -> bool:
 
 def _skip_quote(lines: list[str], index: int) -> int:
     """The line after the quoted block starting at `index`; a line that a long link or a client's wrapping broke out
-    of the block (quoted lines right above and below it) is part of it."""
+    of the block (quoted lines right above and below it, and it starts as no sentence does) is part of it."""
     while index < len(lines):
         if _quoted(lines[index]):
             index += 1
-        elif (lines[index].strip() and index + 1 < len(lines) and _quoted(lines[index + 1])
+        elif (_CONTINUATION.match(lines[index]) and index + 1 < len(lines) and _quoted(lines[index + 1])
               and index > 0 and _quoted(lines[index - 1])):
             index += 1
         else:
