@@ -43,7 +43,7 @@ def test_an_unquoted_history_under_a_header_block_is_cut_from_the_block_on(block
 
 
 def test_a_reply_written_under_and_between_quotes_is_kept():
-    body = f"On Mon, Jan 6, 2025 at 10:00 AM Bob <bob@x.test> wrote:\n> Would you like a demo?\nYes, Tuesday.\n> Bob\nThanks"
+    body = "On Mon, Jan 6, 2025 at 10:00 AM Bob <bob@x.test> wrote:\n> Would you like a demo?\nYes, Tuesday.\n> Bob\nThanks"
     assert own_text(body) == "Yes, Tuesday.\nThanks"
 
 

@@ -62,7 +62,8 @@ _SEPARATOR = re.compile(
 
 _MOBILE_SIGNATURE = re.compile(
     r"^\s*(?:sent from|sent with|sent via|sent using|get outlook for|enviado desde|enviado con|enviado do|"
-    r"enviado de|envoyé de|envoyé à partir d|envoyé depuis|envoyé avec|obtenir outlook pour|von meinem|gesendet von|gesendet mit|"
+    r"enviado de|envoyé de|envoyé à partir d|envoyé depuis|envoyé avec|obtenir outlook pour|von meinem|"
+    r"gesendet von|gesendet mit|"
     r"verzonden (?:vanaf|met|van)|verstuurd (?:vanaf|met|van)|inviato da|inviato con|scarica outlook per|"
     r"wysłane z|wysłano z|pobierz outlook|отправлено с|отправлено из|скачайте outlook|"
     r"skickat från|sendt fra|lähetetty)"
