@@ -29,6 +29,12 @@ def test_an_attribution_wrapped_over_two_lines_is_cut_whole():
     assert own_text(body) == "Sounds good."
 
 
+@pytest.mark.parametrize("above", ["Thanks,", "Best,\nAnna", "Yes please,"])
+def test_a_short_line_right_above_an_attribution_stays_the_replys(above):
+    body = f"{above}\nOn Mon, Jan 6, 2025 at 10:00 AM Bob <bob@mail.codreamer.test> wrote:\n{OUR_EMAIL}"
+    assert own_text(body) == above
+
+
 @pytest.mark.parametrize("block", [
     "From: Bob Smith <bob@mail.codreamer.test>\nSent: Monday, January 6, 2025 10:00 AM\nTo: Anna\nSubject: A demo?",
     "De : Bob Smith <bob@mail.codreamer.test>\nEnvoyé : lundi 6 janvier 2025 10:00\nÀ : Anna\nObjet : Une démo ?",
