@@ -29,7 +29,7 @@ _AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk"}  # not "list": a person's repl
 _EMAIL = re.compile(r"[^\s@<>()]{1,64}@[^\s@<>()]{1,255}\.[a-z]{2,}")
 _WORD = re.compile(r"[^\W\d_]+")
 _NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_COLLEAGUE = re.compile(r"colleague|collegue|kolleg|colega|collega|kolezank|kolega|compan(ero|era)|head of|"
+_COLLEAGUE = re.compile(r"colleague|collegue|kolleg|colega|collega|kolezank|kolega|compan(ero|era)|head of|cc'?d|copied|"
                         r"\b(cto|ceo|cfo|coo|vp)\b")
 _HUMAN_ORDER = (
     (ReplyCategory.unsubscribe, lexicon.UNSUBSCRIBE, 0.9),

@@ -124,7 +124,11 @@ UNSUBSCRIBE = _any(
     r"uitschrijven|afmelden|haal (mij|me) (van|uit)|verwijder (mij|me|mijn)|geen (e-?mails|mails|berichten) meer|"
     r"niet meer (mailen|e-?mailen|benaderen|contacteren|ontvangen)",
     r"wypisz|wypisac|wypiszcie|usun(ac|cie)? (moj|mnie)|usuniecie (mojego|mnie)|nie (wysylac|wysylajcie|przysylac|"
-    r"przysylajcie|piszcie|pisac) (mi|do mnie)|rezygnuje z|to jest spam|\bspam\b")
+    r"przysylajcie|piszcie|pisac) (mi|do mnie)|rezygnuje z|to jest spam|\bspam\b",
+    r"how did you get my (address|e-?mail|email|details)|don't (write|email) (again|anymore)|"
+    r"arretez de m'?(envoyer|ecrire|contacter)|basta (e-?mail|mail|messaggi)|stop sending|"
+    r"deja de (escribirme|enviarme)|dejen de (escribirme|enviarme)|horen sie auf,? mir|nie zycze sobie|"
+    r"non voglio (piu )?ricevere|ne (veux|souhaite) plus recevoir")
 NOT_INTERESTED = _any(
     r"not interested|no interest|no thanks|no,? thank you|not a (good |great )?fit|not a priority|(we're|we are|i'm|"
     r"i am) (all )?set\b|"
@@ -145,7 +149,11 @@ NOT_INTERESTED = _any(
     r"non (ci|mi) interessa|non siamo interessat|non sono interessat|abbiamo gia|no,? grazie|non e il momento|"
     r"non e una priorita",
     r"geen interesse|niet geinteresseerd|nee,? bedankt|(we )?hebben al|niet nodig|geen behoefte|geen prioriteit",
-    r"nie (jestesmy|jestem) zainteresowan|nie,? dziekuje|nie potrzebujemy|mamy juz|nie jest to priorytet")
+    r"nie (jestesmy|jestem) zainteresowan|nie,? dziekuje|nie potrzebujemy|mamy juz|nie jest to priorytet",
+    r"built (this|it|our own|one) in-house|\bso no\b|stick with what we have|we'll stick with|"
+    r"(ahora mismo|de momento|por ahora|por el momento) no|no es algo que (estemos|buscamos)|na razie nie|"
+    r"maybe next year|not right now|aktuell kein thema|kein thema fur uns|op dit moment niet|nao e o momento|"
+    r"not the right time|pas le bon moment|no es buen momento")
 WRONG_PERSON = _any(
     r"wrong (person|contact|address|guy|department)|not the right (person|contact|one)|(not|isn't) (my|the right) "
     r"(area|department|role|team|responsibility)|i (don't|do not) (handle|deal with|manage|work on|look after|own)|"
@@ -163,7 +171,10 @@ WRONG_PERSON = _any(
     r"nao trabalho mais",
     r"persona giusta|persona sbagliata|non mi occupo|non lavoro piu|non sono io",
     r"(verkeerde|juiste) persoon|niet de juiste|ga (ik )?niet over|werk (hier )?niet meer",
-    r"nie do mnie|(niewlasciw|wlasciw)\w{0,3} osob|nie zajmuje sie|nie pracuje juz|nie jestem wlasciw")
+    r"nie do mnie|(niewlasciw|wlasciw)\w{0,3} osob|nie zajmuje sie|nie pracuje juz|nie jestem wlasciw",
+    r"(just|only) an intern|no say in|not (the|a) decision[- ]maker|not my (call|decision)|"
+    r"nicht mehr bei (der|dem|ihrer)|arbeite [^.!?\n]{0,20}nicht mehr|ho cambiato azienda|non sono piu il referente|"
+    r"ne travaille plus|not my department|werk hier niet meer")
 REFERRAL = _any(
     r"(reach out|talk|speak|write|get in touch|connect) (to|with)|(please )?(contact|email|e-mail|ask|try|ping) [a-z]+|"
     r"you'll want to (speak|talk)|(i'd|i would) suggest (talking|reaching|speaking|contacting)|my colleague|"
@@ -178,7 +189,9 @@ REFERRAL = _any(
     r"fale com|quem cuida|entre em contato com|(meu|minha) colega|responsavel e|procure (o|a)",
     r"se ne occupa|(mio|mia) collega|contatti|contattare|metto in contatto|scriva a|scrivete a|rivolgersi",
     r"neem contact op met|contact opnemen met|mijn collega|gaat hierover|mail (naar|met)",
-    r"skontaktowac z|skontaktuj sie z|napisac do|napisz do|kolezank|kolega|kolege|zajmuje sie tym|odpowiada za")
+    r"skontaktowac z|skontaktuj sie z|napisac do|napisz do|kolezank|kolega|kolege|zajmuje sie tym|odpowiada za",
+    r"cc'?d (him|her|them)|i've (cc|copied)|handles (vendor|purchasing|procurement)|"
+    r"bij (onze|de) [a-z]{3,30}afdeling|zustandig ist|habla con [a-z]+ de|best person for this is")
 MEETING = _any(
     r"let's (talk|chat|meet|connect|set|schedule|do|find|book|hop|jump)|set up (a|some)|schedule (a|some|time)|"
     r"book(ed)? (a|time|some)|happy to (jump|hop|meet|chat|talk|connect)|(can|could|shall) we (do|meet|talk|chat|"
@@ -204,7 +217,11 @@ MEETING = _any(
     r"mercoledi|venerdi|domani)|sentirci",
     r"afspraak (inplannen|maken)|laten we (een afspraak|bellen|afspreken)|even bellen|(een )?(gesprek|meeting|"
     r"call) inplannen",
-    r"(umowmy|umowic) sie|spotkanie w|porozmawiam|porozmawiajmy|zadzwon")
+    r"(umowmy|umowic) sie|spotkanie w|porozmawiam|porozmawiajmy|zadzwon",
+    r"(call|ring|phone) me\b|give me a (call|ring)|llamame|llameme|appelez[- ]moi|appelle[- ]moi|rufen sie mich|"
+    r"ruf mich|me liga|me ligue|liga[- ]me|chiamami|mi chiami|bel me|belt u mij|zadzwon do mnie|prosze o telefon|"
+    r"(teams|zoom|meet|webex) link|(on|to) my calendar|pick (a|one) (time|slot)|times next week|"
+    r"(hablamos|quedamos|nos vemos) el|(kurz|gerne) telefonieren")
 INTERESTED = _any(
     r"\binterest(ed|ing)\b|tell me more|learn more|more (info|information|details)|send (me |us )?(more|details|"
     r"info|a deck|the deck|"
@@ -220,7 +237,12 @@ INTERESTED = _any(
     r"mi interessa|ci interessa|interessante|saperne di piu|maggiori (informazioni|dettagli)|materiale|mandatemi|"
     r"inviatemi",
     r"interessant|interesse|meer (weten|informatie)|stuur (me|mij)|klinkt (goed|interessant)",
-    r"zainteresowan|ciekawie|wiecej (informacji|szczegolow)|szczegoly|prosze o (wiecej|przeslanie)|przeslac")
+    r"zainteresowan|ciekawie|wiecej (informacji|szczegolow)|szczegoly|prosze o (wiecej|przeslanie)|przeslac",
+    r"timing is (actually )?(good|right)|reviewing (vendors|options|solutions)|what would [a-z]{2,20} look like|"
+    r"worth a (look|chat)|could be (of )?interest|might be (of )?interest|gardons (le )?contact|keep in touch|"
+    r"peut nous interesser|pode nos interessar|potrebbe interessar|konnte (fur uns )?interessant|grundsatzlich spannend|"
+    r"manda (um|o) material|curti|wyglada ciekawie|prosze o oferte|send (me |us )?(a |an )?(proposal|quote|overview|pricing)|"
+    r"(schicken|senden) sie (mal )?(eine|ein|mir)")
 QUESTION = _any(
     r"how (much|many|does|do|is|long)|pricing|price|cost|do you (support|have|offer|integrate|work)|does (it|this|"
     r"your)|"
