@@ -29,7 +29,8 @@ _AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk"}  # not "list": a person's repl
 _EMAIL = re.compile(r"[^\s@<>()]{1,64}@[^\s@<>()]{1,255}\.[a-z]{2,}")
 _WORD = re.compile(r"[^\W\d_]+")
 _NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_COLLEAGUE = re.compile(r"colleague|collegue|kolleg|colega|collega|kolezank|kolega|compan(ero|era)|head of|\b(cto|ceo|cfo|coo|vp)\b")
+_COLLEAGUE = re.compile(r"colleague|collegue|kolleg|colega|collega|kolezank|kolega|compan(ero|era)|head of|cc'?d|copied|"
+                        r"\b(cto|ceo|cfo|coo|vp)\b")
 _HUMAN_ORDER = (
     (ReplyCategory.unsubscribe, lexicon.UNSUBSCRIBE, 0.9),
     (ReplyCategory.referral, lexicon.REFERRAL, 0.8),
@@ -45,6 +46,10 @@ def _decided(category: ReplyCategory, confidence: float, reason: str, returns_on
     return Classification(category, confidence, DecidedBy.rules, reason, returns_on)
 
 
+_VOCABULARY = {language: set(words.split())
+               for language, words in {**lexicon.STOPWORDS, **lexicon.OTHER_STOPWORDS}.items()}
+
+
 def language_of(folded: str, original: str) -> str | None:
     """The language the reply is written in, of those `lexicon` reads; None for any other (or none at all)."""
     if _NON_LATIN.search(original):
@@ -56,9 +61,6 @@ def language_of(folded: str, original: str) -> str | None:
     if scores[best] == 0 or best in lexicon.OTHER_STOPWORDS:
         return None
     return best
-
-
-_VOCABULARY = {language: set(words.split()) for language, words in {**lexicon.STOPWORDS, **lexicon.OTHER_STOPWORDS}.items()}
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
@@ -111,7 +113,7 @@ def classify_reply(own_text: str, headers: Mapping[str, str], received_at: datet
     away = lexicon.OUT_OF_OFFICE.search(folded) or (auto or auto_subject) and lexicon.OUT_OF_OFFICE.search(subject)
     if away:
         marked = auto or (auto_subject and f"subject {auto_subject.group()!r}")
-        returns_on = return_date(folded, received_at, language)
+        returns_on = return_date(folded, received_at)
         reason = f"away notice {away.group()!r}" + (f", {marked}" if marked else "")
         return _decided(ReplyCategory.out_of_office, 0.95 if marked else 0.8, reason, returns_on)
     automatic = lexicon.AUTO_TEXT.search(folded)

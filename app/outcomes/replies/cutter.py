@@ -34,7 +34,7 @@ _ENDS_WITH_ADDRESS = re.compile(r"(?:[<(]\s?[^<>()\s@]{1,100}@[^<>()\s@]{1,100}\
 _ENDS_WITH_BARE_ADDRESS = re.compile(r"<\s?[^<>\s@]{1,100}@[^<>\s@]{1,100}>\s?$")
 _DATE_OR_TIME = re.compile(r"\d{1,2}[:.h]\d{2}|\b(?:19|20)\d{2}\b|\d{1,4}[./-]\d{1,2}[./-]\d{1,4}")
 _OPENER = re.compile(r"^\s*(?:-+\s*)?(?:On|Am|Le|El|Em|Il|In\sdata|Op|W\sdniu|Dnia|Den|På|Vào|Quoting|Zitat|Citando|"
-                     r"\d|[^\W\d]{2,9}\.?,|[^\W\d]{1,4}\.?\s\d)", re.IGNORECASE)
+                     r"\d|[^\W\d]{2,9}\.?,\s?(?:\d|[^\W\d]{3,9}\.?\s\d)|[^\W\d]{1,4}\.?\s\d)", re.IGNORECASE)
 # "… wrote:" inside a line of the reply ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:")
 # the verb inside: "Am 25.06.2015 um 10:55 schrieb Test user:"
 _VERB_INSIDE = re.compile(rf"^\s*(?:Am|On|Le|El|Em|Il|Op)\s[^\n]{{0,200}}\s(?:{_VERBS})\s[^\n]{{0,200}}[:：]\s*$")
@@ -62,7 +62,8 @@ _SEPARATOR = re.compile(
 
 _MOBILE_SIGNATURE = re.compile(
     r"^\s*(?:sent from|sent with|sent via|sent using|get outlook for|enviado desde|enviado con|enviado do|"
-    r"enviado de|envoyé de|envoyé à partir d|envoyé depuis|envoyé avec|obtenir outlook pour|von meinem|gesendet von|gesendet mit|"
+    r"enviado de|envoyé de|envoyé à partir d|envoyé depuis|envoyé avec|obtenir outlook pour|von meinem|"
+    r"gesendet von|gesendet mit|"
     r"verzonden (?:vanaf|met|van)|verstuurd (?:vanaf|met|van)|inviato da|inviato con|scarica outlook per|"
     r"wysłane z|wysłano z|pobierz outlook|отправлено с|отправлено из|скачайте outlook|"
     r"skickat från|sendt fra|lähetetty)"
@@ -74,6 +75,7 @@ _LIST_FOOTER = re.compile(r"^\s*(?:you received this (?:message|email) because y
 _LIST_NAME = re.compile(r"^\s*\S{1,80} mailing list\s*$", re.IGNORECASE)  # under a rule: a list's footer
 _RULE = re.compile(r"^\s*[-_=*~]{5,}\s*$")
 _DECORATION = re.compile(r"^\s*[-_=*~]*\s*$")  # a blank line, or a rule drawn above what was cut
+_CONTINUATION = re.compile(r"^\s*[^\s\dA-ZÀ-ÞА-Я]")  # a wrapped line's rest: not a capital, a digit or a blank
 _QUOTED = re.compile(r"^\s*>(?!\s*[:：]\s*$)")  # not ">:", the end of an address wrapped in an attribution
 _INVISIBLE = re.compile("[\u200b\u200c\u200e\u200f\ufeff]")
 
@@ -124,11 +126,11 @@ def _header_block_at(lines: list[str], index: int) -> bool:
 
 def _skip_quote(lines: list[str], index: int) -> int:
     """The line after the quoted block starting at `index`; a line that a long link or a client's wrapping broke out
-    of the block (quoted lines right above and below it) is part of it."""
+    of the block (quoted lines right above and below it, and it starts as no sentence does) is part of it."""
     while index < len(lines):
         if _quoted(lines[index]):
             index += 1
-        elif (lines[index].strip() and index + 1 < len(lines) and _quoted(lines[index + 1])
+        elif (_CONTINUATION.match(lines[index]) and index + 1 < len(lines) and _quoted(lines[index + 1])
               and index > 0 and _quoted(lines[index - 1])):
             index += 1
         else:

@@ -47,10 +47,10 @@ def _dated(year: int | None, month: int, day: int, received: date) -> date | Non
     return found if found >= received - timedelta(days=30) else found.replace(year=received.year + 1)
 
 
-def return_date(folded_text: str, received_at: datetime, language: str | None) -> date | None:
+def return_date(folded_text: str, received_at: datetime) -> date | None:
     """The latest date on or after the day the reply came (an away notice names its last day away or its first day
     back, and the later of the two when it names both), a named weekday or "tomorrow" counted from that day; None
-    when the text states none. Numeric dates read day first, except in English (month first unless the day says)."""
+    when the text states none. A numeric date that reads both ways (12/07) is the nearer of the two."""
     received = received_at.date()
     found: list[date] = []
     for match in _ISO.finditer(folded_text):
@@ -60,11 +60,11 @@ def return_date(folded_text: str, received_at: datetime, language: str | None) -
     for match in _MONTH_DAY.finditer(folded_text):
         found.append(_dated(int(match[3]) if match[3] else None, _MONTH_OF[match[1]], int(match[2]), received))
     for match in _NUMERIC.finditer(folded_text):
-        first, second = int(match[1]), int(match[2])
-        day, month = (second, first) if language == "en" and first <= 12 and second <= 31 else (first, second)
-        if month > 12 and day <= 12:
-            day, month = month, day
-        found.append(_dated(int(match[3]) if match[3] else None, month, day, received))
+        first, second, year = int(match[1]), int(match[2]), int(match[3]) if match[3] else None
+        readings = [day for day in (_dated(year, second, first, received), _dated(year, first, second, received))
+                    if day is not None and day >= received]
+        if readings:  # 12/07 read both ways: an away notice names a day soon, so the nearer
+            found.append(min(readings))
     dates = [day for day in found if day is not None and day >= received]
     if dates:
         return max(dates)
