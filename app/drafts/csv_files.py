@@ -20,6 +20,7 @@ from enum import StrEnum
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
+from app.drafts.schemas import ALIASES
 from app.kit.errors import invalid
 
 MAX_CSV_BYTES = 15 * 1024 * 1024  # 1,000 prospects with every documented field at its longest, in Latin text (13.6 MB)
@@ -161,6 +162,7 @@ def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> li
             raise invalid("file", "the CSV file is empty: it needs a header row, then one row per prospect")
         columns = read_header(header)
         names = {field: header[index].strip() for index, field in columns.fields.items()}
+        names |= {ALIASES[field]: name for field, name in names.items() if field in ALIASES}  # as the model names them
         for values in reader:
             line = reader.line_num
             if not any(cell.strip() for cell in values):

@@ -6,6 +6,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agent.names import addressee
 from app.core import Services
 from app.drafts import csv_files, queue, repository
 from app.drafts.csv_files import ExportRow, Layout
@@ -353,8 +354,10 @@ async def drafts_csv(session: AsyncSession, batch: DraftBatch, layout: Layout, c
 def _export_row(draft: Draft) -> ExportRow:
     prospect, email = draft.prospect, draft.email or {}
     company, role = prospect.get("company") or "", prospect.get("role") or ""
+    # a sequencer's follow-ups greet by {{first_name}}: read from `name` when none was given, empty when unsure
+    first_name = prospect.get("first_name") or addressee(prospect.get("name")).given or ""
     values = {
-        "prospect_id": prospect["id"], "email": prospect.get("email") or "", "first_name": prospect.get("first_name") or "",
+        "prospect_id": prospect["id"], "email": prospect.get("email") or "", "first_name": first_name,
         "last_name": prospect.get("last_name") or "", "name": prospect.get("name") or "", "company_name": company,
         "company": company, "title": role, "role": role, "industry": prospect.get("industry") or "",
         "subject": email.get("subject", ""), "body": email.get("body", ""), "fit": draft.fit or "",

@@ -145,3 +145,14 @@ async def test_batches_are_listed_newest_first(deployed):
     after = (await client.get("/draft-batches", params={"after": first, "limit": 100})).json()["data"]
     assert first not in [b["batch_id"] for b in after] and all(b["batch_id"] < first for b in after)
     assert (await client.get("/draft-batches", params={"graph_id": "other"})).json() == {"data": [], "has_more": False}
+
+
+async def test_the_export_gives_a_first_name_read_from_the_name_when_none_was_given(deployed):
+    client = deployed
+    rows = ('name,company,role,pains\nDr. Priya Nair,Saint Aldric Health,CTO,PHI in analytics\n'
+            '"Schmidt, Anna",Stahlwerk,CFO,energy costs\n"Lee, Jr.",Fenwick,CTO,audits\n')
+    created = await upload(client, "names.csv", rows.encode())
+    assert created.status_code == 202, created.text
+    assert (await drafted(client, created.json()["batch_id"]))["status"] == "succeeded"
+    header, *table = await exported(client, created.json()["batch_id"], layout="lemlist")
+    assert [row[header.index("firstName")] for row in table] == ["Priya", "Anna", ""]  # unsure: none rather than wrong

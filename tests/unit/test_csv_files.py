@@ -175,6 +175,8 @@ def test_a_bad_row_names_its_line_and_its_column_as_the_file_names_it():
     assert "line 3: a prospect without pains needs a role" in says, says
     assert "line 4" in says and "name" in says
     assert "line 5: more fields than the header names (6 against 4)" in says and "';' unquoted" in says
+    says = errors_of(b"name,Organisation,Job Title,pains\nAna," + b"c" * 501 + b",CFO,a pain\n")
+    assert "line 2, Organisation: String should have at most 500 characters" in says, says  # the file's own name
 
 
 def test_a_file_over_the_limit_is_refused_before_it_is_read(monkeypatch):
