@@ -124,6 +124,8 @@ class Market:
         self.rates = rates or WorldRates()
         low, high = self.rates.hard_bounce
         self.bounce_rate = float(np.random.default_rng([seed, 0xB0]).uniform(low, high))
+        self._industries: dict[str, dict] = {}
+        self._roles: dict[tuple[str, str], dict] = {}
         self._known_people: set[str] = set()
         self._known_companies: set[str] = set()
 
@@ -131,13 +133,23 @@ class Market:
         return np.random.default_rng([self.seed, _key(*parts)])
 
     def _industry(self, industry: str) -> dict:
+        if industry not in self._industries:
+            self._industries[industry] = self._draw_industry(industry)
+        return self._industries[industry]
+
+    def _role(self, industry: str, role: str) -> dict:
+        if (industry, role) not in self._roles:
+            self._roles[industry, role] = self._draw_role(industry, role)
+        return self._roles[industry, role]
+
+    def _draw_industry(self, industry: str) -> dict:
         rng = self._rng("industry", industry)
         return {"persuaders": {p: float(rng.lognormal(0, 0.35)) for p in Persuader},
                 "hollow": float(rng.gamma(4, 0.35 / 4)), "off": float(rng.gamma(4, 0.5 / 4)),
                 "responsiveness": float(rng.normal(0, 0.3)), "length": float(rng.lognormal(0, 0.2)),
                 "common_tools": tuple(rng.permutation(INDUSTRY_TOOLS.get(industry, TOOLS[:8]))[:2])}
 
-    def _role(self, industry: str, role: str) -> dict:
+    def _draw_role(self, industry: str, role: str) -> dict:
         function = role_function(role)
         rng = self._rng("role", industry, function)
         prior = _ASK_PRIOR[function]
@@ -191,6 +203,7 @@ class Reader:
 
     def __init__(self, market: Market, prospect: SimulatedProspect, traits: Traits):
         self.market, self.prospect, self.traits = market, prospect, traits
+        self._impressions: dict[Received, Impression] = {}
 
     # ------------------------------------------------------------------ reading
     def _persuasion(self, sentences: list[Sentence]) -> float:
@@ -226,9 +239,16 @@ class Reader:
             return True
         text = f"{email.subject}\n{email.body}".lower()
         others = (self.market._known_people - {p.name.lower()}) | (self.market._known_companies - {p.company.lower()})
-        return any(mentions(text, [o]) for o in others if o)
+        return any(mentions(text, [o]) for o in others if o and o in text)
 
     def impression(self, email: Received) -> Impression:
+        if email not in self._impressions:
+            if len(self._impressions) > 64:
+                self._impressions.clear()
+            self._impressions[email] = self._impression(email)
+        return self._impressions[email]
+
+    def _impression(self, email: Received) -> Impression:
         reading = read(email.subject, email.body)
         t, p = self.traits, self.prospect
         asks = reading.asks
