@@ -73,6 +73,7 @@ class SimulatedWorld:
         self.prospects: dict[str, SimulatedProspect] = {
             s.id: scenario_prospect({"id": s.id, "goal": s.goal, "prospect": s.prospect.model_dump()})
             for s in graph.scenarios.values()}
+        self.market.know(*self.prospects.values())
 
     def readers(self, scenario_id: str, count: int):
         return [self.market.reader(self.prospects[scenario_id], person) for person in range(count)]

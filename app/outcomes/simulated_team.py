@@ -23,7 +23,7 @@ from app.knowledge_graph.graph import KnowledgeGraph
 from app.outcomes.schemas import OutcomeType
 from app.outcomes.simulated import SENDER, received, reply_message
 from app.simulation.kinds import ReplyKind
-from app.simulation.people import PARAPHRASES, SimulatedProspect, look_alikes, unseen_prospects
+from app.simulation.people import PARAPHRASES, SimulatedProspect, look_alikes, scenario_prospect, unseen_prospects
 from app.simulation.readers import Market, Reader
 
 __all__ = ["PARAPHRASES", "LookAlike", "Sent", "SimulatedTeam"]
@@ -62,6 +62,7 @@ class SimulatedTeam:
         self.graph, self.market = graph, Market(market_seed)
         self._document = {"scenarios": [{"id": s.id, "goal": s.goal, "prospect": s.prospect.model_dump()}
                                         for s in graph.scenarios.values()]}
+        self.market.know(*(scenario_prospect(s) for s in self._document["scenarios"]))
 
     def _team(self, people: list[SimulatedProspect], seed: int) -> list[LookAlike]:
         return [LookAlike(prospect={"id": f"la-{seed}-{n + 1:04d}"} | person.as_draft_prospect(),

@@ -174,9 +174,14 @@ class Market:
             off_industry_aversion=industry["off"] * float(rng.lognormal(0, 0.3)),
             responsiveness=industry["responsiveness"] + float(rng.normal(0, 0.4)), opens=float(rng.normal(0, 0.3)))
 
+    def know(self, *prospects: SimulatedProspect) -> None:
+        """People of this market: an email to someone else that names one of them (or their company) was written for
+        another reader, and its reader sees it. Everyone a reader is made for is known."""
+        self._known_people.update(p.name.lower() for p in prospects)
+        self._known_companies.update(p.company.lower() for p in prospects)
+
     def reader(self, prospect: SimulatedProspect, person: int = 0) -> "Reader":
-        self._known_people.add(prospect.name.lower())
-        self._known_companies.add(prospect.company.lower())
+        self.know(prospect)
         return Reader(self, prospect, self.traits(prospect, person))
 
 
