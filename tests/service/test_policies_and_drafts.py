@@ -193,7 +193,7 @@ async def test_drafts_take_prospects_as_sales_tools_export_them_signed_by_the_se
     assert (await alice.post("/graphs", json=document)).status_code == 201
     run = (await alice.post("/learn-loop", json=BODY | {"graph_id": "demo-offers", "iterations": 1})).json()["run_id"]
     assert (await finished(alice, run, timeout=300))["status"] == "succeeded"
-    assert (await alice.get(f"/runs/{run}")).json()["config"]["sender"] == document["sender"]  # the graph's, by default
+    assert (await alice.get(f"/runs/{run}")).json()["config"]["sender"] == document["sender"] | {"signature": None}
     policy = (await alice.post("/policies", json={"from": f"{run}@1"})).json()
     prospects = [
         {"first_name": "Anna", "last_name": "Schmidt", "title": "CFO", "company_name": "Kaufhaus Nord", "industry": "retail",
@@ -207,7 +207,8 @@ async def test_drafts_take_prospects_as_sales_tools_export_them_signed_by_the_se
     created = await alice.post("/drafts", json=body)
     assert created.status_code == 202, created.text
     batch = await drafted(alice, created.json()["batch_id"])
-    assert batch["sender"] == {"name": "Sam Rivera", "title": "Account Executive"} and batch["skip_low_fit"] is True
+    assert batch["sender"] == {"name": "Sam Rivera", "title": "Account Executive", "signature": None}
+    assert batch["skip_low_fit"] is True
     drafts = (await alice.get(created.json()["links"]["drafts"])).json()["data"]
     anna, priya, lan = drafts
     assert anna["prospect"]["custom"] == {"linkedin": "https://example.org/in/anna", "score": "7"}
@@ -215,8 +216,8 @@ async def test_drafts_take_prospects_as_sales_tools_export_them_signed_by_the_se
         "Anna Schmidt", "CFO", "Kaufhaus Nord")
     assert anna["prospect"]["goal"] == "Book a 30-minute call to review a cloud cost estimate."  # the CFO offer
     assert priya["prospect"]["goal"] is None
-    for draft, greeted in ((anna, "Anna"), (priya, "Priya")):
-        assert draft["fit"] == "high" and draft["email"]["body"].splitlines()[0].endswith(f"{greeted},")
+    for draft, greeted in ((anna, ("Anna",)), (priya, ("Priya", "Dr. Nair"))):
+        assert draft["fit"] == "high" and draft["email"]["body"].splitlines()[0].endswith(tuple(f" {g}," for g in greeted))
         assert "Sam Rivera\nAccount Executive" in draft["email"]["body"] and "Alex" not in draft["email"]["body"]
     assert "Dr.," not in priya["email"]["body"]
     assert lan["fit"] == "low" and lan["email"] is None and "low open rates" in lan["fit_reason"]
