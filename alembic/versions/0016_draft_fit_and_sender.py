@@ -1,5 +1,6 @@
 """draft fit and sender: a draft says whether the graph's facts answer its prospect's pains (`fit`, `fit_reason`); a
-batch keeps who signs its emails (`sender`) and whether it drafts low fits (`skip_low_fit`).
+batch keeps who signs its emails (`sender`) and whether it drafts low fits (`skip_low_fit`); a graph keeps its
+document's `sender` and `offers`.
 
 Revision ID: 0016
 Revises: 0015
@@ -19,6 +20,9 @@ depends_on: Union[str, Sequence[str], None] = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table('graphs', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('sender', sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column('offers', sa.JSON(), nullable=True))
     with op.batch_alter_table('draft_batches', schema=None) as batch_op:
         batch_op.add_column(sa.Column('sender', sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column('skip_low_fit', sa.Boolean(), nullable=False, server_default=sa.false()))
@@ -33,4 +37,7 @@ def downgrade() -> None:
         batch_op.drop_column('fit')
     with op.batch_alter_table('draft_batches', schema=None) as batch_op:
         batch_op.drop_column('skip_low_fit')
+        batch_op.drop_column('sender')
+    with op.batch_alter_table('graphs', schema=None) as batch_op:
+        batch_op.drop_column('offers')
         batch_op.drop_column('sender')

@@ -13,6 +13,8 @@ class Graph(Base):
     tenant: Mapped[str | None] = mapped_column(String(100))  # who uploaded it; None: shared with every tenant (the demo)
     name: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sender: Mapped[dict | None]  # the document's `sender`, if it has one
+    offers: Mapped[list | None]  # the document's `offers`, if it has any
 
 
 class GraphNode(Base):

@@ -10,7 +10,7 @@ from app.kit.db import utcnow
 from app.kit.pages import fetch_page
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.models import Graph, GraphEdge, GraphNode, GraphScenario
-from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Scenario
+from app.knowledge_graph.schemas import Edge, GraphDocument, Node, Offer, Scenario, Sender
 
 _BATCH = 5000
 
@@ -31,9 +31,15 @@ async def visible(session: AsyncSession, graph_id: str, tenant: str) -> bool:
 
 async def save(session: AsyncSession, document: GraphDocument, tenant: str | None = None) -> None:
     """`tenant` None shares the graph with every tenant (the bundled demo)."""
-    session.add(Graph(id=document.id, tenant=tenant, name=document.name))
+    session.add(Graph(id=document.id, tenant=tenant, name=document.name, **_extras(document)))
     await session.flush()
     await _insert_contents(session, document)
+
+
+def _extras(document: GraphDocument) -> dict:
+    """The document's fields beside its nodes, edges and scenarios, as the graph's row keeps them."""
+    return {"sender": document.sender.model_dump(exclude_none=True) if document.sender else None,
+            "offers": [o.model_dump(exclude_none=True) for o in document.offers] or None}
 
 
 async def _insert_contents(session: AsyncSession, document: GraphDocument) -> None:
@@ -117,6 +123,8 @@ async def load(session: AsyncSession, graph_id: str) -> KnowledgeGraph | None:
         id=graph.id, name=graph.name, nodes=[_node(n) for n in nodes],
         edges=[Edge(source=e.source, target=e.target, relation=e.relation) for e in edges],
         scenarios=await scenarios(session, graph_id),
+        sender=Sender.model_validate(graph.sender) if graph.sender else None,
+        offers=[Offer.model_validate(o) for o in graph.offers or []],
     )
     return KnowledgeGraph(document)
 
@@ -168,7 +176,8 @@ async def document_json(session: AsyncSession, graph_id: str) -> bytes | None:
         position = rows[-1][0]
     parts.append(b'],"scenarios":[')
     parts.append(_json_items([scenario.model_dump() for scenario in await scenarios(session, graph_id)]))
-    parts.append(b"]}")
+    extras = {"sender": graph.sender, "offers": graph.offers or []}
+    parts.append(b"]," + json.dumps(extras, ensure_ascii=False, separators=(",", ":"))[1:].encode())
     if await version(session, graph_id) != graph.created_at:
         return b""
     return await asyncio.to_thread(b"".join, parts)
@@ -191,7 +200,8 @@ async def replace(session: AsyncSession, document: GraphDocument) -> None:
     tells every process's GraphCache that its copy is stale."""
     for model in (GraphNode, GraphEdge, GraphScenario):
         await session.execute(delete(model).where(model.graph_id == document.id))
-    await session.execute(update(Graph).where(Graph.id == document.id).values(name=document.name, created_at=utcnow()))
+    await session.execute(update(Graph).where(Graph.id == document.id).values(name=document.name, created_at=utcnow(),
+                                                                              **_extras(document)))
     await _insert_contents(session, document)
 
 

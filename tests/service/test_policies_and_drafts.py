@@ -139,7 +139,8 @@ async def test_drafts_are_written_with_the_deployment_for_prospects_never_seen(w
         assert draft["policy"] == f"{run_id}@2" and draft["variant"] == 0 and draft["propensity"] == 1.0
         assert 0.0 <= draft["judge_score"] <= 1.0
     assert drafts[1]["prospect"]["goal"] == "Book a 20-minute call."
-    assert drafts[0]["prospect"]["goal"] == demo_document().scenarios[3].goal  # the training scenarios' first goal
+    assert drafts[0]["prospect"]["goal"] is None  # a generic ask: the demo has no offers, and no scenario's goal is reused
+    assert [d["fit"] for d in drafts] == ["high"] * 3 and all(d["fit_reason"] for d in drafts)
     assert len({d["email"]["ref"] for d in drafts}) == 3
 
     exported = await alice.get(body["links"]["drafts"], headers={"Accept": "text/csv"})
@@ -175,6 +176,9 @@ async def test_a_csv_of_prospects_is_drafted_and_a_bad_row_names_its_line(world)
     bad = rows + ["Kim Park,kim@example.org,Orbit,,,,"]  # line 4: no pains, and no role or industry to write to
     answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "\n".join(bad), "text/csv")})
     assert answer.status_code == 422 and "line 4: a prospect without pains" in answer.text, answer.text
+    bad = rows + ["Kim Park,kim@example.org,,CTO,saas,a pain,"]  # line 4: no company
+    answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "\n".join(bad), "text/csv")})
+    assert answer.status_code == 422 and "line 4" in answer.text and "company" in answer.text, answer.text
     nameless = rows[:2] + [",x@example.org,Orbit,CTO,saas,a pain,"]
     answer = await alice.post("/drafts", data=form, files={"file": ("p.csv", "\n".join(nameless), "text/csv")})
     assert answer.status_code == 422 and "line 3" in answer.text and "name" in answer.text
@@ -182,9 +186,60 @@ async def test_a_csv_of_prospects_is_drafted_and_a_bad_row_names_its_line(world)
     assert answer.status_code == 422 and "line 1" in answer.text
 
 
+async def test_drafts_take_prospects_as_sales_tools_export_them_signed_by_the_sender_with_their_fit(world):
+    """first_name/last_name, title and company_name; extra fields kept as custom; the graph's sender, overridden by the
+    batch's; the graph's offer for the role as the ask; a prospect no fact answers skipped with the reason."""
+    alice, _, _ = world
+    document = copy_of_demo("demo-offers") | {
+        "sender": {"name": "Sam Rivera", "title": "Account Executive"},
+        "offers": [{"roles": ["CFO"], "ask": "Book a 30-minute call to review a cloud cost estimate."}]}
+    assert (await alice.post("/graphs", json=document)).status_code == 201
+    run = (await alice.post("/learn-loop", json=BODY | {"graph_id": "demo-offers", "iterations": 1})).json()["run_id"]
+    assert (await finished(alice, run, timeout=300))["status"] == "succeeded"
+    assert (await alice.get(f"/runs/{run}")).json()["config"]["sender"] == document["sender"] | {"signature": None}
+    policy = (await alice.post("/policies", json={"from": f"{run}@1"})).json()
+    prospects = [
+        {"first_name": "Anna", "last_name": "Schmidt", "title": "CFO", "company_name": "Kaufhaus Nord", "industry": "retail",
+         "pains": ["no cost attribution per team"], "linkedin": "https://example.org/in/anna", "score": 7},
+        {"name": "Dr. Priya Nair", "company": "Saint Aldric Health", "role": "CTO", "industry": "healthcare",
+         "pains": ["PHI leaking into analytics tools"]},
+        {"name": "Nguyễn Thị Lan", "company": "Lotus Fashion", "role": "VP Marketing", "industry": "fashion",
+         "pains": ["low open rates on newsletters", "brand awareness in Europe"]},
+    ]
+    body = {"graph_id": "demo-offers", "policy": policy["id"], "prospects": prospects, "skip_low_fit": True}
+    created = await alice.post("/drafts", json=body)
+    assert created.status_code == 202, created.text
+    batch = await drafted(alice, created.json()["batch_id"])
+    assert batch["sender"] == {"name": "Sam Rivera", "title": "Account Executive", "signature": None}
+    assert batch["skip_low_fit"] is True
+    drafts = (await alice.get(created.json()["links"]["drafts"])).json()["data"]
+    anna, priya, lan = drafts
+    assert anna["prospect"]["custom"] == {"linkedin": "https://example.org/in/anna", "score": "7"}
+    assert (anna["prospect"]["name"], anna["prospect"]["role"], anna["prospect"]["company"]) == (
+        "Anna Schmidt", "CFO", "Kaufhaus Nord")
+    assert anna["prospect"]["goal"] == "Book a 30-minute call to review a cloud cost estimate."  # the CFO offer
+    assert priya["prospect"]["goal"] is None
+    for draft, greeted in ((anna, ("Anna",)), (priya, ("Priya", "Dr. Nair"))):
+        assert draft["fit"] == "high" and draft["email"]["body"].splitlines()[0].endswith(tuple(f" {g}," for g in greeted))
+        assert "Sam Rivera\nAccount Executive" in draft["email"]["body"] and "Alex" not in draft["email"]["body"]
+    assert "Dr.," not in priya["email"]["body"]
+    assert lan["fit"] == "low" and lan["email"] is None and "low open rates" in lan["fit_reason"]
+    assert "skips low fits" in lan["fit_reason"]
+
+    body |= {"sender": {"name": "Jo Park", "signature": "Jo Park | Lumora Systems"}, "skip_low_fit": False}
+    batch = await drafted(alice, (await alice.post("/drafts", json=body)).json()["batch_id"])
+    drafts = (await alice.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    assert all(d["email"]["body"].endswith("Jo Park | Lumora Systems") for d in drafts)
+    low = drafts[2]
+    assert low["fit"] == "low" and low["email"] is not None and "skips" not in low["fit_reason"]
+    assert not low["email"]["citations"]  # drafted, pitching nothing: no fact answers its pains
+
+
 @pytest.mark.parametrize("change, says", [
     ({"prospects": [PROSPECTS[0]] * 1001}, "1000"),
-    ({"prospects": [PROSPECTS[0] | {"pains": []}]}, "pains"),
+    ({"prospects": [PROSPECTS[0] | {"pains": [], "role": None, "industry": None}]}, "pains"),
+    ({"prospects": [PROSPECTS[0] | {"company_name": "Other"}]}, "company_name"),
+    ({"prospects": [PROSPECTS[0] | {"notes": {"nested": "object"}}]}, "custom field"),
     ({"prospects": [PROSPECTS[0] | {"name": " "}]}, "name"),
     ({"prospects": [PROSPECTS[0], PROSPECTS[0]]}, "twice"),
     ({"prospects": [PROSPECTS[1] | {"id": "p2"}, PROSPECTS[2]]}, "position 1 gets"),
