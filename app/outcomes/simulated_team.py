@@ -123,7 +123,7 @@ class SimulatedTeam:
                     events.append(event(OutcomeType.REPLIED, reaction.reply_at))
             message = None if reaction.reply_kind is None else reply_message(
                 reaction, address, email.subject, draft.get("message_id", f"<{ref}@codreamer.invalid>"),
-                f"<{ref}.reply@{address.split('@')[1]}>")
+                f"<{ref}.{address.replace('@', '.')}.reply@simulated.invalid>")
             sent.append(Sent(ref=ref, prospect_id=look_alike.prospect["id"], p_open=reader.open_probability(seen),
                              p_positive=reader.positive_reply_probability(seen), delivered=not reaction.bounced,
                              opened=reaction.human_open_at is not None, replied=human, reply_kind=reaction.reply_kind,
