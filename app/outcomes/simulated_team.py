@@ -131,7 +131,8 @@ class SimulatedTeam:
         return sent, events
 
     @staticmethod
-    def as_provider(sent: Iterable[Sent], through: datetime, after: datetime | None = None) -> tuple[bytes, list[bytes]]:
+    def as_provider(sent: Iterable[Sent], through: datetime,
+                    after: datetime | None = None) -> tuple[bytes, list[bytes]]:
         """What the provider posts about these sends for the span (after, through] of the clock: a SendGrid Event
         Webhook body (sign it with `SimulatedSendGrid.signed`) and the replies that arrived, as RFC 822 messages for
         `POST /outcomes/hooks/{source_id}/inbound`."""
