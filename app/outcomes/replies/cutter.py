@@ -35,9 +35,9 @@ _ENDS_WITH_BARE_ADDRESS = re.compile(r"<\s?[^<>\s@]{1,100}@[^<>\s@]{1,100}>\s?$"
 _DATE_OR_TIME = re.compile(r"\d{1,2}[:.h]\d{2}|\b(?:19|20)\d{2}\b|\d{1,4}[./-]\d{1,2}[./-]\d{1,4}")
 _OPENER = re.compile(r"^\s*(?:-+\s*)?(?:On|Am|Le|El|Em|Il|In\sdata|Op|W\sdniu|Dnia|Den|På|Vào|Quoting|Zitat|Citando|"
                      r"\d|[^\W\d]{2,9}\.?,\s?(?:\d|[^\W\d]{3,9}\.?\s\d)|[^\W\d]{1,4}\.?\s\d)", re.IGNORECASE)
-# "… wrote:" inside a line of the reply ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:")
 # the verb inside: "Am 25.06.2015 um 10:55 schrieb Test user:"
 _VERB_INSIDE = re.compile(rf"^\s*(?:Am|On|Le|El|Em|Il|Op)\s[^\n]{{0,200}}\s(?:{_VERBS})\s[^\n]{{0,200}}[:：]\s*$")
+# "… wrote:" inside a line of the reply ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:")
 _INLINE_ATTRIBUTION = re.compile(r"(?:-{2,}\s*)?\bOn\s[^\n]{5,250}?\swrote:\s*$")
 
 HEADER_FIELDS = (
