@@ -19,23 +19,25 @@ FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def deployed(request, tmp_path_factory):
-    """A service whose demo graph has a deployed one-iteration policy, with small request limits."""
+    """Alice's service, whose demo graph has her deployed one-iteration policy, with small request limits; and Bob."""
     postgres = None
     if request.param == "postgresql":
         require_postgres()
         postgres = FreshPostgresDatabase()
     url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts-csv')}/db.sqlite"
     settings = Settings(_env_file=None, database_url=url, environment="test", secret_key="test-secret-key-for-drafts",
-                        max_body_bytes=4096, max_drafts_bytes=256 * 1024)
+                        api_keys="alice:alice-key,bob:bob-key", max_body_bytes=4096, max_drafts_bytes=256 * 1024)
     app = create_app(settings)
     try:
-        async with lifespan(app), connect(app) as client:
+        async with lifespan(app), connect(app) as client, connect(app) as bob:
+            client.headers["Authorization"] = "Bearer alice-key"
+            bob.headers["Authorization"] = "Bearer bob-key"
             run_id = (await client.post("/learn-loop", json={
                 "iterations": 1, "rollouts_per_group": 2, "max_turns": 4, "feedback_source": "none",
                 "scenario_ids": ["scn-healthcare-cto"]})).json()["run_id"]
             assert (await finished(client, run_id, timeout=300))["status"] == "succeeded"
             assert (await client.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})).status_code == 200
-            yield client
+            yield client, bob
     finally:
         if postgres:
             postgres.drop()
@@ -66,7 +68,7 @@ async def exported(client, batch_id: str, **params) -> list[list[str]]:
     ("lemlist", ("email", "firstName", "lastName", "companyName", "jobTitle", "linkedinUrl", "icebreaker")),
 ])
 async def test_a_tools_export_is_drafted_and_exported_back_in_its_names(deployed, tool, names):
-    client = deployed
+    client, _ = deployed
     created = await upload(client, f"{tool}.csv", (DATA / f"{tool}_leads.csv").read_bytes())
     assert created.status_code == 202, created.text
     assert (await drafted(client, created.json()["batch_id"]))["status"] == "succeeded"
@@ -85,7 +87,7 @@ async def test_a_tools_export_is_drafted_and_exported_back_in_its_names(deployed
 
 
 async def test_formula_cells_are_escaped_and_columns_chosen(deployed):
-    client = deployed
+    client, _ = deployed
     created = await upload(client, "formulas.csv", (DATA / "formula_cells.csv").read_bytes())
     assert created.status_code == 202, created.text
     batch_id = created.json()["batch_id"]
@@ -107,7 +109,7 @@ async def test_formula_cells_are_escaped_and_columns_chosen(deployed):
 
 
 async def test_a_semicolon_file_in_windows_1252_is_read_and_bad_files_say_why(deployed):
-    client = deployed
+    client, _ = deployed
     text = "Vorname;Nachname;first_name;company;title;pains\r\n;;Jürgen;Müller & Söhne;CFO;Cashflow; Lieferanten\r\n"
     created = await upload(client, "excel.csv", text.encode("cp1252"))
     assert created.status_code == 422 and "line 2" in created.text  # "Cashflow; Lieferanten" unquoted: two fields
@@ -124,7 +126,7 @@ async def test_a_semicolon_file_in_windows_1252_is_read_and_bad_files_say_why(de
 
 async def test_a_batch_body_has_its_own_limit(deployed):
     """POST /drafts takes up to MAX_DRAFTS_BYTES (here 256 KiB) where other routes stop at MAX_BODY_BYTES (4 KiB)."""
-    client = deployed
+    client, _ = deployed
     prospects = [{"name": f"Person {i}", "company": "Acme", "role": "CFO", "pains": ["p" * 400]} for i in range(100)]
     answer = await client.post("/drafts", json={"graph_id": "nope", "prospects": prospects})  # ~50 KB
     assert answer.status_code == 422 and "unknown graph" in answer.text, answer.text[:300]
@@ -136,8 +138,8 @@ async def test_a_batch_body_has_its_own_limit(deployed):
     assert answer.status_code == 422 and "unknown graph" in answer.text, answer.text[:300]
 
 
-async def test_batches_are_listed_newest_first(deployed):
-    client = deployed
+async def test_batches_are_listed_newest_first_to_their_tenant_only(deployed):
+    client, bob = deployed
     first = (await upload(client, "a.csv", (DATA / "instantly_leads.csv").read_bytes())).json()["batch_id"]
     second = (await upload(client, "b.csv", (DATA / "smartlead_leads.csv").read_bytes())).json()["batch_id"]
     page = (await client.get("/draft-batches", params={"graph_id": "demo", "limit": 2})).json()
@@ -145,10 +147,13 @@ async def test_batches_are_listed_newest_first(deployed):
     after = (await client.get("/draft-batches", params={"after": first, "limit": 100})).json()["data"]
     assert first not in [b["batch_id"] for b in after] and all(b["batch_id"] < first for b in after)
     assert (await client.get("/draft-batches", params={"graph_id": "other"})).json() == {"data": [], "has_more": False}
+    assert (await bob.get("/draft-batches")).json() == {"data": [], "has_more": False}
+    answer = await bob.get(f"/draft-batches/{first}/drafts", headers={"Accept": "text/csv"})
+    assert answer.status_code == 404
 
 
 async def test_the_export_gives_a_first_name_read_from_the_name_when_none_was_given(deployed):
-    client = deployed
+    client, _ = deployed
     rows = ('name,company,role,pains\nDr. Priya Nair,Saint Aldric Health,CTO,PHI in analytics\n'
             '"Schmidt, Anna",Stahlwerk,CFO,energy costs\n"Lee, Jr.",Fenwick,CTO,audits\n')
     created = await upload(client, "names.csv", rows.encode())
