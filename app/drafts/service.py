@@ -205,8 +205,8 @@ async def end(session: AsyncSession, batch: DraftBatch, error: str | None) -> No
 
 async def end_orphans(svc: Services) -> list[str]:
     """Batches left queued or running with nothing to end them: one whose workflow ended without ending it (its last
-    step failed through a database outage of minutes) fails, resumable; one whose enqueue a crash lost is enqueued.
-    Returns the batches it failed."""
+    step failed through a database outage of minutes), or belongs to another version (an upgrade mid-batch), fails,
+    resumable; one whose enqueue a crash lost is enqueued. Returns the batches it failed."""
     async with svc.db.read() as session:
         active = await repository.active(session)
         attempts = {batch.id: await events.last_seq(session, subject(batch)) + 1 for batch in active}
@@ -217,12 +217,15 @@ async def end_orphans(svc: Services) -> list[str]:
         state = states.get(workflow_id)
         if state is None and batch.status == BatchStatus.QUEUED and utcnow() - batch.created_at > ORPHAN_AFTER:
             await queue.enqueue(batch.id, batch.tenant, attempts[batch.id])  # idempotent
-        elif state in durable.WORKFLOW_ENDED:
+        elif state is not None and state.abandoned:
+            if state.stale:
+                await durable.cancel(workflow_id)  # it would hold its queue slot
+            why = ("the service was upgraded while the batch was in flight" if state.stale else
+                   f"the batch's workflow ended ({state.status}) without ending it; see the server log")
             async with svc.db.transaction() as session:
                 locked = await session.get(DraftBatch, batch.id, with_for_update=True)
                 if locked is not None and locked.status not in ENDED:
-                    await end(session, locked, f"the batch's workflow ended ({state}) without ending it; see the "
-                                               "server log. Resume it to draft what is missing.")
+                    await end(session, locked, f"{why}. Resume it to draft what is missing.")
                     ended.append(batch.id)
     return ended
 

@@ -81,8 +81,8 @@ async def fail(session: AsyncSession, evaluation: Evaluation, message: str) -> N
 
 async def end_orphans(svc: Services) -> list[str]:
     """Evaluations left queued or running with nothing to end them: one whose workflow ended without ending it (a
-    step failed through a database outage of minutes) fails; one whose enqueue a crash lost is enqueued. Returns the
-    evaluations it failed."""
+    step failed through a database outage of minutes), or belongs to another version (an upgrade mid-evaluation),
+    fails; one whose enqueue a crash lost is enqueued. Returns the evaluations it failed."""
     async with svc.db.read() as session:
         active = (await session.scalars(select(Evaluation).where(Evaluation.status.in_(ACTIVE)))).all()
     states = await durable.states([evaluation.id for evaluation in active])
@@ -92,12 +92,15 @@ async def end_orphans(svc: Services) -> list[str]:
         lost = evaluation.status == EvaluationStatus.QUEUED and utcnow() - evaluation.created_at > ORPHAN_AFTER
         if state is None and lost:
             await queue.enqueue(evaluation.id, evaluation.tenant)  # idempotent
-        elif state in durable.WORKFLOW_ENDED:
+        elif state is not None and state.abandoned:
+            if state.stale:
+                await durable.cancel(evaluation.id)  # it would hold its queue slot
+            why = ("the service was upgraded while the evaluation was in flight; start it again" if state.stale else
+                   f"the evaluation's workflow ended ({state.status}) without ending it; see the server log")
             async with svc.db.transaction() as session:
                 locked = await session.get(Evaluation, evaluation.id, with_for_update=True)
                 if locked is not None and locked.status in ACTIVE:
-                    await fail(session, locked, f"the evaluation's workflow ended ({state}) without ending it; see "
-                                                "the server log")
+                    await fail(session, locked, why)
                     ended.append(evaluation.id)
     return ended
 

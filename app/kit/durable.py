@@ -6,6 +6,7 @@ of them.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from dbos import DBOSClient, EnqueueOptions
 
@@ -81,12 +82,23 @@ async def cancel(workflow_id: str) -> None:
 WORKFLOW_ENDED = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
-async def states(workflow_ids: list[str]) -> dict[str, str]:
-    """Each workflow's DBOS status (PENDING, SUCCESS, ERROR ...); a workflow that does not exist is absent."""
+class WorkflowState(NamedTuple):
+    status: str  # DBOS's: ENQUEUED, PENDING, SUCCESS, ERROR ...
+    stale: bool  # of another application version, not ended: no worker of this version will ever run it
+
+    @property
+    def abandoned(self) -> bool:
+        """Ended without success, or never to run here: what it was for must be ended some other way."""
+        return self.status in WORKFLOW_ENDED or self.stale
+
+
+async def states(workflow_ids: list[str]) -> dict[str, WorkflowState]:
+    """Each workflow's state; a workflow that does not exist is absent."""
     if not workflow_ids:
         return {}
     found = await client().list_workflows_async(workflow_ids=workflow_ids, load_input=False, load_output=False)
-    return {workflow.workflow_id: workflow.status for workflow in found}
+    return {w.workflow_id: WorkflowState(w.status, w.app_version not in (None, _version)
+                                         and w.status not in ("SUCCESS", *WORKFLOW_ENDED)) for w in found}
 
 
 def running_here() -> list[str]:

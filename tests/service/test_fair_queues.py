@@ -264,6 +264,15 @@ async def test_a_chunk_claimed_here_and_never_started_is_resumed(world):
     assert (await DBOS.get_workflow_status_async(stalled)).status == "SUCCESS"  # its prospect was drafted already
     assert (await alice.get(f"/draft-batches/{created['batch_id']}")).json()["completed"] == 1
 
+    # one of an earlier version is abandoned too: no worker of this version would ever run it
+    earlier = f"earlier-{uuid.uuid4().hex[:8]}"
+    await durable.client().enqueue_async(
+        {"queue_name": "nobody-polls-this", "workflow_name": tasks.DRAFT_CHUNK.name, "workflow_id": earlier,
+         "app_version": "draft_batch-1+draft_batch_chunk-1"}, created["batch_id"], 0, 1)
+    states = await durable.states([stalled, earlier, "no-such-workflow"])
+    assert (states[stalled].abandoned, states[earlier].stale, states[earlier].abandoned) == (False, True, True)
+    assert "no-such-workflow" not in states
+
 
 async def test_a_batch_or_evaluation_whose_workflow_ended_without_it_fails_resumable(world):
     """Housekeeping ends what nothing would end any more: here each workflow is cancelled under its batch or
