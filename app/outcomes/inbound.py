@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import Field, File, create_form_parser, parse_options_header
 
-from app.outcomes.replies.cutter import MAX_HEADER_LINE_CHARS, cut_text
+from app.outcomes.replies.cutter import cut_text
 from app.outcomes.replies.html import html_text
 
 # the ref: "eml_" and 20 lower-case base32 characters (digits allowed, whichever base32 alphabet made it)

@@ -3,6 +3,7 @@
 import re
 from html.parser import HTMLParser
 
+
 class _HtmlText(HTMLParser):
     """The visible text of an HTML part, for a reply sent without a text/plain one."""
 
