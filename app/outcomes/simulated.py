@@ -114,7 +114,8 @@ def has_world(graph: KnowledgeGraph) -> bool:
 
 
 def campaign(world: SimulatedWorld, scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
-             sent_at: datetime, sends: int = SENDS, report: Window = Window(None, SIMULATED_STEP)) -> tuple[bytes, list[bytes]]:
+             sent_at: datetime, sends: int = SENDS,
+             report: Window = Window(None, SIMULATED_STEP)) -> tuple[bytes, list[bytes]]:
     """(a SendGrid Event Webhook body, the raw replies) of what `sends` readers did with `email` sent at `sent_at`,
     as far as it happened within `report`. Event ids derive from the ref, so a report repeats no event of another."""
     rng = np.random.default_rng(seed)
@@ -137,7 +138,8 @@ def _events(reaction: Reaction, address: str, ref: str, n: int, sent_at: datetim
                 **extra}
 
     delivered_at = sent_at + timedelta(seconds=2)
-    happened = [("bounce", delivered_at, "", {"type": "bounce", "status": "5.1.1", "reason": "550 5.1.1 no such user"})] \
+    bounce = {"type": "bounce", "status": "5.1.1", "reason": "550 5.1.1 no such user"}
+    happened = [("bounce", delivered_at, "", bounce)] \
         if reaction.bounced else [("delivered", delivered_at, "", {"response": "250 OK"})]
     if reaction.machine_open_at:
         happened.append(("open", reaction.machine_open_at, ".machine", {"sg_machine_open": True}))
@@ -167,7 +169,8 @@ class SimulatedSendGrid:
                 "X-Twilio-Email-Event-Webhook-Timestamp": str(timestamp), "Content-Type": "application/json"}
 
 
-def sendgrid_records(reaction: Reaction, address: str, ref: str, n: int, sent_at: datetime, report: Window) -> list[dict]:
+def sendgrid_records(reaction: Reaction, address: str, ref: str, n: int, sent_at: datetime,
+                     report: Window) -> list[dict]:
     """One send's Event Webhook records that happened within `report` of its send."""
     return _events(reaction, address, ref, n, sent_at, report)
 

@@ -124,7 +124,7 @@ class SimulatedTeam:
                     events.append(event(OutcomeType.REPLIED, reaction.reply_at, category=reaction.reply_kind.value))
             message = None if reaction.reply_kind is None else reply_message(
                 reaction, address, email.subject, draft.get("message_id", f"<{ref}@codreamer.invalid>"),
-                f"<{ref}.reply@{address.split('@')[1]}>")
+                f"<{ref}.{address.replace('@', '.')}.reply@simulated.invalid>")
             sent.append(Sent(ref=ref, prospect_id=look_alike.prospect["id"], p_open=reader.open_probability(seen),
                              p_positive=reader.positive_reply_probability(seen), delivered=not reaction.bounced,
                              opened=reaction.human_open_at is not None, replied=human, reply_kind=reaction.reply_kind,
@@ -132,7 +132,8 @@ class SimulatedTeam:
         return sent, events
 
     @staticmethod
-    def as_provider(sent: Iterable[Sent], through: datetime, after: datetime | None = None) -> tuple[bytes, list[bytes]]:
+    def as_provider(sent: Iterable[Sent], through: datetime,
+                    after: datetime | None = None) -> tuple[bytes, list[bytes]]:
         """What the provider posts about these sends for the span (after, through] of the clock: a SendGrid Event
         Webhook body (sign it with `SimulatedSendGrid.signed`) and the replies that arrived, as RFC 822 messages for
         `POST /outcomes/hooks/{source_id}/inbound`."""

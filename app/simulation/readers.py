@@ -169,7 +169,8 @@ class Market:
         stack = frozenset(industry["common_tools"]) | {TOOLS[int(rng.integers(len(TOOLS)))]} | named
         return Traits(
             pain_weights=tuple(float(w) for w in weights), length_tolerance=float(np.clip(tolerance, 40, 300)),
-            persuaders={p: v / strongest for p, v in raw.items()}, ask=list(Ask)[int(rng.choice(len(Ask), p=role["asks"]))],
+            persuaders={p: v / strongest for p, v in raw.items()},
+            ask=list(Ask)[int(rng.choice(len(Ask), p=role["asks"]))],
             stack=stack, hollow_aversion=industry["hollow"] * float(rng.lognormal(0, 0.3)),
             off_industry_aversion=industry["off"] * float(rng.lognormal(0, 0.3)),
             responsiveness=industry["responsiveness"] + float(rng.normal(0, 0.4)), opens=float(rng.normal(0, 0.3)))
@@ -265,7 +266,8 @@ class Reader:
         length += TOO_SHORT if reading.words < 25 else 0.0
         hollow = -t.hollow_aversion * min(3, sum(s.hollow for s in reading.sentences))
         own = p.industry.lower()
-        off = sum(1 for s in reading.sentences if s.industries and own not in s.industries) if own in INDUSTRY_WORDS else 0
+        off = sum(1 for s in reading.sentences if s.industries and own not in s.industries) \
+            if own in INDUSTRY_WORDS else 0
         off_industry = -t.off_industry_aversion * min(3, off)
         body = email.body.lower()
         first = len(re.findall(rf"(?<![a-z]){re.escape(p.first_name.lower())}(?![a-z])", body))
@@ -309,7 +311,8 @@ class Reader:
         negative = _sigmoid(r.negative_base_logit + 0.5 * i.annoyance - 0.6 * i.relevance)
         misdirected = r.misdirected_rate * (2.0 if i.relevance == 0 else 1.0)
         return {ReplyKind.MEETING: positive * r.meeting_share, ReplyKind.INTERESTED: positive * (1 - r.meeting_share),
-                ReplyKind.QUESTION: positive * r.question_share, ReplyKind.NOT_INTERESTED: negative * (1 - r.unsubscribe_share),
+                ReplyKind.QUESTION: positive * r.question_share,
+                ReplyKind.NOT_INTERESTED: negative * (1 - r.unsubscribe_share),
                 ReplyKind.UNSUBSCRIBE: negative * r.unsubscribe_share, ReplyKind.REFERRAL: misdirected / 2,
                 ReplyKind.WRONG_PERSON: misdirected / 2}
 
@@ -324,7 +327,8 @@ class Reader:
         r = self.market.rates
         if rng.random() < self.market.bounce_rate:
             return Reaction(True, None, None, None, None, None, None)
-        machine = sent_at + timedelta(seconds=float(rng.uniform(2, 120))) if rng.random() < r.machine_open_share else None
+        proxied = rng.random() < r.machine_open_share
+        machine = sent_at + timedelta(seconds=float(rng.uniform(2, 120))) if proxied else None
         sender = _first_name(email.sender)
         if rng.random() < r.out_of_office_rate:
             returns_on = (sent_at + timedelta(days=int(rng.integers(2, 15)))).date()
