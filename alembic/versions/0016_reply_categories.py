@@ -13,11 +13,10 @@ Create Date: 2026-11-28 07:00:00
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
 
+from alembic import op
 from app.kit.db import UTCDateTime
-
 
 # revision identifiers, used by Alembic.
 revision: str = '0016'
@@ -57,8 +56,9 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('tenant', 'recipient', name=op.f('pk_suppressions'))
     )
     op.execute("INSERT INTO suppressions (tenant, recipient, reason, since, until) "
-               "SELECT tenant, recipient, CASE MIN(type) WHEN 'bounced' THEN 'bounce' WHEN 'complained' THEN 'complaint' "
-               "ELSE 'unsubscribe' END, MIN(occurred_at), NULL FROM outcome_events "
+               "SELECT tenant, recipient, "
+               "CASE MIN(type) WHEN 'bounced' THEN 'bounce' WHEN 'complained' THEN 'complaint' ELSE 'unsubscribe' END, "
+               "MIN(occurred_at), NULL FROM outcome_events "
                "WHERE type IN ('unsubscribed', 'complained', 'bounced') GROUP BY tenant, recipient")
     with op.batch_alter_table('drafts', schema=None) as batch_op:
         batch_op.add_column(sa.Column('suppressed', sa.JSON(), nullable=True))

@@ -61,7 +61,8 @@ async def draft_chunk_step(batch_id: str, start: int, end: int) -> int:
             return 0
         pending = await repository.pending(session, batch_id, start, end)
         # a suppressed prospect is drafted as such, with no email (the batch goes on)
-        holds = await suppressions_of(session, services.secrets, batch.tenant, [row.prospect.get("email") for row in pending])
+        holds = await suppressions_of(session, services.secrets, batch.tenant,
+                                      [row.prospect.get("email") for row in pending])
     if not pending:
         return 0
     suppressed = {row.position: hold.model_dump(mode="json", include={"reason", "until"})

@@ -60,9 +60,11 @@ async def delete_outcome_source(source_id: SourceId, svc: ServicesDep, tenant: T
 
 
 ReplyId = Annotated[str, Path(max_length=40)]
-RepliesCursor = cursor_params(Annotated[str | None, Query(max_length=40, description="A reply id: the page starts after it.")],
-                              default_limit=100, max_limit=1000)
-Address = Annotated[str, Path(min_length=3, max_length=320, description="The address (any case); kept only as a keyed hash.")]
+RepliesCursor = cursor_params(
+    Annotated[str | None, Query(max_length=40, description="A reply id: the page starts after it.")],
+    default_limit=100, max_limit=1000)
+Address = Annotated[str, Path(min_length=3, max_length=320,
+                              description="The address (any case); kept only as a keyed hash.")]
 
 
 @router.patch("/replies/{reply_id}", response_model=ReplyOut, summary="Relabel a reply",

@@ -291,22 +291,8 @@ def interest_by_recipient(scale: InterestScale, mature_before: datetime):
     known = case((mature + delivered * counted + unsubscribed > 0, 1), else_=0)
     opened = func.max(case((and_(OutcomeRecord.type == OutcomeType.OPENED, OutcomeRecord.machine.is_(False)), 1), else_=0))
     return (select(OutcomeRecord.ref, OutcomeRecord.recipient, gain.label("gain"), harm.label("harm"),
-                   unsubscribed.label("unsubscribed"), known.label("known"), opened.label("opened"))
+                   known.label("known"), opened.label("opened"))
             .group_by(OutcomeRecord.ref, OutcomeRecord.recipient))
-
-
-async def interest_by_ref(session: AsyncSession, refs: Iterable[str], scale: InterestScale, mature_before: datetime
-                          ) -> dict[str, tuple[float, float, int]]:
-    """Per ref with any outcome: (Σ gain, Σ harm, unsubscribed recipients) over its recipients (see
-    `interest_by_recipient`)."""
-    refs = list(refs)
-    out: dict[str, tuple[float, float, int]] = {}
-    for start in range(0, len(refs), 1000):
-        per = interest_by_recipient(scale, mature_before).where(OutcomeRecord.ref.in_(refs[start:start + 1000])).subquery()
-        rows = await session.execute(select(per.c.ref, func.sum(per.c.gain), func.sum(per.c.harm),
-                                            func.sum(per.c.unsubscribed)).group_by(per.c.ref))
-        out.update({ref: (float(g or 0), float(h or 0), int(u or 0)) for ref, g, h, u in rows})
-    return out
 
 
 async def suppress(session: AsyncSession, tenant: str, holds: dict[str, Hold]) -> None:
@@ -328,7 +314,8 @@ async def suppress(session: AsyncSession, tenant: str, holds: dict[str, Hold]) -
                                        "since": now, "until": hold.until} for recipient, hold in holds.items()])
 
 
-async def suppressed(session: AsyncSession, tenant: str, recipients: Iterable[str], today: date) -> dict[str, Suppression]:
+async def suppressed(session: AsyncSession, tenant: str, recipients: Iterable[str], today: date
+                     ) -> dict[str, Suppression]:
     """The recipients (keyed hashes) suppressed today, with their suppression."""
     recipients = list(recipients)
     found: dict[str, Suppression] = {}
@@ -342,12 +329,13 @@ async def suppressed(session: AsyncSession, tenant: str, recipients: Iterable[st
 
 async def unsuppress(session: AsyncSession, tenant: str, recipient: str) -> bool:
     """Lifts the recipient's suppression; False when there was none."""
-    gone = await session.scalar(delete(Suppression).where(Suppression.tenant == tenant, Suppression.recipient == recipient)
-                                .returning(Suppression.recipient))
+    gone = await session.scalar(delete(Suppression).returning(Suppression.recipient).where(
+        Suppression.tenant == tenant, Suppression.recipient == recipient))
     return gone is not None
 
 
-async def positive_recipients(session: AsyncSession, refs: Iterable[str], positive: Iterable[ReplyCategory]) -> dict[str, int]:
+async def positive_recipients(session: AsyncSession, refs: Iterable[str], positive: Iterable[ReplyCategory]
+                              ) -> dict[str, int]:
     """Per ref, the distinct recipients with a verified reply in one of the `positive` categories."""
     refs, positive = list(refs), [category.value for category in positive]
     out: dict[str, int] = {}

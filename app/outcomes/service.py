@@ -48,7 +48,7 @@ INGEST_ATTEMPTS = 3  # a run deleted under a batch fails its insert once; the re
 async def ingest(db: Database, box: SecretBox, tenant: str, events: list[OutcomeEvent], *, source_id: str | None = None,
                  texts: dict[str, str] | None = None, nonce: tuple[str, str] | None = None,
                  plus_addressed: frozenset[str] = frozenset(), accept_domain: bool = False,
-                 classifications: dict[str, Classification] | None = None) -> IngestResult:
+                 classifications: dict[str, Classification] | None = None, announce: bool = True) -> IngestResult:
     """Stores each event of a known ref of `tenant` once; another tenant's ref is as unknown as a made-up one.
 
     A reply is verified (`app.outcomes.verification`): `plus_addressed` names the event ids of replies sent to their
@@ -60,7 +60,8 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
 
     Each reply, and each unsubscribe, complaint or bounce, stores its category: the caller's (`category`, else its
     `sentiment`), the provider's event type, or `classifications` (an inbound reply's, by its event id). Those that
-    suppress their recipient do so in the same transaction, and each new reply is announced to its run or batch.
+    suppress their recipient do so in the same transaction, and each new reply is announced to its run or batch
+    (unless not to `announce`: the demo's simulated provider, whose readers are no one a team could answer).
     """
     for attempt in range(INGEST_ATTEMPTS):
         try:
@@ -68,7 +69,7 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
                 if nonce is not None and not await repository.first_use(session, *nonce):
                     raise Unauthorized("this request's one-time token was used before (a replayed request)")
                 result = await _store(session, box, tenant, events, source_id, texts, plus_addressed, accept_domain,
-                                      classifications or {})
+                                      classifications or {}, announce)
             break
         except IntegrityError:
             if attempt == INGEST_ATTEMPTS - 1:
@@ -78,7 +79,7 @@ async def ingest(db: Database, box: SecretBox, tenant: str, events: list[Outcome
 
 async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: list[OutcomeEvent], source_id: str | None,
                  texts: dict[str, str] | None, plus_addressed: frozenset[str], accept_domain: bool,
-                 classifications: dict[str, Classification]) -> IngestResult:
+                 classifications: dict[str, Classification], announce: bool) -> IngestResult:
     known = await repository.origins(session, {event.ref for event in events if event.ref})
     rows, seen, unattributed, repeated = [], set(), 0, 0
     for event in events:
@@ -115,7 +116,7 @@ async def _store(session: AsyncSession, box: SecretBox, tenant: str, events: lis
             row["recipient"] = counted_as or row["recipient"]
     stored = await repository.insert_new(session, rows) if rows else set()
     await repository.verify_replies(session, tenant, {(row["run_id"], row["ref"], row["recipient"]) for row in reported})
-    await _follow_up(session, tenant, [row for row in rows if row["event_id"] in stored], known)
+    await _follow_up(session, tenant, [row for row in rows if row["event_id"] in stored], announce)
     return IngestResult(accepted=len(stored), duplicates=repeated + len(rows) - len(stored), unattributed=unattributed)
 
 
@@ -126,14 +127,15 @@ def _meant(meant: Classification | None) -> dict:
             "reason": meant.reason, "returns_on": meant.returns_on}
 
 
-async def _follow_up(session: AsyncSession, tenant: str, stored: list[dict], known: dict) -> None:
-    """What newly stored outcomes set off: the suppressions they ask for, and each reply's `reply.received`."""
+async def _follow_up(session: AsyncSession, tenant: str, stored: list[dict], announce: bool) -> None:
+    """What newly stored outcomes set off: the suppressions they ask for, and (to `announce`) each reply's
+    `reply.received`."""
     holds: dict[str, meaning.Hold] = {}
     for row in stored:
         if row.get("category") is not None and (hold := meaning.suppression(row["type"], _classification(row))):
             holds[row["recipient"]] = _stronger(holds.get(row["recipient"]), hold)
     await repository.suppress(session, tenant, holds)
-    replies = [row for row in stored if row["type"] in meaning.REPLY_TYPES]
+    replies = [row for row in stored if row["type"] in meaning.REPLY_TYPES] if announce else []
     drafts = await repository.draft_origins(session, {row["ref"] for row in replies})
     await notices.announce(session, [notices.ReplyNotice(
         tenant=tenant, ref=row["ref"], run_id=row["run_id"], iteration=row["iteration"],
@@ -258,7 +260,7 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
     """The demo's provider reports what its readers did with the email within `report` of the world's time, through
     the providers' own parsers (SendGrid's Event Webhook, RFC 822 replies) and `ingest`."""
     events, replies = simulated.campaign(world, scenario_id, email, ref, message_id, seed, sent_at, sends, report)
-    parsed, meant, texts = parse_sendgrid(events), {}, {}
+    parsed, texts, meant = parse_sendgrid(events), {}, {}
     for raw in replies:
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
         parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
@@ -266,7 +268,7 @@ async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenan
         meant[reply.event_id] = _classification_of(reply)
         if settings.store_reply_text and not reply.auto:
             texts[reply.event_id] = reply.text
-    return await ingest(db, box, tenant, parsed, texts=texts or None, classifications=meant)
+    return await ingest(db, box, tenant, parsed, texts=texts or None, classifications=meant, announce=False)
 
 
 # ---------------------------------------------------------------- reading back
@@ -336,7 +338,8 @@ def reply_view(row: OutcomeRecord, prospect_id: str | None, batch_id: str | None
 
 def _row_id(reply_id: str) -> int | None:
     digits = reply_id.removeprefix(REPLY_PREFIX)
-    return int(digits) if reply_id.startswith(REPLY_PREFIX) and digits.isascii() and digits.isdigit() and len(digits) < 19 else None
+    wellformed = reply_id.startswith(REPLY_PREFIX) and digits.isascii() and digits.isdigit() and len(digits) < 19
+    return int(digits) if wellformed else None
 
 
 async def replies_page(session: AsyncSession, settings: Settings, tenant: str, *, run_id: str | None = None,
@@ -360,7 +363,8 @@ async def relabel(db: Database, box: SecretBox, settings: Settings, tenant: str,
         if found is None:
             raise NotFound(f"reply {reply_id!r} not found")
         row, prospect_id, batch_id = found
-        row.category, row.confidence, row.decided_by, row.reason = category, 1.0, DecidedBy.caller, "relabelled by the caller"
+        row.category, row.confidence, row.decided_by = category, 1.0, DecidedBy.caller
+        row.reason = "relabelled by the caller"
         if category != ReplyCategory.out_of_office:
             row.returns_on = None
         if hold := meaning.suppression(row.type, _classification(
@@ -378,7 +382,8 @@ async def add_suppressions(db: Database, box: SecretBox, tenant: str, body: Supp
 
 
 async def suppression_of(session: AsyncSession, box: SecretBox, tenant: str, email: str) -> SuppressionOut:
-    found = (await repository.suppressed(session, tenant, [box.pseudonym(email)], utcnow().date())).get(box.pseudonym(email))
+    key = box.pseudonym(email)
+    found = (await repository.suppressed(session, tenant, [key], utcnow().date())).get(key)
     if found is None:
         raise NotFound("that address is not suppressed")
     return SuppressionOut(reason=found.reason, since=found.since, until=found.until)

@@ -27,8 +27,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from app.agent.schemas import Email
+from app.kit.settings import DEFAULT_REPLY_INTEREST
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.loop.outcome_model import Estimate, FeedbackSource
+from app.outcomes.meaning import InterestScale
+from app.outcomes.replies import ReplyCategory
 from app.simulation.people import SimulatedProspect, scenario_prospect
 from app.simulation.rates import WorldRates
 from app.simulation.readers import Market, Reaction, Received
@@ -68,6 +71,9 @@ def campaign_sent_at(created_at: datetime, iterations_total: int, iteration: int
     return created_at - (iterations_total + 1 - iteration) * SIMULATED_STEP
 
 
+ORACLE_SCALE = InterestScale.of(DEFAULT_REPLY_INTEREST)  # the oracle weighs replies as REPLY_INTEREST's defaults
+
+
 class SimulatedWorld:
     """The demo graph's scenarios as readers of one market (the run's seed)."""
 
@@ -83,13 +89,19 @@ class SimulatedWorld:
 
     def estimate(self, scenario_id: str, email: Email | None, seed: int) -> Estimate:
         """The oracle (`feedback_source: oracle`, a benchmark's upper bound): every candidate rated by the world's own
-        probabilities, averaged over ORACLE_READERS readers, at full confidence."""
+        probabilities of each kind of reply, weighed by the default interest scale as the outcome model weighs
+        replies, averaged over ORACLE_READERS readers, at full confidence."""
+        harm_ratio = ORACLE_SCALE.bottom / ORACLE_SCALE.top
         if email is None:
-            return Estimate.of_rates(0.0, 0.0, 1.0, FeedbackSource.OBSERVED)
+            return Estimate.of_rates(0.0, 0.0, 0.0, harm_ratio, 1.0, FeedbackSource.OBSERVED)
         readers, seen = self.readers(scenario_id, ORACLE_READERS), received(email)
         p_open = float(np.mean([r.open_probability(seen) for r in readers]))
-        p_reply = float(np.mean([r.positive_reply_probability(seen) for r in readers]))
-        return Estimate.of_rates(p_open, p_reply, 1.0, FeedbackSource.OBSERVED)
+        kinds = [r.reply_kind_probabilities(seen) for r in readers]
+        p_positive = float(np.mean([sum(p * ORACLE_SCALE.gain(ReplyCategory(kind.value)) for kind, p in k.items())
+                                    for k in kinds]))
+        p_negative = float(np.mean([sum(p * ORACLE_SCALE.harm(ReplyCategory(kind.value)) for kind, p in k.items())
+                                    for k in kinds]))
+        return Estimate.of_rates(p_open, p_positive, p_negative, harm_ratio, 1.0, FeedbackSource.OBSERVED)
 
 
 def world_for(graph: KnowledgeGraph, seed: int) -> SimulatedWorld | None:

@@ -120,7 +120,7 @@ class SimulatedTeam:
                 if reaction.human_open_at:
                     events.append(event(OutcomeType.OPENED, reaction.human_open_at))
                 if human:
-                    # the rep who read it says what it meant, as sales reps label replies
+                    # the team reports what the reply was, as a sales rep reading it would
                     events.append(event(OutcomeType.REPLIED, reaction.reply_at, category=reaction.reply_kind.value))
             message = None if reaction.reply_kind is None else reply_message(
                 reaction, address, email.subject, draft.get("message_id", f"<{ref}@codreamer.invalid>"),

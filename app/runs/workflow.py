@@ -40,10 +40,10 @@ from app.loop.outcome_model import OutcomeModel
 from app.loop.reward import Scorer, ScoringFailed, reward_stats, rollout_seed
 from app.loop.schemas import FeedbackMode, FeedbackWait, TrainingOutcome
 from app.loop.training import train
-from app.outcomes.meaning import InterestScale
 from app.outcomes import refs, simulated
 from app.outcomes import repository as outcome_repository
 from app.outcomes import service as outcomes
+from app.outcomes.meaning import InterestScale
 from app.outcomes.schemas import IngestResult
 from app.runs import repository, trajectories, transitions
 from app.runs.events import Waiting

@@ -11,8 +11,12 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from app.agent.schemas import Email
 from app.kit.settings import Settings
+from app.loop.features import content_hash
 from app.main import create_app
+from app.outcomes import repository
+from app.outcomes.meaning import InterestScale
 from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
 
 KEYS = "alice:alice-key,bob:bob-key"
@@ -232,3 +236,33 @@ async def test_a_suppressed_prospect_is_drafted_without_an_email_and_replies_to_
     announced = [e["data"] for e in events if e["type"] == "reply.received"]
     assert announced == [{"batch_id": batch_id, "seq": 2, "ref": ref, "category": "interested", "confidence": 1.0,
                           "prospect_id": "ok-1"}]
+
+
+async def test_learning_reads_a_relabel(world):
+    """The outcome model's counts of an email's replies follow a relabel: an interested reply relabelled unsubscribe
+    weighs against the email from then on."""
+    alice, _, run_id = world
+    ref = await ref_of(alice, run_id, iteration=0)
+    services = alice._transport.app.state.services  # noqa: SLF001 - the test's own service
+    scale = InterestScale.of(services.settings.reply_interest)
+    text = await email_hash(alice, run_id)
+
+    async def counts() -> tuple[float, float]:  # an email with the same text shares its counts
+        async with services.db.read() as session:
+            sent = await repository.sent_emails(session, "alice", mature_before=datetime.now(UTC), scale=scale,
+                                                run_id=run_id)
+        mine = [s for s in sent if s.content_hash == text]
+        return sum(s.positive for s in mine), sum(s.negative for s in mine)
+
+    before = await counts()
+    assert (await alice.post("/outcomes", json={"events": [
+        event(ref, "replied", "learn-1", "lena@example.org", category="interested")]})).json()["accepted"] == 1
+    assert await counts() == (before[0] + 0.5, before[1])  # an interested reply: half a meeting
+    reply = next(r for r in await all_replies(alice, f"/runs/{run_id}/replies") if r["ref"] == ref)
+    assert (await alice.patch(f"/replies/{reply['id']}", json={"category": "unsubscribe"})).status_code == 200
+    assert await counts() == (before[0], before[1] + 1.0)
+
+
+async def email_hash(client, run_id: str) -> str:
+    email = (await client.get(f"/runs/{run_id}/iterations/0")).json()["email"]
+    return content_hash(Email(subject=email["subject"], body=email["body"], citations=email["citations"]))

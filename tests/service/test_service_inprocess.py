@@ -137,8 +137,8 @@ async def test_cancel_stops_a_running_run(api):
 
 
 async def test_the_reward_blend(backend, tmp_path):
-    """reward = (1 - w) · judge + w · feedback; the oracle's feedback = 0.4 · P(open) + 0.6 · P(positive reply), the
-    world's readers' own probabilities."""
+    """reward = (1 - w) · judge + w · feedback; the oracle's feedback = max(0, P(positive) − 1.5 · P(negative)), the
+    world's readers' own probabilities of each kind of reply weighed by the default interest scale."""
     graph = demo_graph()
     model = create_model("embedded", Settings(_env_file=None, art_path=str(tmp_path)), "blend")
     await model.register(backend)
@@ -153,8 +153,8 @@ async def test_the_reward_blend(backend, tmp_path):
     for t in trajectories:
         m = t.metrics
         assert t.reward == pytest.approx(0.7 * m["judge_score"] + 0.3 * m["feedback_score"])
-        assert m["feedback_score"] == pytest.approx(0.4 * m["open_rate"] + 0.6 * m["reply_rate"])
-        assert 0 < m["reply_rate"] < 0.2 < m["open_rate"] < 0.7 and m["feedback_confidence"] == 1.0
+        assert m["feedback_score"] == pytest.approx(max(0.0, m["positive_rate"] - 1.5 * m["negative_rate"]))
+        assert 0 < m["positive_rate"] < 0.2 < m["open_rate"] < 0.7 and m["feedback_confidence"] == 1.0
         assert t.scenario_id == "scn-healthcare-cto" and t.email is not None
 
 
