@@ -226,7 +226,8 @@ def evaluate(collected: dict) -> dict:
                         email=p.get("email") or f"{p['id']}@example.org", first_name=(labels["greet"] or [""])[0],
                         last_name=p.get("last_name") or (formal.split()[-1] if formal else ""), company=d["prospect"]["company"],
                         role=d["prospect"]["role"] or "", industry=d["prospect"]["industry"] or "",
-                        pains=tuple(p["pains"]), goal=d["prospect"]["goal"] or "")
+                        pains=tuple(p["pains"]), goal=d["prospect"]["goal"] or "",
+                        base="unseen" if labels["unlike"] else "near")
                     signer = DEMO_SENDER["name"] if graph_id == "demo" else graph["document"]["sender"]["name"]
                     received = Received(subject=subject, body=body, sender=f"{signer} <sales@example.com>")
                     world = float(np.mean([m.reader(who).positive_reply_probability(received) for m in markets]))
@@ -361,8 +362,15 @@ def main() -> None:
     import app  # noqa: F401  (litellm offline)
 
     meta = machine()
-    with tempfile.TemporaryDirectory() as tmp:
-        collected = asyncio.run(_collect(Path(tmp)))
+    drafts = Path(os.environ.get("WRITING_DRAFTS", HERE / "writing_drafts.json"))
+    if os.environ.get("WRITING_REUSE") and drafts.exists():  # re-read the drafts already written, e.g. after a check changed
+        collected = json.loads(drafts.read_text())
+        meta = collected["machine"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            collected = asyncio.run(_collect(Path(tmp)))
+        collected["machine"] = meta
+        drafts.write_text(json.dumps(collected, ensure_ascii=False))
     result = evaluate(collected)
     (HERE / "writing_results.json").write_text(json.dumps({"machine": meta, "result": result}, indent=1, ensure_ascii=False))
     write_section(section(result, meta))
