@@ -161,29 +161,31 @@ async def _draft(client, graph_id: str, policy: str, prospects: list[dict], send
     return (await _ok(await client.get(created["links"]["drafts"], params={"limit": 200})))["data"]
 
 
-async def _collect(workdir: Path) -> dict:
+async def _collect(workdir: Path, keep: Path) -> dict:
+    """Seed by seed (each graph's run and its drafts), kept in `keep` after each, so an interrupted benchmark still
+    has every seed it finished."""
     from app.knowledge_graph.service import demo_document
     from bench.drafts import learn, service
 
     prospects = json.loads((DATA / "prospects.json").read_text())
     sensors = json.loads((DATA / "sensors_graph.json").read_text())
-    graphs = {"demo": demo_document().model_dump(mode="json"), sensors["id"]: sensors}
+    documents = {"demo": demo_document().model_dump(mode="json"), sensors["id"]: sensors}
     requests = [{k: v for k, v in p.items() if k != "bench"} for p in prospects]
-    out = {"graphs": {}, "prospects": prospects}
+    out = {"graphs": {g: {"document": d, "runs": []} for g, d in documents.items()}, "prospects": prospects,
+           "machine": machine()}
     async with service(workdir) as api:
         client = api.http
         assert (await client.post("/graphs", json=sensors)).status_code == 201
-        for graph_id, document in graphs.items():
-            runs = []
-            for seed in range(SEEDS):
+        for seed in range(SEEDS):
+            for graph_id in documents:
                 run = await learn(client, {"graph_id": graph_id, "iterations": ITERATIONS, "rollouts_per_group": 4,
                                            "max_turns": 6, "feedback_source": "none", "seed": seed})
                 sender = DEMO_SENDER if graph_id == "demo" else None
                 drafted = {label: await _draft(client, graph_id, f"{run['run_id']}@{k}", requests, sender)
                            for label, k in (("untrained", 0), ("trained", ITERATIONS))}
-                runs.append({"seed": seed, "run_id": run["run_id"], "drafts": drafted})
+                out["graphs"][graph_id]["runs"].append({"seed": seed, "run_id": run["run_id"], "drafts": drafted})
+                keep.write_text(json.dumps(out, ensure_ascii=False))
                 print(f"{graph_id} seed {seed}: drafted", flush=True)
-            out["graphs"][graph_id] = {"document": document, "runs": runs}
     return out
 
 
@@ -226,7 +228,8 @@ def evaluate(collected: dict) -> dict:
                         email=p.get("email") or f"{p['id']}@example.org", first_name=(labels["greet"] or [""])[0],
                         last_name=p.get("last_name") or (formal.split()[-1] if formal else ""), company=d["prospect"]["company"],
                         role=d["prospect"]["role"] or "", industry=d["prospect"]["industry"] or "",
-                        pains=tuple(p["pains"]), goal=d["prospect"]["goal"] or "")
+                        pains=tuple(p["pains"]), goal=d["prospect"]["goal"] or "",
+                        base="unseen" if labels["unlike"] else "near")
                     signer = DEMO_SENDER["name"] if graph_id == "demo" else graph["document"]["sender"]["name"]
                     received = Received(subject=subject, body=body, sender=f"{signer} <sales@example.com>")
                     world = float(np.mean([m.reader(who).positive_reply_probability(received) for m in markets]))
@@ -307,7 +310,7 @@ def section(result: dict, meta: dict) -> str:
              f"either graph, names from a dozen cultures, honorifics and \"Last, First\"), drafted on the demo graph and "
              f"on a second graph (`bench/writing_data/sensors_graph.json`, an industrial-sensors vendor) by a run's "
              f"untrained policy (`@0`) and its last one (`@{ITERATIONS}`: {ITERATIONS} iterations × 4 rollouts, embedded "
-             f"backend, the judge alone), {SEEDS} training seeds. Every check is the benchmark's own "
+             f"backend, the judge alone), {meta['seeds']} training seed(s). Every check is the benchmark's own "
              f"(`bench/writing.py`); none calls the composer or the judge.", "",
              "| graph | policy | drafts | broken greetings | pasted/ungrammatical | >1 seller clause | not opening on the "
              "reader | called-for nodes cited | drafts pitching an off-pain fact | fit = label | median words | world "
@@ -360,9 +363,17 @@ def main() -> None:
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401  (litellm offline)
 
-    meta = machine()
-    with tempfile.TemporaryDirectory() as tmp:
-        collected = asyncio.run(_collect(Path(tmp)))
+    drafts = Path(os.environ.get("WRITING_DRAFTS", HERE / "writing_drafts.json"))
+    if os.environ.get("WRITING_REUSE") and drafts.exists():  # the drafts already written (all seeds it finished)
+        collected = json.loads(drafts.read_text())
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            collected = asyncio.run(_collect(Path(tmp), drafts))
+    meta = collected["machine"]
+    seeds = min(len(g["runs"]) for g in collected["graphs"].values())
+    for graph in collected["graphs"].values():
+        graph["runs"] = graph["runs"][:seeds]
+    meta["seeds"] = seeds
     result = evaluate(collected)
     (HERE / "writing_results.json").write_text(json.dumps({"machine": meta, "result": result}, indent=1, ensure_ascii=False))
     write_section(section(result, meta))

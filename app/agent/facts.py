@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.agent.email_checks import has_figure, speaks_to
+from app.agent.pains import LEADS
 from app.agent.text import sentences, terms
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.knowledge_graph.schemas import Scenario
@@ -71,11 +72,19 @@ def stack_of(prospect: dict) -> frozenset[str]:
     return terms(" ".join(str(v) for v in custom.values())) if isinstance(custom, dict) else frozenset()
 
 
+def _shares_words(found: frozenset[str], pain: str) -> bool:
+    """`speaks_to`, with distinct words only: one shared name ("IBM" of "IBM Maximo" and "IBM DB2") is not enough
+    where the pain has more to it. The pain's own lead-in ("needs", "wants to") is not its subject."""
+    own = terms(LEADS.sub("", pain)) or terms(pain)
+    shared = len(found & own)
+    return bool(speaks_to(found, pain)) and (shared >= 2 or 2 * shared >= len(own))
+
+
 def sentence_answers(node: FactNode, sentence: str, pain: str, stack: frozenset[str] = frozenset()) -> bool:
     """Whether this sentence of the node answers the pain (see the module)."""
     if is_context(node.type) or is_problem(node.type):
         return False
-    if speaks_to(terms(sentence), pain):
+    if _shares_words(terms(sentence), pain):
         return True
     if is_pricing(node.type):
         return is_cost(pain) and has_figure(sentence)
@@ -120,7 +129,7 @@ def answers(graph: KnowledgeGraph, prospect: dict) -> list[Answer]:
         if not answered:
             continue
         words = terms(f"{node.title} {node.text} {' '.join(node.tags)}")
-        by_words = any(speaks_to(terms(s), p) for s in told for p in answered)
+        by_words = any(_shares_words(terms(s), p) for s in told for p in answered)
         found.append(Answer(node.id, answered, bool(industry) and industry <= words,
                             is_integration(node.type) and bool(integration_name(node.title)) and
                             integration_name(node.title) <= stack, len(words & mine), not by_words))

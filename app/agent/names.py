@@ -166,7 +166,8 @@ def greeting(tone: str, who: Addressee) -> str:
     if tone == "friendly":
         name = who.given or who.formal
         return f"Hi {name}," if name else "Hi there,"
-    return f"{who.given}," if who.given else "Hello,"
+    name = who.given or who.formal
+    return f"{name}," if name else "Hello,"
 
 
 def of_prospect(prospect: dict) -> Addressee:

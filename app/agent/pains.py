@@ -13,7 +13,7 @@ from app.agent.email_checks import FINITE_VERBS, is_clause
 
 # Words that make a pain a wish or a worry about its object: "wants to cut downtime" → "cutting downtime" is what it
 # is about.
-_LEADS = re.compile(
+LEADS = _LEADS = re.compile(
     r"^(?:(?:we|they|customer|team|client)\s+)?(?:(?:is|are|am)\s+)?"
     r"(?:needs?|wants?|would like|looking for|looks for|seeking|seeks|struggl(?:ing|es?) with|concerned (?:about|with)|"
     r"worried about|worries about|interested in|dealing with|deals with|issues? with|problems? with|pain:|concern:|"
@@ -23,6 +23,13 @@ _LEADS = re.compile(
 _NOUN_VERBS = frozenset("cost costs take takes need needs run runs break breaks hit hits drive drives mean means cause "
                         "causes force forces delay delays require requires eat eats burn burns block blocks stop stops "
                         "slow slows hurt hurts".split())
+# Verbs no pain uses as a noun, and words after which a verb cannot follow as the pain's predicate
+_VERBS = frozenset("want wants lose loses stall stalls threaten threatens lag lags limit limits double doubles tripled "
+                   "grew rose fell dropped crash crashes pile piles leak leaks overrun overruns miss misses keep keeps "
+                   "go goes sit sits hurt hurts cause causes".split())
+_ADJECTIVES_IN_ED = frozenset("unplanned automated limited scheduled unexpected unresolved outdated detailed advanced "
+                              "connected regulated certified".split())
+_NOT_SUBJECT = frozenset("a an the of to for by in on at with no not too and or".split())
 _OBJECT_START = re.compile(r"^(?:a|an|the|us|them|each|every|too|more|hours|days|weeks|months|years|up|down|money|time|"
                            r"\d|\$|€|£)", re.I)
 _PRONOUNS = {"we": "you", "our": "your", "us": "you", "i": "you", "my": "your", "we're": "you're", "we've": "you've",
@@ -51,10 +58,20 @@ def _lower_first(text: str, known: str = "") -> str:
 
 
 def _clause_verb(words: list[str]) -> int | None:
-    """The position of the verb that makes the pain a clause, if it is one."""
+    """The position of the verb that makes the pain a clause, if it is one: a verb that is no noun after a noun
+    ("breakdowns stall the site", "costs doubled"), or one that doubles as a noun where the words around it say verb
+    (before an object, or agreeing with the word before it: "changes break", "device needs")."""
     for i, word in enumerate(words[1:], start=1):
-        low = word.lower()
-        if low in _NOUN_VERBS and i + 1 < len(words) and _OBJECT_START.match(words[i + 1]):
+        low, before = word.lower(), words[i - 1].lower()
+        if before in _NOT_SUBJECT:
+            continue
+        if low in _VERBS or (low.endswith("ed") and len(low) > 4 and low not in _ADJECTIVES_IN_ED
+                             and before.endswith("s")):
+            return i
+        if low in _NOUN_VERBS and (
+                (i + 1 < len(words) and _OBJECT_START.match(words[i + 1]))
+                or (low.endswith("s") and not before.endswith("s"))
+                or (not low.endswith("s") and before.endswith("s") and not before.endswith("ss"))):
             return i
     if is_clause(" ".join(words)):
         return next((i for i, w in enumerate(words[1:], start=1) if w.lower() in FINITE_VERBS), None)

