@@ -124,11 +124,6 @@ def sanitize(model: BaseModel, exempt: set[str] = frozenset()) -> list[str]:
             if not kept and value and required:
                 raise ValueError(f"{name}: nothing is left once the text that is no data is removed")
             value = kept
-        elif isinstance(value, dict) and all(isinstance(item, str) for item in value.values()):
-            for key, item in list(value.items()):
-                cleaned, said = clean(item)
-                notes += [f"{name}.{key}: {note}" for note in said]
-                value[key] = cleaned
         else:
             continue
         if name in extra:
