@@ -443,7 +443,7 @@ def _ask(cta: str, g: _Goal, company: str) -> str:
     if cta == "question":
         if g.verb or g.purpose:
             return f"One option would be to {g.purpose or g.phrase}. Would that be worth your team's time this quarter?"
-        if g.topic:
+        if g.topic and g.prep in ("about", "regarding", "covering"):  # a subject to weigh ("about alert noise")
             return f"I would like to understand where {g.topic} sits on your list. Is it a priority for your team this quarter?"
         return f"One option would be {g.phrase}. Would that be worth your team's time this quarter?"
     # none: no question at all
