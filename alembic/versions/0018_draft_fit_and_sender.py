@@ -2,8 +2,8 @@
 batch keeps who signs its emails (`sender`) and whether it drafts low fits (`skip_low_fit`); a graph keeps its
 document's `sender` and `offers`.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-11-28 07:00:00
 """
 from typing import Sequence, Union
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision: str = '0016'
-down_revision: Union[str, Sequence[str], None] = '0015'
+revision: str = '0018'
+down_revision: Union[str, Sequence[str], None] = '0017'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

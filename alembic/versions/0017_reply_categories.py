@@ -7,8 +7,8 @@ Outcomes stored before this revision get the category their type and sentiment s
 unsubscribe or a complaint `unsubscribe`, a bounce `bounce` (decided by the provider when a provider reported it, else
 by the caller). Their recipients are suppressed, from the first such event.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-28 07:00:00
 """
 from typing import Sequence, Union
@@ -19,8 +19,8 @@ from alembic import op
 from app.kit.db import UTCDateTime
 
 # revision identifiers, used by Alembic.
-revision: str = '0016'
-down_revision: Union[str, Sequence[str], None] = '0015'
+revision: str = '0017'
+down_revision: Union[str, Sequence[str], None] = '0016'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
