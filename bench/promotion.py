@@ -59,7 +59,8 @@ from statistics import NormalDist
 import numpy as np
 
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
-from bench.drafts import GRAPH, _environment, _machine, _ok, draft, learn, send, service, true_replies
+from bench import machine
+from bench.drafts import GRAPH, _environment, _ok, draft, learn, send, service, true_replies
 
 ESTIMATORS = ("ips", "snips", "dr")
 TOLERANCE = 0.03  # the target: within ±0.03 of the true value
@@ -695,7 +696,7 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     result = dict(previous or {})
     for part in parts:
         print(f"   promotion: {part}", flush=True)
-        about = {"machine": _machine()}
+        about = {"machine": machine()}
         if part == "ope":
             result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
         elif part == "peeking":
