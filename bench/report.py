@@ -1181,8 +1181,11 @@ def world_section(wd: dict) -> list[str]:
     ]
     j = wd["judge"]
     traits = j["traits"]
-    names = {"words": "its length in words", "questions": "its question marks (asks)", "citations": "the facts it cites",
-             "first_name_mentions": "how often it names the reader"}
+    names = {"relevance": "pains answered, weighted by how much they matter to the reader and what persuades them",
+             "ask": "the ask (the one the reader answers, another, several, none)",
+             "length": "the penalty for running past the reader's tolerance", "hollow": "generic claims",
+             "off_industry": "facts about other industries", "names": "repeated names", "wrong": "a wrong name or company",
+             "words": "length in words"}
     lines += [
         "### The judge against the world",
         "",
@@ -1192,9 +1195,11 @@ def world_section(wd: dict) -> list[str]:
         + f". **≥ 0.3 in {j['seeds_at_0_3']} of {n} seeds** (target: 8 of 10): {_ok(j['seeds_at_0_3'] >= math.ceil(0.8 * n))}"
         + (f"; median {j['spearman_median']:.2f}." if j["spearman_median"] is not None else "."),
         "",
-        "What else in the text moves each, median Spearman over seeds (the world's probability; the judge's score):",
+        "What the world's readers weigh (each term of a reader's impression, `app.simulation.readers.Impression`, read "
+        "only here; a penalty is negative) against what the judge follows: median Spearman over seeds of each term with "
+        "the world's probability and with the judge's score.",
         "",
-        "| the email's | world | judge |",
+        "| the email's | with the world's probability | with the judge's score |",
         "|---|---|---|",
         *[f"| {names[name]} | {_plain(v['world'], '+.2f')} | {_plain(v['judge'], '+.2f')} |" for name, v in traits.items()],
         "",
@@ -1205,8 +1210,8 @@ def world_section(wd: dict) -> list[str]:
 
 
 def _unread(traits: dict, names: dict) -> list[str]:
-    """What the judge should read that it does not: each trait the world's probability follows (|ρ| ≥ 0.1) where the
-    judge's score follows it less, or the other way (a difference of 0.2 or more)."""
+    """What the judge should read that it does not: each term the world's probability follows (|ρ| ≥ 0.1) where the
+    judge's score follows it less or the other way (a difference of 0.2 or more)."""
     said = []
     for name, v in traits.items():
         world, judge = v["world"], v["judge"]

@@ -29,12 +29,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from app.simulation.people import SimulatedProspect
 
 SEEDS = 10
 ITERATIONS = 10  # as `codreamer run --iterations 10`, the demo
@@ -42,7 +39,8 @@ UNSEEN = 100  # unseen-industry prospects per seed
 LOOK_ALIKES = 50  # look-alikes of the demo's scenarios per seed
 LATE = 3  # the demo's measure: the mean of the last three iterations over iteration 1
 BOOTSTRAP = 2000
-ASK = re.compile(r"\?")
+# The terms of a reader's impression (`app.simulation.readers.Impression`) that move its positive-reply probability
+IMPRESSION = ("relevance", "ask", "length", "hollow", "off_industry", "names", "wrong")
 
 
 @dataclass(frozen=True)
@@ -59,24 +57,14 @@ class Sizes:
 
 
 def sender() -> str:
-    """Who the readers see the emails from: the composer's signature at the demo's seller."""
+    """Who the readers see the emails from: the composer's signature, at the demo's seller's address."""
     from app.agent.prompt import seller_summary
     from app.backends.embedded.composer import SENDER
     from app.knowledge_graph.service import demo_graph
 
     seller = seller_summary(demo_graph())
-    return f"{SENDER} ({seller['name']})" if seller else SENDER
-
-
-def scenario_prospect(scenario) -> "SimulatedProspect":
-    """A demo scenario's prospect as the world's person (the address made up from the name and company)."""
-    from app.simulation.people import SimulatedProspect
-
-    first, _, last = scenario.prospect.name.partition(" ")
-    domain = re.sub(r"[^a-z0-9]", "", scenario.prospect.company.lower()) + ".example"
-    return SimulatedProspect(email=f"{first.lower()}@{domain}", first_name=first, last_name=last,
-                             company=scenario.prospect.company, role=scenario.prospect.role,
-                             industry=scenario.prospect.industry, pains=tuple(scenario.prospect.pains), goal=scenario.goal)
+    domain = re.sub(r"[^a-z0-9]+", "", seller["name"].lower()) if seller else "seller"
+    return f"{SENDER} <{SENDER.lower()}@{domain}.example>"
 
 
 def words(body: str) -> int:
@@ -90,7 +78,7 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     _environment()
     from app.knowledge_graph.service import demo_document, demo_graph
     from app.outcomes.service import spearman
-    from app.simulation.people import look_alikes, unseen_prospects
+    from app.simulation.people import look_alikes, scenario_prospect, unseen_prospects
     from app.simulation.readers import Market, Received
     from bench import heuristic
     from bench.drafts import _ok, deploy, draft, learn, service
@@ -122,8 +110,10 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     got = asyncio.run(go())
     records, target = got["records"], graph.scenarios[got["run"]["config"]["target_scenario_id"]]
 
+    people = {s["id"]: scenario_prospect(s) for s in demo_document().model_dump()["scenarios"]}
+
     # the demo: the run's reward, and the world's reading of the published emails and of the rule's
-    target_person = scenario_prospect(target)
+    target_person = people[target.id]
     rule = heuristic.write(graph, target.prospect.model_dump(), target.goal)
     rewards = [r["rewards"]["mean"] for r in records[1:]]
     published = [probability(target_person, r["email"]["subject"], r["email"]["body"]) for r in records]
@@ -148,15 +138,15 @@ def _seed(args: tuple[int, Sizes]) -> dict:
         transfer[split] = entry
 
     # the judge against the world, over every candidate of the run
-    people = {scenario_id: scenario_prospect(s) for scenario_id, s in graph.scenarios.items()}
     candidates = [(t["judge_score"], t["email"], t["scenario_id"]) for r in records[1:] for t in r["trajectories"]
                   if t["email"] and t["judge_score"] is not None]
     judge = [c[0] for c in candidates]
     world = [probability(people[s], e["subject"], e["body"]) for _, e, s in candidates]
-    traits = {"words": [words(e["body"]) for _, e, _ in candidates],
-              "questions": [len(ASK.findall(e["body"])) for _, e, _ in candidates],
-              "citations": [len(e["citations"]) for _, e, _ in candidates],
-              "first_name_mentions": [e["body"].count(people[s].first_name) for _, e, s in candidates]}
+    # what the world's readers weigh (their impression's terms, read only here) against what the judge follows
+    impressions = [market.reader(people[s]).impression(Received(subject=e["subject"], body=e["body"], sender=signed))
+                   for _, e, s in candidates]
+    traits = {name: [float(getattr(i, name)) for i in impressions] for name in IMPRESSION}
+    traits["words"] = [words(e["body"]) for _, e, _ in candidates]
     return {
         "seed": seed, "target": target.id, "run_s": round(got["run_s"], 1), "seconds": round(got["seconds"], 1),
         "demo": demo, "transfer": transfer,
