@@ -14,7 +14,7 @@ DRAFTS = Queue("drafts")  # a batch's own workflow, and evaluations, which draft
 DRAFT_CHUNKS = Queue("draft_chunks")
 QUEUES = (RUNS, DRAFTS, DRAFT_CHUNKS)
 
-LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=3)
+LEARNING_RUN = Workflow("learning_run", RUNS, "app.runs.workflow", version=4)
 DRAFT_BATCH = Workflow("draft_batch", DRAFTS, "app.drafts.workflow", version=1)
 DRAFT_CHUNK = Workflow("draft_batch_chunk", DRAFT_CHUNKS, "app.drafts.workflow", version=1)
 EVALUATION = Workflow("evaluation", DRAFTS, "app.evaluations.workflow", version=1)

@@ -37,7 +37,7 @@ def _curve(args: tuple) -> dict:
     import app  # noqa: F401
     from app.kit.settings import Settings
     from app.knowledge_graph.service import hidden_preferences
-    from app.knowledge_graph.synthetic import synthetic_document
+    from app.simulation.graphs import synthetic_document
     from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest

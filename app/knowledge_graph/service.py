@@ -1,7 +1,6 @@
-"""Where graphs come from (the bundled demo, with its simulator-only preferences, and uploaded documents),
+"""Where graphs come from (the bundled demo and uploaded documents),
 and who may read, replace or delete one."""
 
-import json
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
@@ -27,17 +26,6 @@ def demo_document() -> GraphDocument:
 @lru_cache
 def demo_graph() -> KnowledgeGraph:
     return KnowledgeGraph(demo_document())
-
-
-@lru_cache
-def hidden_preferences(graph_id: str) -> dict[str, dict] | None:
-    """Per-scenario preferences for the feedback simulator; only the demo graph has them.
-
-    They live in their own file so nothing the policy or judge sees can contain them.
-    """
-    path = DEMO_DIR / "hidden_preferences.json"
-    data = json.loads(path.read_text())
-    return data["prospects"] if data["graph_id"] == graph_id else None
 
 
 class GraphCache:

@@ -4,7 +4,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime
 
 import polars as pl
 from sqlalchemy import select
@@ -14,10 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.agent.schemas import Email
 from app.events.service import new_id
 from app.events.signing import SecretBox
-from app.kit.db import Database, utcnow
+from app.kit.db import Database
 from app.kit.errors import NotFound, TooManyRequests, Unauthorized, invalid
 from app.kit.settings import Settings
-from app.loop.feedback import FeedbackSimulator
 from app.outcomes import inbound, inbound_pool, repository, simulated
 from app.outcomes.models import OutcomeSource
 from app.outcomes.providers import PROVIDERS
@@ -178,21 +177,21 @@ async def receive_reply(db: Database, box: SecretBox, settings: Settings, source
     return await ingest(db, box, source.tenant, [event], source_id=source.id, texts=texts)
 
 
-async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, simulator: FeedbackSimulator,
-                         scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
-                         sends: int = simulated.SENDS) -> IngestResult:
-    """The demo's provider sends the email and reports back through the providers' own parsers and `ingest`.
-
-    The campaign is dated a reply window back, so that its outcomes are mature when the next iteration is scored.
-    """
-    sent_at = utcnow() - timedelta(seconds=settings.reply_window_s + 3600)
-    events, replies = simulated.campaign(simulator, scenario_id, email, ref, message_id, seed, sent_at, sends)
+async def send_simulated(db: Database, box: SecretBox, settings: Settings, tenant: str, world: simulated.SimulatedWorld,
+                         scenario_id: str, email: Email, ref: str, message_id: str, seed: int, sent_at: datetime,
+                         report: simulated.Window, sends: int = simulated.SENDS) -> IngestResult:
+    """The demo's provider reports what its readers did with the email within `report` of the world's time, through
+    the providers' own parsers (SendGrid's Event Webhook, RFC 822 replies) and `ingest`."""
+    events, replies = simulated.campaign(world, scenario_id, email, ref, message_id, seed, sent_at, sends, report)
     parsed = parse_sendgrid(events)
+    texts = {}
     for raw in replies:
         reply = inbound.parse_reply(raw, domain=settings.message_id_domain)
-        parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.REPLIED, occurred_at=reply.occurred_at,
-                                   id=reply.message_id, recipient=reply.sender))
-    return await ingest(db, box, tenant, parsed)
+        parsed.append(OutcomeEvent(ref=reply.ref, type=OutcomeType.AUTO_REPLIED if reply.auto else OutcomeType.REPLIED,
+                                   occurred_at=reply.occurred_at, id=reply.event_id, recipient=reply.sender))
+        if settings.store_reply_text and not reply.auto:
+            texts[reply.event_id] = reply.text
+    return await ingest(db, box, tenant, parsed, texts=texts or None)
 
 
 # ---------------------------------------------------------------- reading back

@@ -21,8 +21,8 @@ from app.kit.idempotency import check_same_request, create_once, request_hash
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph import service as graph_service
 from app.knowledge_graph.schemas import GraphDocument
-from app.loop.feedback import create_feedback
 from app.loop.schemas import FeedbackMode
+from app.outcomes.simulated import has_world
 from app.runs import policies, queue, repository
 from app.runs.models import IdempotencyKey, Run
 from app.runs.schemas import EffectiveConfig, LearnLoopRequest, RunCreated
@@ -86,7 +86,7 @@ async def effective_config(svc: Services, body: LearnLoopRequest, tenant: str) -
             await resolve(webhook_url, allow_private=svc.settings.webhook_allow_private)
         except UnsafeWebhookURL as exc:
             raise invalid("webhook_url", str(exc)) from None
-    simulated = create_feedback(graph) is not None
+    simulated = has_world(graph)
     feedback_source = body.feedback_source or (FeedbackMode.SIMULATED if simulated else FeedbackMode.OUTCOMES)
     if feedback_source in (FeedbackMode.SIMULATED, FeedbackMode.ORACLE) and not simulated:
         raise invalid("feedback_source", f"graph {graph.id!r} has no simulated prospects (only the demo has); "

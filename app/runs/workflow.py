@@ -33,7 +33,7 @@ from app.loop.credit import reweight
 from app.loop.email import best_trajectory, choose_by_outcomes, write_email
 from app.loop.exploration import Exploration
 from app.loop.features import segment
-from app.loop.feedback import Feedback, OutcomeFeedback, create_feedback
+from app.loop.feedback import Feedback, OutcomeFeedback
 from app.loop.generation import Policy, PreflightFailed, generate, preflight
 from app.loop.in_context import distil
 from app.loop.outcome_model import OutcomeModel
@@ -367,22 +367,36 @@ async def publish_step(run_id: str, record: IterationRecord) -> RunStatus:
 @workflow_step(Step.SEND)
 async def send_step(run_id: str, iteration: int, email: PublishedEmail) -> IngestResult:
     """On `simulated` feedback: the demo's provider sends the published email (and with simulated_ab each candidate
-    of the target scenario) and reports their outcomes."""
+    of the target scenario) and reports what the world's readers did in this iteration's span of the world's time,
+    with the late reactions to the emails of the iterations before (`app.outcomes.simulated`: time is compressed, an
+    iteration stands for a reply window)."""
     run, config = await _run(run_id)
     services = current().services
     graph = await services.graphs.get(run.graph_id)
-    simulator, target = create_feedback(graph), config.target_scenario_id
-    sends = [(email, simulated.SENDS, -1)]
-    if config.simulated_ab and iteration > 0:
-        async with services.db.read() as session:
-            candidates = await repository.trajectory_emails(session, run_id, iteration, target)
-        sends += [(candidate, simulated.AB_SENDS, position) for position, candidate in candidates]
+    world, target = simulated.world_for(graph, config.seed), config.target_scenario_id
+    latest = simulated.LATE_ITERATIONS
+    async with services.db.read() as session:
+        earlier = dict((await session.execute(select(Iteration.iteration, Iteration.email).where(
+            Iteration.run_id == run_id, Iteration.iteration >= iteration - latest, Iteration.iteration < iteration))).all())
     result = IngestResult(accepted=0, duplicates=0, unattributed=0)
-    for sent, recipients, slot in sends:
-        seed = rollout_seed(config.seed, iteration, target, slot)
-        got = await outcomes.send_simulated(services.db, services.secrets, services.settings, run.tenant, simulator, target,
-                                            sent, sent.ref, sent.message_id, seed, sends=recipients)
-        result = IngestResult(**{k: getattr(result, k) + getattr(got, k) for k in ("accepted", "duplicates", "unattributed")})
+    for sent_iteration in range(max(0, iteration - latest), iteration + 1):
+        published = email if sent_iteration == iteration else earlier.get(sent_iteration)
+        if published is None:
+            continue
+        published = PublishedEmail.model_validate(published)
+        sends = [(published, simulated.SENDS, -1)]
+        if config.simulated_ab and sent_iteration > 0:
+            async with services.db.read() as session:
+                candidates = await repository.trajectory_emails(session, run_id, sent_iteration, target)
+            sends += [(candidate, simulated.AB_SENDS, position) for position, candidate in candidates]
+        sent_at = simulated.campaign_sent_at(run.created_at, run.iterations_total, sent_iteration)
+        report = simulated.window(sent_iteration, iteration)
+        for sent, recipients, slot in sends:
+            seed = rollout_seed(config.seed, sent_iteration, target, slot)
+            got = await outcomes.send_simulated(services.db, services.secrets, services.settings, run.tenant, world,
+                                                target, sent, sent.ref, sent.message_id, seed, sent_at, report,
+                                                sends=recipients)
+            result = IngestResult(**{k: getattr(result, k) + getattr(got, k) for k in ("accepted", "duplicates", "unattributed")})
     return result
 
 
@@ -392,7 +406,7 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
     if config.feedback_source == FeedbackMode.NONE:
         return None
     if config.feedback_source == FeedbackMode.ORACLE:
-        return create_feedback(graph)
+        return simulated.world_for(graph, config.seed)
     settings = current().settings
     scope = {"run_id": run.id} if config.feedback_source == FeedbackMode.SIMULATED else {"graph_id": run.graph_id}
     async with current().services.db.read() as session:

@@ -7,7 +7,7 @@ process): they are kept apart from the module-scoped service of `test_outcomes.p
 import asyncio
 
 from app.kit.settings import Settings
-from app.knowledge_graph.synthetic import synthetic_document
+from app.simulation.graphs import synthetic_document
 from app.main import create_app
 from tests.service.test_outcomes import BODY, event
 from tests.support import connect, finished, lifespan
