@@ -109,7 +109,7 @@ async def draft(client, prospects: list[dict], seed: int, policy: str | None = N
 
 
 def true_replies(team, look_alikes, drafts: list[dict]) -> list[float]:
-    """The simulator's P(open) · P(reply | open) of each prospect's draft (0 where the policy wrote none)."""
+    """The world's positive-reply probability of each prospect's draft (0 where the policy wrote none)."""
     from app.agent.schemas import Email
 
     out = []
@@ -118,8 +118,8 @@ def true_replies(team, look_alikes, drafts: list[dict]) -> list[float]:
         if d["email"] is None:
             out.append(0.0)
             continue
-        p_open, p_reply = team.probabilities(look_alike, Email(**{k: d["email"][k] for k in ("subject", "body", "citations")}))
-        out.append(p_open * p_reply)
+        _, p_positive = team.probabilities(look_alike, Email(**{k: d["email"][k] for k in ("subject", "body", "citations")}))
+        out.append(p_positive)
     return out
 
 

@@ -23,7 +23,6 @@ through the API in process (`POST /learn-loop`, `GET /runs/…/iterations/…`, 
 
 import asyncio
 import os
-import re
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 
 SEEDS = 10
 ITERATIONS = 10  # as `codreamer run --iterations 10`, the demo
@@ -56,17 +54,6 @@ class Sizes:
                       if f"WORLD_{name.upper()}" in os.environ})
 
 
-def sender() -> str:
-    """Who the readers see the emails from: the composer's signature, at the demo's seller's address."""
-    from app.agent.prompt import seller_summary
-    from app.backends.embedded.composer import SENDER
-    from app.knowledge_graph.service import demo_graph
-
-    seller = seller_summary(demo_graph())
-    domain = re.sub(r"[^a-z0-9]+", "", seller["name"].lower()) if seller else "seller"
-    return f"{SENDER} <{SENDER.lower()}@{domain}.example>"
-
-
 def words(body: str) -> int:
     return len(body.split())
 
@@ -78,15 +65,16 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     _environment()
     from app.knowledge_graph.service import demo_document, demo_graph
     from app.outcomes.service import spearman
+    from app.outcomes.simulated import SENDER
     from app.simulation.people import look_alikes, scenario_prospect, unseen_prospects
     from app.simulation.readers import Market, Received
     from bench import heuristic
     from bench.drafts import _ok, deploy, draft, learn, service
 
-    graph, market, signed = demo_graph(), Market(seed), sender()
+    graph, market = demo_graph(), Market(seed)  # the market the run's own sends reach (its seed's)
 
     def probability(prospect, subject: str, body: str) -> float:
-        return market.reader(prospect).positive_reply_probability(Received(subject=subject, body=body, sender=signed))
+        return market.reader(prospect).positive_reply_probability(Received(subject=subject, body=body, sender=SENDER))
 
     async def go() -> dict:
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
@@ -143,7 +131,7 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     judge = [c[0] for c in candidates]
     world = [probability(people[s], e["subject"], e["body"]) for _, e, s in candidates]
     # what the world's readers weigh (their impression's terms, read only here) against what the judge follows
-    impressions = [market.reader(people[s]).impression(Received(subject=e["subject"], body=e["body"], sender=signed))
+    impressions = [market.reader(people[s]).impression(Received(subject=e["subject"], body=e["body"], sender=SENDER))
                    for _, e, s in candidates]
     traits = {name: [float(getattr(i, name)) for i in impressions] for name in IMPRESSION}
     traits["words"] = [words(e["body"]) for _, e, _ in candidates]
