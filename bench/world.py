@@ -76,6 +76,9 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     def probability(prospect, subject: str, body: str) -> float:
         return market.reader(prospect).positive_reply_probability(Received(subject=subject, body=body, sender=SENDER))
 
+    def negative(prospect, subject: str, body: str) -> float:
+        return market.reader(prospect).negative_reply_probability(Received(subject=subject, body=body, sender=SENDER))
+
     async def go() -> dict:
         with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
             async with service(Path(data_dir)) as api:
@@ -118,10 +121,14 @@ def _seed(args: tuple[int, Sizes]) -> dict:
             assert [d["prospect"]["email"] for d in drafts] == [p.email for p in prospects]
             entry[policy] = float(np.mean([probability(p, d["email"]["subject"], d["email"]["body"]) if d["email"] else 0.0
                                            for p, d in zip(prospects, drafts, strict=True)]))
+            entry[f"{policy}_negative"] = float(np.mean([negative(p, d["email"]["subject"], d["email"]["body"])
+                                                         for p, d in zip(prospects, drafts) if d["email"]]))
+            entry[f"{policy}_judge"] = float(np.mean([d["judge_score"] for d in drafts if d["judge_score"] is not None]))
             entry[f"{policy}_words"] = float(np.median([words(d["email"]["body"]) for d in drafts if d["email"]]))
             entry[f"{policy}_no_email"] = sum(d["email"] is None for d in drafts)
         written = [heuristic.write(graph, p.as_draft_prospect(), p.goal) for p in prospects]
         entry["heuristic"] = float(np.mean([probability(p, w.subject, w.body) for p, w in zip(prospects, written)]))
+        entry["heuristic_negative"] = float(np.mean([negative(p, w.subject, w.body) for p, w in zip(prospects, written)]))
         entry["heuristic_words"] = float(np.median([words(w.body) for w in written]))
         transfer[split] = entry
 
@@ -175,6 +182,9 @@ def summary(per_seed: list[dict]) -> dict:
             "heuristic_over_untrained": float(np.mean(values["heuristic"]) / np.mean(values["untrained"])),
             "words": {k: float(np.median([s["transfer"][split][f"{k}_words"] for s in per_seed]))
                       for k in ("trained", "heuristic", "untrained")},
+            "negative": {k: float(np.mean([s["transfer"][split][f"{k}_negative"] for s in per_seed]))
+                         for k in ("trained", "heuristic", "untrained")},
+            "judge": {k: float(np.mean([s["transfer"][split][f"{k}_judge"] for s in per_seed])) for k in ("trained", "untrained")},
         }
     ratios = [s["demo"]["reward_ratio"] for s in per_seed]
     late_world = [float(np.mean(s["demo"]["published_world"][-LATE:])) for s in per_seed]
