@@ -1116,7 +1116,9 @@ def world_section(wd: dict) -> list[str]:
         "benchmark reads. Three writers on the same prospects: the run's last policy (**trained**), its iteration-0 "
         "policy (**untrained**), and **the rule**, no learning (`bench/heuristic.py`: the embedded composer handed the "
         "two facts whose words best match the prospect's pains, formal, medium length, a meeting ask). Intervals are "
-        f"90 % over resamples of the seeds. {wd['seconds']:.0f} s with {wd['workers']} workers; load average "
+        f"90 % over resamples of the seeds. Each seed was measured on commit "
+        + ", ".join(sorted({f"`{s['commit']}`" for s in seeds}))
+        + f" ({', '.join(str(s['run_s']) for s in seeds)} s per seed's run; {wd['workers']} workers); load average "
         + "/".join(f"{x:.1f}" for x in wd["load_average_after"]) + " as it ended. `bench/world.py` says how each "
         "figure is made.",
         "",

@@ -18,14 +18,16 @@ through the API in process (`POST /learn-loop`, `GET /runs/…/iterations/…`, 
   candidate email of the run (10 scenarios × 4 rollouts × N iterations), per seed; and what else in the text moves
   the world's probability (words, asks, names) next to how the judge scores the same.
 
-`python -m bench world` (`WORLD_SEEDS`, `WORLD_ITERATIONS`, `WORLD_UNSEEN`, `WORLD_LOOK_ALIKES` change the sizes).
+`python -m bench world` (`WORLD_SEEDS`, `WORLD_ITERATIONS`, `WORLD_UNSEEN`, `WORLD_LOOK_ALIKES` change the sizes;
+with `WORLD_SEEDS_FILE=path` each finished seed is kept there, and a measurement stopped half way goes on from it).
 """
 
 import asyncio
+import json
 import os
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,11 +214,49 @@ def _median(values: list[float | None]) -> float | None:
     return float(np.median(known)) if known else None
 
 
+MEASURED_CODE = ("app", "bench/world.py", "bench/heuristic.py", "bench/drafts.py")  # what a seed's figures depend on
+
+
+def code_version() -> str:
+    """The git objects of the code a seed's figures depend on (the service, the world, this benchmark), or "changed"
+    when any of it differs from the commit: seeds kept from another commit count only when all of it is the same."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=Path(__file__).parents[1], capture_output=True, text=True)
+
+    if git("diff", "--quiet", "HEAD", "--", *MEASURED_CODE).returncode != 0:
+        return "changed"
+    return ",".join(git("rev-parse", *(f"HEAD:{p}" for p in MEASURED_CODE)).stdout.split())
+
+
+def _kept(path: Path | None, config: dict) -> dict[int, dict]:
+    """With WORLD_SEEDS_FILE: the seeds a stopped measurement of the same code and sizes finished (one JSON line
+    each), so it goes on where it stopped; nothing from other code or other sizes."""
+    if path is None or not path.exists():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {line["result"]["seed"]: line["result"] for line in lines if line["config"] == config}
+
+
 def measure(sizes: Sizes | None = None, workers: int = 2) -> dict:
+    from bench import commit
+
     sizes = sizes or Sizes.from_environment()
+    path = Path(os.environ["WORLD_SEEDS_FILE"]) if os.environ.get("WORLD_SEEDS_FILE") else None
+    config = {"code": code_version(), "sizes": {k: v for k, v in sizes.__dict__.items() if k != "seeds"}}
+    kept = {seed: result for seed, result in _kept(path, config).items() if config["code"] != "changed"}
+    todo = [seed for seed in range(sizes.seeds) if seed not in kept]
     started = time.monotonic()
     with ProcessPoolExecutor(workers) as pool:
-        per_seed = list(pool.map(_seed, [(seed, sizes) for seed in range(sizes.seeds)]))
+        for done in as_completed([pool.submit(_seed, (seed, sizes)) for seed in todo]):
+            result = done.result() | {"commit": commit()}
+            kept[result["seed"]] = result
+            if path is not None:
+                with path.open("a") as file:
+                    file.write(json.dumps({"config": config, "result": result}) + "\n")
+    per_seed = [kept[seed] for seed in range(sizes.seeds)]
     return {"sizes": sizes.__dict__, "late": LATE, "seconds": round(time.monotonic() - started, 1),
+            "resumed_seeds": sorted(set(range(sizes.seeds)) - set(todo)),
             "load_average_after": [round(x, 2) for x in os.getloadavg()], "workers": workers,
             "per_seed": per_seed, **summary(per_seed)}
