@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    one = _seed((0, Sizes(seeds=1, iterations=1, unseen=20, look_alikes=10)))
+    one = _seed((0, Sizes(seeds=1, iterations=1, unseen=12, look_alikes=6)))
     return one | {"summary": summary([one])}
 
 
