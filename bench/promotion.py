@@ -4,8 +4,8 @@ saves, on the demo's simulated team (`app.outcomes.simulated_team`).
 Everything goes through the API in process, with the drafts benchmark's helpers (`bench.drafts`): `POST /learn-loop`,
 `PUT /graphs/demo/deployment` (a champion and challengers with their shares, `require_evidence`), `POST /drafts` (each
 draft logs the policy drawn for it and its propensity), `POST /outcomes` (the simulated sends, dated a reply window
-back so that they count), `POST /evaluations` (whose `off_policy` this reads). The simulator's true reply probability
-of a draft, P(open) · P(reply | open), is read only here.
+back so that they count), `POST /evaluations` (whose `off_policy` this reads). The world's positive-reply probability
+of a draft (`app.simulation`) is read only here.
 
 - OPE accuracy: per seed, a run; its untrained policy (`@0`) is the champion and its last the challenger, at a
   90/10 split. One stream of look-alikes is drafted by the deployment, in batches of at most 1,000 (what `POST /drafts`

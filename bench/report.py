@@ -795,7 +795,7 @@ def promotion_section(pr: dict) -> list[str]:
         "`PUT /graphs/demo/deployment` (a champion and challengers with fixed shares, `require_evidence`), "
         "`POST /drafts` (each draft logs the policy drawn for it and its propensity), `POST /outcomes` (sends dated a reply "
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
-        "simulator's P(open) · P(reply | open) of a draft for its prospect, read only by the benchmark. "
+        "world's positive-reply probability of a draft for its prospect (`app.simulation`), read only by the benchmark. "
         "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
         "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `peeking` or `replay` for one part); the code and what "
         "each figure means: `bench/promotion.py`.",
