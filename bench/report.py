@@ -1122,6 +1122,10 @@ def world_section(wd: dict) -> list[str]:
         + "/".join(f"{x:.1f}" for x in wd["load_average_after"]) + " as it ended. `bench/world.py` says how each "
         "figure is made.",
         "",
+        *([f"**Measured at reduced sizes** ({n} seeds, {sizes['iterations']} iterations a run, {sizes['unseen']} unseen "
+           f"prospects and {sizes['look_alikes']} look-alikes a seed): the targets are set for 10 seeds and the demo's 10 "
+           "iterations, so every verdict below holds for these sizes only. `make bench` measures the full sizes.", ""]
+          if n < 10 or sizes["iterations"] != 10 else []),
         "### Transfer to unseen industries",
         "",
         f"{sizes['unseen']} prospects per seed from industries and roles absent from every training scenario "
