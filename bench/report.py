@@ -1158,15 +1158,19 @@ def world_section(wd: dict) -> list[str]:
         "",
     ]
     d = wd["demo"]
+    rise = (f"The run's mean reward (the judge blended with the outcomes it received, as `codreamer run` shows it), mean "
+            f"of the last {wd['late']} iterations over iteration 1, per seed: "
+            + ", ".join(f"{r:.2f}" for r in d["reward_ratio_per_seed"])
+            + f". **≥ 1.2× in {d['seeds_at_1_2']} of {n} seeds** (target: at least 9 of 10): "
+            f"{_ok(d['seeds_at_1_2'] >= math.ceil(0.9 * n))}; mean {d['reward_ratio_mean']:.2f} "
+            f"({_interval(d['reward_ratio_interval_90'])}).")
+    if sizes["iterations"] <= wd["late"]:
+        rise = (f"**The rise was not measured**: it compares the last {wd['late']} iterations with the first, and these "
+                f"runs had {sizes['iterations']}.")
     lines += [
         "### The demo",
         "",
-        f"The run's mean reward (the judge blended with the outcomes it received, as `codreamer run` shows it), mean of "
-        f"the last {wd['late']} iterations over iteration 1, per seed: "
-        + ", ".join(f"{r:.2f}" for r in d["reward_ratio_per_seed"])
-        + f". **≥ 1.2× in {d['seeds_at_1_2']} of {n} seeds** (target: at least 9 of 10): "
-        f"{_ok(d['seeds_at_1_2'] >= math.ceil(0.9 * n))}; mean {d['reward_ratio_mean']:.2f} "
-        f"({_interval(d['reward_ratio_interval_90'])}).",
+        rise,
         f"- Median length of the published emails (iterations 1–{sizes['iterations']}, every seed): "
         f"{d['median_published_words']:.0f} words (target ≤ 150): {_ok(d['median_published_words'] <= 150)}.",
         f"- What the world makes of the published emails to the target prospect: untrained (iteration 0) "
@@ -1191,8 +1195,9 @@ def world_section(wd: dict) -> list[str]:
         + (f"; median {j['spearman_median']:.2f}." if j["spearman_median"] is not None else "."),
         "",
         "What the world's readers weigh (each term of a reader's impression, `app.simulation.readers.Impression`, read "
-        "only here; a penalty is negative) against what the judge follows: median Spearman over seeds of each term with "
-        "the world's probability and with the judge's score.",
+        "only here; a penalty is 0 at best and negative otherwise, so a positive ρ means the world's probability falls "
+        "as the penalty grows) against what the judge follows: median Spearman over seeds of each term with the world's "
+        "probability and with the judge's score (— where the term did not vary).",
         "",
         "| the email's | with the world's probability | with the judge's score |",
         "|---|---|---|",
@@ -1204,17 +1209,28 @@ def world_section(wd: dict) -> list[str]:
     return lines
 
 
+PENALTIES = ("length", "hollow", "off_industry", "names", "wrong")  # impression terms that are ≤ 0: 0 is best
+
+
 def _unread(traits: dict, names: dict) -> list[str]:
     """What the judge should read that it does not: each term the world's probability follows (|ρ| ≥ 0.1) where the
-    judge's score follows it less or the other way (a difference of 0.2 or more)."""
+    judge's score follows it less or the other way (a difference of 0.2 or more), and each the judge follows
+    (|ρ| ≥ 0.2) that the world does not (|ρ| < 0.1). A penalty term's ρ is read the other way round: the world's
+    probability follows the penalty's size down."""
     said = []
     for name, v in traits.items():
         world, judge = v["world"], v["judge"]
-        if world is None or judge is None or abs(world) < 0.1 or abs(world - judge) < 0.2:
+        if world is None or judge is None or abs(world - judge) < 0.2:
             continue
-        way = lambda rho: "rises" if rho > 0 else "falls"  # noqa: E731
-        said.append(f"- The world's probability {way(world)} with {names[name]} (ρ {world:+.2f}); the judge's score "
-                    + (f"{way(judge)} with it too, {'more' if abs(judge) > abs(world) else 'less'} (ρ {judge:+.2f})."
-                       if judge * world > 0 and abs(judge) >= 0.1 else f"does not follow it that way (ρ {judge:+.2f})."))
-    return said or ["- None of these traits separates the judge from the world by 0.2 or more."]
+        sign = -1 if name in PENALTIES else 1
+        way = lambda rho: "rises" if sign * rho > 0 else "falls"  # noqa: E731
+        what = names[name].removeprefix("the penalty for ")
+        if abs(world) >= 0.1:
+            said.append(f"- The world's probability {way(world)} with {what} (ρ {world:+.2f}); the judge's score "
+                        + (f"{way(judge)} with it too, less (ρ {judge:+.2f})." if judge * world > 0 and abs(judge) >= 0.1
+                           else f"does not (ρ {judge:+.2f})."))
+        elif abs(judge) >= 0.2:
+            said.append(f"- The judge's score {way(judge)} with {what} (ρ {judge:+.2f}); the world's probability does not "
+                        f"(ρ {world:+.2f}).")
+    return said or ["- None of these terms separates the judge from the world by 0.2 or more."]
 

@@ -23,10 +23,10 @@ def test_the_judge_ranks_candidates_as_the_world_does(measured):
     assert judge["spearman"] is not None and judge["spearman"] > 0, judge
 
 
-def test_the_rule_with_no_learning_beats_the_untrained_policy_on_unseen_industries_and_look_alikes(measured):
-    for split in ("unseen", "look_alikes"):
-        transfer = measured["transfer"][split]
-        assert transfer["heuristic"] > transfer["untrained"], (split, transfer)
+def test_the_rule_with_no_learning_beats_the_untrained_policy_on_unseen_industries(measured):
+    """As in every seed measured (bench/RESULTS.md); on the look-alikes the two are close, so no claim there."""
+    transfer = measured["transfer"]["unseen"]
+    assert transfer["heuristic"] > transfer["untrained"], transfer
 
 
 def test_the_world_rates_every_writer_at_cold_email_rates(measured):
