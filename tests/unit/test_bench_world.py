@@ -39,7 +39,7 @@ def test_the_summary_counts_seeds_at_each_target_and_divides_means_not_seeds():
 
 def test_the_report_gives_each_target_its_verdict_and_says_what_the_judge_misses():
     seeds = [seed(n, 0.03, 0.02, 0.01, [0.5, 0.6, 0.7, 0.7], 0.5) for n in range(10)]
-    text = "\n".join(world_section({"sizes": {"iterations": 3, "unseen": 100, "look_alikes": 50}, "late": 3,
+    text = "\n".join(world_section({"sizes": {"iterations": 10, "unseen": 100, "look_alikes": 50}, "late": 3,
                                     "workers": 2, "load_average_after": [1.0, 1.0, 1.0], "per_seed": seeds,
                                     **summary(seeds)}))
     assert "| unseen industries | 3.00% (3.00%–3.00%) | 2.00% (2.00%–2.00%) | 1.00% (1.00%–1.00%) | 1.50 (1.50–1.50), met |" in text
