@@ -16,8 +16,8 @@ PLAIN_SENTENCE_WORDS = (20, 40)  # a sentence's mean length that reads easily, a
 _ASK = frozenset(terms("call chat meet meeting talk schedule book send share walk show demo worth open interested priority connect minutes time"))
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
-# What a reader takes an ask (or a goal) to be about. `app.loop.features.perceived_cta`, which the demo's simulated
-# prospects react to, reads the narrower first five meeting cues and the resource cues.
+# What a reader takes an ask (or a goal) to be about. `app.loop.features.perceived_cta`, a trait of the outcome
+# model, reads the narrower first five meeting cues and the resource cues.
 MEETING_CUES = ("call", "meeting", "minutes", "meet", "demo", "minute", "briefing", "conversation", "walkthrough",
                 "walk through", "chat", "session")
 RESOURCE_CUES = ("send", "share", "summary", "guide", "report", "case study", "package", "whitepaper", "checklist")

@@ -1,7 +1,8 @@
 """What any email has that its outcomes may depend on: cited nodes, tone, length band, kind of ask, a personal subject,
 and who reads it.
 
-The outcome model learns reply and open rates over these; the demo's simulated prospects react to the same traits.
+The outcome model learns reply and open rates over these; the demo's simulated readers (`app.simulation`) read the
+text their own way and know none of them.
 Readers differ: a CFO at a SaaS company may answer a short, direct email about cost that a hospital's CTO ignores. So
 each trait is also crossed with the reader's segment (`in:<segment>|<trait>`, the segment being role at industry):
 the outcome model learns a trait's weight over every send and, where a segment's own sends say otherwise, how that

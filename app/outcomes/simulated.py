@@ -14,6 +14,7 @@ on). Every timestamp lies in the past, and delivered sends older than the reply 
 model, replied or not, as real ones do.
 """
 
+import base64
 import json
 import math
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 
 import numpy as np
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from app.agent.schemas import Email
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -73,6 +76,7 @@ class SimulatedWorld:
         self.prospects: dict[str, SimulatedProspect] = {
             s.id: scenario_prospect({"id": s.id, "goal": s.goal, "prospect": s.prospect.model_dump()})
             for s in graph.scenarios.values()}
+        self.market.know(*self.prospects.values())
 
     def readers(self, scenario_id: str, count: int):
         return [self.market.reader(self.prospects[scenario_id], person) for person in range(count)]
@@ -98,7 +102,8 @@ def has_world(graph: KnowledgeGraph) -> bool:
 
 
 def campaign(world: SimulatedWorld, scenario_id: str, email: Email, ref: str, message_id: str, seed: int,
-             sent_at: datetime, sends: int = SENDS, report: Window = Window(None, SIMULATED_STEP)) -> tuple[bytes, list[bytes]]:
+             sent_at: datetime, sends: int = SENDS,
+             report: Window = Window(None, SIMULATED_STEP)) -> tuple[bytes, list[bytes]]:
     """(a SendGrid Event Webhook body, the raw replies) of what `sends` readers did with `email` sent at `sent_at`,
     as far as it happened within `report`. Event ids derive from the ref, so a report repeats no event of another."""
     rng = np.random.default_rng(seed)
@@ -121,13 +126,41 @@ def _events(reaction: Reaction, address: str, ref: str, n: int, sent_at: datetim
                 **extra}
 
     delivered_at = sent_at + timedelta(seconds=2)
-    happened = [("bounce", delivered_at, "", {"type": "bounce", "status": "5.1.1", "reason": "550 5.1.1 no such user"})] \
+    bounce = {"type": "bounce", "status": "5.1.1", "reason": "550 5.1.1 no such user"}
+    happened = [("bounce", delivered_at, "", bounce)] \
         if reaction.bounced else [("delivered", delivered_at, "", {"response": "250 OK"})]
     if reaction.machine_open_at:
         happened.append(("open", reaction.machine_open_at, ".machine", {"sg_machine_open": True}))
     if reaction.human_open_at:
         happened.append(("open", reaction.human_open_at, "", {"sg_machine_open": False}))
     return [record(event, at, suffix, **extra) for event, at, suffix, extra in happened if report.holds(at - sent_at)]
+
+
+class SimulatedSendGrid:
+    """The simulated provider as a SendGrid account: its Event Webhook posts signed as SendGrid signs them (ECDSA P-256
+    over timestamp + body), so they pass `POST /outcomes/hooks/{source_id}` of a source made with its key."""
+
+    def __init__(self):
+        self._key = ec.generate_private_key(ec.SECP256R1())
+
+    @property
+    def verification_key(self) -> str:
+        """What `POST /outcome-sources` takes as `verification_key` (base64 DER, as SendGrid shows it)."""
+        der = self._key.public_key().public_bytes(serialization.Encoding.DER,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo)
+        return base64.b64encode(der).decode()
+
+    def signed(self, body: bytes, timestamp: int) -> dict[str, str]:
+        """The headers SendGrid sends an Event Webhook body with, signed at `timestamp` (unix seconds)."""
+        signature = self._key.sign(str(timestamp).encode() + body, ec.ECDSA(hashes.SHA256()))
+        return {"X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signature).decode(),
+                "X-Twilio-Email-Event-Webhook-Timestamp": str(timestamp), "Content-Type": "application/json"}
+
+
+def sendgrid_records(reaction: Reaction, address: str, ref: str, n: int, sent_at: datetime,
+                     report: Window) -> list[dict]:
+    """One send's Event Webhook records that happened within `report` of its send."""
+    return _events(reaction, address, ref, n, sent_at, report)
 
 
 def reply_message(reaction: Reaction, sender: str, subject: str, in_reply_to: str, message_id: str) -> bytes:

@@ -12,6 +12,7 @@ each at its own time after `sent_at` (hours to days, heavy-tailed). The outcomes
 them, each event by its draft's ref, and each reply as the RFC 822 message a provider's inbound parse posts.
 """
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,10 +22,10 @@ import numpy as np
 from app.agent.schemas import Email
 from app.knowledge_graph.graph import KnowledgeGraph
 from app.outcomes.schemas import OutcomeType
-from app.outcomes.simulated import SENDER, received, reply_message
+from app.outcomes.simulated import SENDER, Window, received, reply_message, sendgrid_records
 from app.simulation.kinds import ReplyKind
-from app.simulation.people import PARAPHRASES, SimulatedProspect, look_alikes, unseen_prospects
-from app.simulation.readers import Market, Reader
+from app.simulation.people import PARAPHRASES, SimulatedProspect, look_alikes, scenario_prospect, unseen_prospects
+from app.simulation.readers import Market, Reaction, Reader
 
 __all__ = ["PARAPHRASES", "LookAlike", "Sent", "SimulatedTeam"]
 
@@ -49,6 +50,9 @@ class Sent:
     replied: bool  # by a human (an out-of-office is no reply)
     reply_kind: ReplyKind | None
     reply_message: bytes | None  # the reply (an out-of-office too) as a provider's inbound parse posts it
+    recipient: str
+    sent_at: datetime
+    reaction: Reaction
 
     @property
     def true_reply(self) -> float:
@@ -62,6 +66,7 @@ class SimulatedTeam:
         self.graph, self.market = graph, Market(market_seed)
         self._document = {"scenarios": [{"id": s.id, "goal": s.goal, "prospect": s.prospect.model_dump()}
                                         for s in graph.scenarios.values()]}
+        self.market.know(*(scenario_prospect(s) for s in self._document["scenarios"]))
 
     def _team(self, people: list[SimulatedProspect], seed: int) -> list[LookAlike]:
         return [LookAlike(prospect={"id": f"la-{seed}-{n + 1:04d}"} | person.as_draft_prospect(),
@@ -118,9 +123,23 @@ class SimulatedTeam:
                     events.append(event(OutcomeType.REPLIED, reaction.reply_at))
             message = None if reaction.reply_kind is None else reply_message(
                 reaction, address, email.subject, draft.get("message_id", f"<{ref}@codreamer.invalid>"),
-                f"<{ref}.reply@{address.split('@')[1]}>")
+                f"<{ref}.{address.replace('@', '.')}.reply@simulated.invalid>")
             sent.append(Sent(ref=ref, prospect_id=look_alike.prospect["id"], p_open=reader.open_probability(seen),
                              p_positive=reader.positive_reply_probability(seen), delivered=not reaction.bounced,
                              opened=reaction.human_open_at is not None, replied=human, reply_kind=reaction.reply_kind,
-                             reply_message=message))
+                             reply_message=message, recipient=address, sent_at=sent_at, reaction=reaction))
         return sent, events
+
+    @staticmethod
+    def as_provider(sent: Iterable[Sent], through: datetime,
+                    after: datetime | None = None) -> tuple[bytes, list[bytes]]:
+        """What the provider posts about these sends for the span (after, through] of the clock: a SendGrid Event
+        Webhook body (sign it with `SimulatedSendGrid.signed`) and the replies that arrived, as RFC 822 messages for
+        `POST /outcomes/hooks/{source_id}/inbound`."""
+        records, replies = [], []
+        for n, s in enumerate(sent):
+            report = Window(None if after is None else after - s.sent_at, through - s.sent_at)
+            records += sendgrid_records(s.reaction, s.recipient, s.ref, n, s.sent_at, report)
+            if s.reply_message is not None and report.holds(s.reaction.reply_at - s.sent_at):
+                replies.append(s.reply_message)
+        return json.dumps(records).encode(), replies

@@ -1,4 +1,5 @@
-"""The world the learner does not see into: simulated prospects, the readers behind them, and what they do with an email.
+"""The world the learner does not see into: simulated prospects, the readers behind them, and what they do with an
+email.
 
 A reader sees only what a real prospect receives (subject, body text, sender) and reacts by hidden traits drawn per
 market seed. Nothing here reads the agent, the loop, the backends or the outcome model's features, and only the demo's

@@ -1,6 +1,6 @@
 """Generated graphs in no way like the demo: random vocabulary, ids and structure, and no simulated readers
-(`feedback_source` is `outcomes` there, with nothing sent), so a run on one is rewarded by the judge alone. The learning tests and the learning
-benchmark use them to show that nothing learns from the demo's words."""
+(`feedback_source` is `outcomes` there, with nothing sent), so a run on one is rewarded by the judge alone. The
+learning tests and the learning benchmark use them to show that nothing learns from the demo's words."""
 
 import json
 

@@ -25,8 +25,9 @@ LAST_NAMES = (
     "Szabo", "Thorsen", "Umarov", "Vasquez", "Wojcik", "Xenakis", "Yilmaz", "Zeller",
 )
 COMPANY_WORDS = (
-    "Alderbrook", "Brackwater", "Corvantis", "Dunmere", "Elmstone", "Fallowmark", "Greyhollow", "Harrowgate", "Ironvale",
-    "Juniperfield", "Kestavo", "Larchmont", "Marrowind", "Northwick", "Oakhurst", "Pellucid", "Quarrystone", "Rivenhall",
+    "Alderbrook", "Brackwater", "Corvantis", "Dunmere", "Elmstone", "Fallowmark", "Greyhollow", "Harrowgate",
+    "Ironvale", "Juniperfield", "Kestavo", "Larchmont", "Marrowind", "Northwick", "Oakhurst", "Pellucid", "Quarrystone",
+    "Rivenhall",
     "Stonebridge", "Thistledown", "Umberline", "Veldtmark", "Westerly", "Yarrowby", "Zephyrine",
 )
 COMPANY_KINDS = {

@@ -124,6 +124,8 @@ class Market:
         self.rates = rates or WorldRates()
         low, high = self.rates.hard_bounce
         self.bounce_rate = float(np.random.default_rng([seed, 0xB0]).uniform(low, high))
+        self._industries: dict[str, dict] = {}
+        self._roles: dict[tuple[str, str], dict] = {}
         self._known_people: set[str] = set()
         self._known_companies: set[str] = set()
 
@@ -131,13 +133,23 @@ class Market:
         return np.random.default_rng([self.seed, _key(*parts)])
 
     def _industry(self, industry: str) -> dict:
+        if industry not in self._industries:
+            self._industries[industry] = self._draw_industry(industry)
+        return self._industries[industry]
+
+    def _role(self, industry: str, role: str) -> dict:
+        if (industry, role) not in self._roles:
+            self._roles[industry, role] = self._draw_role(industry, role)
+        return self._roles[industry, role]
+
+    def _draw_industry(self, industry: str) -> dict:
         rng = self._rng("industry", industry)
         return {"persuaders": {p: float(rng.lognormal(0, 0.35)) for p in Persuader},
                 "hollow": float(rng.gamma(4, 0.35 / 4)), "off": float(rng.gamma(4, 0.5 / 4)),
                 "responsiveness": float(rng.normal(0, 0.3)), "length": float(rng.lognormal(0, 0.2)),
                 "common_tools": tuple(rng.permutation(INDUSTRY_TOOLS.get(industry, TOOLS[:8]))[:2])}
 
-    def _role(self, industry: str, role: str) -> dict:
+    def _draw_role(self, industry: str, role: str) -> dict:
         function = role_function(role)
         rng = self._rng("role", industry, function)
         prior = _ASK_PRIOR[function]
@@ -157,14 +169,20 @@ class Market:
         stack = frozenset(industry["common_tools"]) | {TOOLS[int(rng.integers(len(TOOLS)))]} | named
         return Traits(
             pain_weights=tuple(float(w) for w in weights), length_tolerance=float(np.clip(tolerance, 40, 300)),
-            persuaders={p: v / strongest for p, v in raw.items()}, ask=list(Ask)[int(rng.choice(len(Ask), p=role["asks"]))],
+            persuaders={p: v / strongest for p, v in raw.items()},
+            ask=list(Ask)[int(rng.choice(len(Ask), p=role["asks"]))],
             stack=stack, hollow_aversion=industry["hollow"] * float(rng.lognormal(0, 0.3)),
             off_industry_aversion=industry["off"] * float(rng.lognormal(0, 0.3)),
             responsiveness=industry["responsiveness"] + float(rng.normal(0, 0.4)), opens=float(rng.normal(0, 0.3)))
 
+    def know(self, *prospects: SimulatedProspect) -> None:
+        """People of this market: an email to someone else that names one of them (or their company) was written for
+        another reader, and its reader sees it. Everyone a reader is made for is known."""
+        self._known_people.update(p.name.lower() for p in prospects)
+        self._known_companies.update(p.company.lower() for p in prospects)
+
     def reader(self, prospect: SimulatedProspect, person: int = 0) -> "Reader":
-        self._known_people.add(prospect.name.lower())
-        self._known_companies.add(prospect.company.lower())
+        self.know(prospect)
         return Reader(self, prospect, self.traits(prospect, person))
 
 
@@ -191,6 +209,7 @@ class Reader:
 
     def __init__(self, market: Market, prospect: SimulatedProspect, traits: Traits):
         self.market, self.prospect, self.traits = market, prospect, traits
+        self._impressions: dict[Received, Impression] = {}
 
     # ------------------------------------------------------------------ reading
     def _persuasion(self, sentences: list[Sentence]) -> float:
@@ -226,9 +245,16 @@ class Reader:
             return True
         text = f"{email.subject}\n{email.body}".lower()
         others = (self.market._known_people - {p.name.lower()}) | (self.market._known_companies - {p.company.lower()})
-        return any(mentions(text, [o]) for o in others if o)
+        return any(mentions(text, [o]) for o in others if o and o in text)
 
     def impression(self, email: Received) -> Impression:
+        if email not in self._impressions:
+            if len(self._impressions) > 64:
+                self._impressions.clear()
+            self._impressions[email] = self._impression(email)
+        return self._impressions[email]
+
+    def _impression(self, email: Received) -> Impression:
         reading = read(email.subject, email.body)
         t, p = self.traits, self.prospect
         asks = reading.asks
@@ -240,7 +266,8 @@ class Reader:
         length += TOO_SHORT if reading.words < 25 else 0.0
         hollow = -t.hollow_aversion * min(3, sum(s.hollow for s in reading.sentences))
         own = p.industry.lower()
-        off = sum(1 for s in reading.sentences if s.industries and own not in s.industries) if own in INDUSTRY_WORDS else 0
+        off = sum(1 for s in reading.sentences if s.industries and own not in s.industries) \
+            if own in INDUSTRY_WORDS else 0
         off_industry = -t.off_industry_aversion * min(3, off)
         body = email.body.lower()
         first = len(re.findall(rf"(?<![a-z]){re.escape(p.first_name.lower())}(?![a-z])", body))
@@ -284,7 +311,8 @@ class Reader:
         negative = _sigmoid(r.negative_base_logit + 0.5 * i.annoyance - 0.6 * i.relevance)
         misdirected = r.misdirected_rate * (2.0 if i.relevance == 0 else 1.0)
         return {ReplyKind.MEETING: positive * r.meeting_share, ReplyKind.INTERESTED: positive * (1 - r.meeting_share),
-                ReplyKind.QUESTION: positive * r.question_share, ReplyKind.NOT_INTERESTED: negative * (1 - r.unsubscribe_share),
+                ReplyKind.QUESTION: positive * r.question_share,
+                ReplyKind.NOT_INTERESTED: negative * (1 - r.unsubscribe_share),
                 ReplyKind.UNSUBSCRIBE: negative * r.unsubscribe_share, ReplyKind.REFERRAL: misdirected / 2,
                 ReplyKind.WRONG_PERSON: misdirected / 2}
 
@@ -299,7 +327,8 @@ class Reader:
         r = self.market.rates
         if rng.random() < self.market.bounce_rate:
             return Reaction(True, None, None, None, None, None, None)
-        machine = sent_at + timedelta(seconds=float(rng.uniform(2, 120))) if rng.random() < r.machine_open_share else None
+        proxied = rng.random() < r.machine_open_share
+        machine = sent_at + timedelta(seconds=float(rng.uniform(2, 120))) if proxied else None
         sender = _first_name(email.sender)
         if rng.random() < r.out_of_office_rate:
             returns_on = (sent_at + timedelta(days=int(rng.integers(2, 15)))).date()

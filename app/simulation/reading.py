@@ -26,6 +26,7 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _NUMBER = re.compile(r"\d")
 _MONEY = re.compile(r"[$€£]\s?\d")
+_INDUSTRY_OF = {word: industry for industry, words in INDUSTRY_WORDS.items() for word in words}
 _CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
 
 
@@ -43,12 +44,17 @@ def content_stems(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=None)
-def _phrase(phrase: str) -> re.Pattern:
-    return re.compile(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])")
+def _alternation(phrases: tuple[str, ...]) -> re.Pattern:
+    ordered = sorted(phrases, key=len, reverse=True)
+    return re.compile(rf"(?<![a-z0-9])(?:{'|'.join(re.escape(p) for p in ordered)})(?![a-z0-9])")
 
 
 def mentions(text_lower: str, phrases) -> list[str]:
-    return [p for p in phrases if _phrase(p).search(text_lower)]
+    """The phrases (lower case) found in the text as whole words, in the text's order."""
+    phrases = tuple(phrases)
+    if not phrases:
+        return []
+    return list(dict.fromkeys(_alternation(phrases).findall(text_lower)))
 
 
 @lru_cache(maxsize=None)
@@ -100,7 +106,7 @@ def _ask(lower: str) -> str | None:
 def _sentence(text: str) -> Sentence:
     lower = text.lower()
     tools = tuple(mentions(lower, TOOLS))
-    industries = tuple(i for i, words in INDUSTRY_WORDS.items() if mentions(lower, words))
+    industries = tuple(dict.fromkeys(_INDUSTRY_OF[w] for w in mentions(lower, _INDUSTRY_OF)))
     ask = _ask(lower)
     number = bool(_NUMBER.search(text)) and ask is None  # "a 20-minute call" is an ask, not a figure
     price = bool(_MONEY.search(text)) or bool(mentions(lower, PRICE_CUES))
@@ -111,6 +117,7 @@ def _sentence(text: str) -> Sentence:
                     industries=industries, customer=customer, hollow=hollow, ask=ask)
 
 
+@lru_cache(maxsize=2048)
 def read(subject: str, body: str) -> Reading:
     lines = [line.strip() for line in body.strip().splitlines()]
     greeting_name = None

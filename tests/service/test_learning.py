@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from app.knowledge_graph.service import demo_document
-from app.simulation.graphs import synthetic_document
 from app.runs.schemas import LearnLoopRequest
+from app.simulation.graphs import synthetic_document
 
 SCENARIOS = [s.id for s in demo_document().scenarios[:3]]
 

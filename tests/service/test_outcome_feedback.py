@@ -7,8 +7,8 @@ process): they are kept apart from the module-scoped service of `test_outcomes.p
 import asyncio
 
 from app.kit.settings import Settings
-from app.simulation.graphs import synthetic_document
 from app.main import create_app
+from app.simulation.graphs import synthetic_document
 from tests.service.test_outcomes import BODY, event
 from tests.support import connect, finished, lifespan
 

@@ -11,11 +11,11 @@ from app.engine.executor import create_judge
 from app.kit.settings import Settings
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
-from app.loop.feedback import create_feedback
 from app.loop.generation import Policy, generate
 from app.loop.reward import Scorer
 from app.loop.schemas import RunConfig
 from app.main import create_app
+from app.outcomes.simulated import world_for
 from tests.standins import Receiver
 from tests.support import connect, finished, lifespan
 
@@ -137,12 +137,13 @@ async def test_cancel_stops_a_running_run(api):
 
 
 async def test_the_reward_blend(backend, tmp_path):
-    """reward = (1 - w) · judge + w · feedback; feedback = 0.4 · opened + 0.6 · replied given opened."""
+    """reward = (1 - w) · judge + w · feedback; the oracle's feedback = 0.4 · P(open) + 0.6 · P(positive reply), the
+    world's readers' own probabilities."""
     graph = demo_graph()
     model = create_model("embedded", Settings(_env_file=None, art_path=str(tmp_path)), "blend")
     await model.register(backend)
     config = RunConfig(rollouts_per_group=4, feedback_weight=0.3)
-    judge, feedback = create_judge(Settings(_env_file=None), backend), create_feedback(graph)
+    judge, feedback = create_judge(Settings(_env_file=None), backend), world_for(graph, seed=0)
     generation = await generate(
         Policy.of(model), graph, [graph.scenarios["scn-healthcare-cto"]], {"scn-healthcare-cto": NodeScores()}, config,
         iteration=1, concurrency=4, score=Scorer(judge, feedback, config, iteration=1),
@@ -152,8 +153,8 @@ async def test_the_reward_blend(backend, tmp_path):
     for t in trajectories:
         m = t.metrics
         assert t.reward == pytest.approx(0.7 * m["judge_score"] + 0.3 * m["feedback_score"])
-        replied_given_opened = m["reply_rate"] / m["open_rate"] if m["open_rate"] else 0.0
-        assert m["feedback_score"] == pytest.approx(0.4 * m["open_rate"] + 0.6 * replied_given_opened)
+        assert m["feedback_score"] == pytest.approx(0.4 * m["open_rate"] + 0.6 * m["reply_rate"])
+        assert 0 < m["reply_rate"] < 0.2 < m["open_rate"] < 0.7 and m["feedback_confidence"] == 1.0
         assert t.scenario_id == "scn-healthcare-cto" and t.email is not None
 
 

@@ -2,6 +2,7 @@
 (tests/e2e/test_architecture.py shows the check failing on each kind of breach)."""
 
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -43,3 +44,33 @@ def test_every_durable_workflow_is_on_the_one_list():
     assert {name: workflow.module for name, workflow in listed.items()} == declared
     assert tasks.APPLICATION_VERSION == "+".join(f"{w.name}-{w.version}" for w in tasks.WORKFLOWS)
     assert {w.queue for w in tasks.WORKFLOWS} <= set(tasks.QUEUES)
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_world_and_the_learner_share_no_code():
+    """The simulated readers (app.simulation) import nothing of the agent, the loop, the backends (composer, judge) or
+    the outcome model's features, and only the demo's simulated provider reads them: the two import-linter contracts,
+    checked here module by module so a breach names its file."""
+    allowed_outside = {"numpy", "pydantic"}
+    shapes = {"app.knowledge_graph.schemas"}  # a graph document's shape, for the generated graphs
+    for path in (ROOT / "app" / "simulation").rglob("*.py"):
+        for module in _imports(path):
+            top = module.split(".")[0]
+            assert module.startswith("app.simulation") or module in shapes or top in allowed_outside or top in sys.stdlib_module_names, \
+                f"{path.relative_to(ROOT)} imports {module}"
+    readers = {".".join(path.relative_to(ROOT).with_suffix("").parts) for path in (ROOT / "app").rglob("*.py")
+               if "app.simulation" in {m[:14] for m in _imports(path)} and "simulation" not in path.parts}
+    assert readers == {"app.outcomes.simulated", "app.outcomes.simulated_team"}
+    names = [c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]]
+    assert any(n.startswith("The world knows nothing of the learner") for n in names)
+    assert any(n.startswith("Only the demo's simulated provider reads the world") for n in names)

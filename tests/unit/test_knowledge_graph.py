@@ -1,11 +1,10 @@
 import collections
-import json
 
 import pytest
 from pydantic import ValidationError
 
 from app.knowledge_graph.schemas import GraphDocument
-from app.knowledge_graph.service import DEMO_DIR, demo_document, hidden_preferences
+from app.knowledge_graph.service import DEMO_DIR, demo_document
 
 
 def small(**changes):
@@ -52,11 +51,11 @@ def test_demo_graph_is_rich_enough():
     assert any(ch.isdigit() for n in doc.nodes if n.type == "case_study" for ch in n.text)
 
 
-def test_hidden_preferences_stay_out_of_the_graph_document():
-    preferences = hidden_preferences("demo")
-    assert set(preferences) == {s.id for s in demo_document().scenarios}
+def test_the_demo_ships_no_reader_s_truth():
+    """The readers' traits live in the world (app.simulation), drawn per seed: nothing the service loads holds them."""
+    assert sorted(p.name for p in DEMO_DIR.iterdir() if p.suffix == ".json") == ["graph.json"]
     visible = (DEMO_DIR / "graph.json").read_text()
-    for key in ("interests", "dislikes", "preferences"):
+    for key in ("interests", "dislikes", "preferences", "hidden"):
         assert key not in visible
-    assert hidden_preferences("uploaded-graph") is None
-    assert "prospects" in json.loads((DEMO_DIR / "hidden_preferences.json").read_text())
+    assert demo_document().scenarios
+

@@ -8,7 +8,6 @@ from app.knowledge_graph.graph import NodeScores, ScenarioScores
 from app.knowledge_graph.service import demo_graph
 from app.loop.credit import MAX_NODE_SCORE, MIN_NODE_SCORE, apply_credit, node_credit, reweight
 from app.loop.features import perceived_cta, perceived_length, perceived_tone
-from app.loop.feedback import FeedbackSimulator, create_feedback, reply_probabilities
 from app.loop.schemas import RunConfig
 from app.loop.trajectory import EmailTrajectory
 
@@ -127,22 +126,3 @@ def test_perception_of_an_email():
     assert perceived_cta("Shall I send you the summary?") == "resource"
     assert perceived_cta("Is cost a priority?") == "question"
     assert perceived_cta("Thanks.") == "none"
-
-
-def test_hidden_preferences_drive_open_and_reply_rates():
-    graph = demo_graph()
-    scenario = next(iter(graph.scenarios.values()))
-    simulator = create_feedback(graph)
-    prefs = simulator.preferences[scenario.id]
-    prospect = scenario.prospect.model_dump()
-    liked = list(prefs["interests"])[:2]
-    good = Email(subject=f"{scenario.prospect.company} idea", body="Hi there,\n\nFacts.\n\nCould we book a 30-minute call?\n\nCheers", citations=liked)
-    bad = Email(subject="Hello from us to you about something great today", body="Text.\n\nThanks.", citations=prefs["dislikes"])
-    good_open, good_reply = reply_probabilities(good, prospect, prefs)
-    bad_open, bad_reply = reply_probabilities(bad, prospect, prefs)
-    assert good_reply > bad_reply and good_open > bad_open
-    score, open_rate, reply_rate = simulator.observe(scenario.id, good, seed=1)
-    assert 0 <= reply_rate <= open_rate <= 1 and 0 <= score <= 1
-    assert simulator.observe(scenario.id, good, seed=1) == (score, open_rate, reply_rate)
-    assert simulator.observe(scenario.id, None, seed=1) == (0.0, 0.0, 0.0)
-    assert isinstance(simulator, FeedbackSimulator)

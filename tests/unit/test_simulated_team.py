@@ -1,5 +1,5 @@
 """The demo's simulated team: look-alike prospects of the demo scenarios (made up from a seed, names of their own) and
-the simulated sending of their drafts, each outcome reported by its draft's ref."""
+the simulated sending of their drafts to the world's readers, each outcome reported by its draft's ref."""
 
 from datetime import UTC, datetime
 
@@ -10,6 +10,8 @@ from app.drafts.schemas import ProspectIn
 from app.knowledge_graph.service import demo_graph
 from app.outcomes.schemas import OutcomeBatch, OutcomeType
 from app.outcomes.simulated_team import PARAPHRASES, SimulatedTeam
+from app.simulation.kinds import POSITIVE
+from app.simulation.rates import WorldRates
 
 GRAPH = demo_graph()
 SENT_AT = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
@@ -57,12 +59,22 @@ def test_look_alikes_have_names_of_their_own_and_a_scenario_s_role_industry_and_
     assert any(p in PARAPHRASES.values() for la in look_alikes for p in la.prospect["pains"])
 
 
-def test_the_simulator_reads_the_look_alike_s_own_name(team):
-    """A subject that names the look-alike is personal to it (more opens); one that names its scenario's prospect is not."""
-    look_alike = team.look_alikes(1, seed=1)[0]
-    own, scenario = look_alike.prospect["name"].split()[0], GRAPH.scenarios[look_alike.scenario_id].prospect.name.split()[0]
-    email = lambda name: Email(subject=f"{name}, a quick question", body="Hi,\n\nWorth a call?\n", citations=[])  # noqa: E731
-    assert team.probabilities(look_alike, email(own))[0] > team.probabilities(look_alike, email(scenario))[0]
+def test_the_reader_reads_the_look_alike_s_own_name(team):
+    """An email that greets the look-alike reads as written to it; one that greets its scenario's prospect (written for
+    someone else) loses most of its chance of a reply."""
+    for look_alike in team.look_alikes(10, seed=1):
+        own, scenario = look_alike.prospect["name"].split()[0], GRAPH.scenarios[look_alike.scenario_id].prospect.name.split()[0]
+        email = lambda name: Email(subject="A question", body=f"Hi {name},\n\nWe cut {look_alike.prospect['pains'][0]} "  # noqa: E731
+                                   "by 40% for a team like yours.\n\nWorth a call next week?\n\nAlex", citations=[])
+        assert team.probabilities(look_alike, email(own))[1] > 4 * team.probabilities(look_alike, email(scenario))[1]
+
+
+def test_unseen_prospects_are_a_team_of_their_own(team):
+    unseen = team.unseen(20, seed=3)
+    industries = {s.prospect.industry for s in GRAPH.scenarios.values()}
+    assert all(la.scenario_id == "unseen" and la.prospect["industry"] not in industries for la in unseen)
+    for la in unseen:
+        ProspectIn.model_validate(la.prospect)
 
 
 def test_sending_is_deterministic_and_every_outcome_carries_its_draft_s_ref(team):
@@ -84,8 +96,9 @@ def test_sending_is_deterministic_and_every_outcome_carries_its_draft_s_ref(team
         assert ((OutcomeType.BOUNCED.value, False) in kinds) == (not s.delivered)
         assert ((OutcomeType.OPENED.value, False) in kinds) == s.opened
         assert ((OutcomeType.REPLIED.value, False) in kinds) == s.replied
+        assert (s.reply_message is not None) == (s.reply_kind is not None)
         assert not s.replied or s.opened
         assert all(datetime.fromisoformat(e["occurred_at"]) >= SENT_AT for e in mine)
-    # the draws follow the simulator's probabilities
-    expected = sum(s.true_reply for s in sent if s.delivered)
-    assert abs(sum(s.replied for s in sent) - expected) < 4 * expected ** 0.5 + 1
+    # the draws follow the world's probabilities (an out-of-office pre-empts a reply)
+    expected = sum(s.true_reply for s in sent if s.delivered) * (1 - WorldRates().out_of_office_rate)
+    assert abs(sum(s.reply_kind in POSITIVE for s in sent) - expected) < 4 * expected ** 0.5 + 1

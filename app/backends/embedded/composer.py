@@ -401,7 +401,7 @@ def _cues(text: str, cues: tuple[str, ...]) -> bool:
     return any(cue in low for cue in cues)
 
 
-_CALL_CUES = MEETING_CUES[:5]  # the words by which any reader (the demo's simulated prospects too) knows a meeting ask
+_CALL_CUES = MEETING_CUES[:5]  # the words by which the outcome model's features know a meeting ask
 
 
 def _ask(cta: str, g: _Goal, company: str) -> str:
