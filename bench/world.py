@@ -104,6 +104,7 @@ def _seed(args: tuple[int, Sizes]) -> dict:
     records, target = got["records"], graph.scenarios[got["run"]["config"]["target_scenario_id"]]
 
     people = {s["id"]: scenario_prospect(s) for s in demo_document().model_dump()["scenarios"]}
+    market.know(*people.values(), *(p for prospects in got["splits"].values() for p in prospects))  # all of its people
 
     # the demo: the run's reward, and the world's reading of the published emails and of the rule's
     target_person = people[target.id]
