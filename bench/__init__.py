@@ -1,7 +1,13 @@
 """Benchmarks: `make bench` (or `python -m bench`) writes bench/RESULTS.md and bench/results.json."""
 
+import os
+import platform
+import subprocess
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
+
+HERE = Path(__file__).parent
 
 
 async def run_in_process(request, settings=None, *, details: bool = False) -> tuple[dict, list[dict]]:
@@ -20,3 +26,31 @@ async def run_in_process(request, settings=None, *, details: bool = False) -> tu
                 if details:
                     records = [await repository.iteration_detail(session, finished["run_id"], r["iteration"]) for r in records]
     return finished, records
+
+
+# What a benchmark writes itself: left out when asking whether the code measured is the commit's.
+WRITTEN = ("bench/RESULTS.md", "bench/results.json", "bench/learning.png", "bench/outcomes.png")
+
+
+def commit() -> str:
+    """The commit measured, with "+changes" when tracked files other than the results differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True, check=True).stdout.strip()
+
+    changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+               if line[3:] not in WRITTEN]
+    return git("rev-parse", "--short=10", "HEAD") + ("+changes" if changed else "")
+
+
+def cpu_model() -> str:
+    return next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                platform.processor() or "unknown")
+
+
+def machine() -> dict:
+    """Where, when and on what a section was measured: the commit, the machine, and the load as it began."""
+    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+    return {"commit": commit(), "cores": os.cpu_count(), "cpu": cpu_model(), "memory_gib": round(memory_kb / 1024**2, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}

@@ -4,25 +4,18 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ["WEAVE_DISABLED"] = "true"
 
 import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
+from bench import machine  # noqa: E402
 
 HERE = Path(__file__).parent
-SECTIONS = ("orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out", "pipelining", "real_model",
-            "drafts", "promotion", "emails", "fairness")
-
-
-def machine() -> dict:
-    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 1024**2, 1), "python": platform.python_version(),
-            "platform": platform.platform(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
+SECTIONS = ("world", "orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out",
+            "pipelining", "real_model", "drafts", "promotion")
 
 
 def run(section: str, workdir: Path, previous=None):
@@ -44,25 +37,19 @@ def run(section: str, workdir: Path, previous=None):
     if section == "outcomes":
         from bench import outcomes
 
-        result = outcomes.measure(workdir / "outcomes")
-        outcomes.plot(result["learning"], HERE / "outcomes.png")
-        return result
+        return outcomes.measure(workdir / "outcomes")
     if section == "drafts":
         from bench import drafts
 
         return drafts.measure(workdir / "drafts", previous)
-    if section == "fairness":
-        from bench import fairness
-
-        return fairness.measure(workdir / "fairness")
     if section == "promotion":
         from bench import promotion
 
         return promotion.measure(previous)
-    if section == "emails":
-        from bench import emails
+    if section == "world":
+        from bench import world
 
-        return emails.measure()
+        return world.measure()
     if section == "real_model":
         from bench import real_model
 

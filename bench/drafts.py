@@ -8,10 +8,6 @@ probabilities are read only here; the service sees the prospects, and the outcom
 Everything goes through the API, in process (the app and its worker on a SQLite file, an httpx client over ASGI):
 `POST /learn-loop`, `PUT /graphs/demo/deployment`, `POST /drafts`, `GET /draft-batches/…`, `POST /outcomes`.
 
-- Transfer: a run trained on the demo's ten scenarios; then look-alikes it never saw (held out: made up after it)
-  drafted by its last policy and by its untrained policy (`<run>@0`). The measure is the mean true reply
-  probability, P(open) · P(reply | open), of each policy's drafts; the target is trained ÷ untrained ≥ 1.2 over
-  10 seeds, with a 90% interval from resampling the seeds.
 - The weekly loop: a first run (`feedback_source: outcomes`, so the judge alone: nothing was sent yet) is deployed;
   then each week 200 new look-alikes are drafted by the deployment, sent, and their outcomes reported; a run
   continued from the deployment (`init_from`, `feedback_source: outcomes`) learns from them, and its last policy is
@@ -23,7 +19,8 @@ Everything goes through the API, in process (the app and its worker on a SQLite 
   latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four. A batch's
   chunks are workflows of their own that any worker takes, so a second worker drafts a share of one batch too.
 
-`python -m bench drafts` runs every part (about 40 minutes on 2 cores); `DRAFTS_PARTS=transfer,weekly` some of them.
+`python -m bench drafts` runs every part (about 40 minutes on 2 cores); `DRAFTS_PARTS=throughput,weekly` some of them.
+(Transfer to prospects the loop never saw is measured in the simulated world: `bench/world.py`.)
 """
 
 import asyncio
@@ -37,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+
+from bench import machine
 
 GRAPH = "demo"
 BOOTSTRAP = 2000  # resamples of the seeds for a ratio's 90% interval
@@ -110,7 +109,7 @@ async def draft(client, prospects: list[dict], seed: int, policy: str | None = N
 
 
 def true_replies(team, look_alikes, drafts: list[dict]) -> list[float]:
-    """The simulator's P(open) · P(reply | open) of each prospect's draft (0 where the policy wrote none)."""
+    """The world's positive-reply probability of each prospect's draft (0 where the policy wrote none)."""
     from app.agent.schemas import Email
 
     out = []
@@ -119,22 +118,9 @@ def true_replies(team, look_alikes, drafts: list[dict]) -> list[float]:
         if d["email"] is None:
             out.append(0.0)
             continue
-        p_open, p_reply = team.probabilities(look_alike, Email(**{k: d["email"][k] for k in ("subject", "body", "citations")}))
-        out.append(p_open * p_reply)
+        _, p_positive = team.probabilities(look_alike, Email(**{k: d["email"][k] for k in ("subject", "body", "citations")}))
+        out.append(p_positive)
     return out
-
-
-def addressing(team, look_alikes, drafts: list[dict]) -> dict:
-    """How the drafts address their prospects: greeting the look-alike's first name, or the base scenario's; and the
-    share found most like the scenario each look-alike was modeled on."""
-    own = scenario = like = 0
-    for look_alike, d in zip(look_alikes, drafts, strict=True):
-        body = (d["email"] or {}).get("body", "")
-        own += look_alike.prospect["name"].split()[0] in body
-        scenario += team.graph.scenarios[look_alike.scenario_id].prospect.name.split()[0] in body
-        like += d["like"] == look_alike.scenario_id
-    n = len(drafts)
-    return {"greets_own_name": own / n, "greets_scenario_name": scenario / n, "like_is_base_scenario": like / n}
 
 
 async def send(api: Api, team, look_alikes, drafts: list[dict], seed: int) -> dict:
@@ -155,82 +141,12 @@ async def send(api: Api, team, look_alikes, drafts: list[dict], seed: int) -> di
             "replied": sum(s.replied for s in sent), "events": len(events)}
 
 
-# ---------------------------------------------------------------- transfer
-
-TRANSFER_SEEDS = 10
-TRANSFER_ITERATIONS = 20  # as the learning benchmark's runs
-HELD_OUT = 200  # look-alikes per seed, 20 of each scenario
-TRANSFER_FEEDBACK = ("oracle", "simulated")  # the first is judged against the target: what the learning curves use
-
-
-def _transfer_seed(args: tuple[int, str, int]) -> dict:
-    seed, feedback, iterations = args
-    _environment()
-    from app.knowledge_graph.service import demo_graph
-    from app.outcomes.simulated_team import SimulatedTeam
-
-    team = SimulatedTeam(demo_graph())
-
-    async def go() -> dict:
-        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
-            async with service(Path(data_dir)) as api:
-                started = time.monotonic()
-                run = await learn(api.http, {"iterations": iterations, "rollouts_per_group": 4, "seed": seed,
-                                             "feedback_source": feedback})
-                trained, untrained = f"{run['run_id']}@{iterations}", f"{run['run_id']}@0"
-                learned_s = time.monotonic() - started
-                # held out: made up after the run, from a seed of their own
-                look_alikes = team.look_alikes(HELD_OUT, seed=10_000 + seed)
-                prospects = [la.prospect for la in look_alikes]
-                await deploy(api.http, trained)
-                _, by_trained = await draft(api.http, prospects, seed=seed)  # the deployment
-                _, by_untrained = await draft(api.http, prospects, seed=seed, policy=untrained)
-                result = {"seed": seed, "feedback": feedback, "run_s": round(learned_s, 1),
-                          "seconds": round(time.monotonic() - started, 1)}
-                for name, drafts in (("trained", by_trained), ("untrained", by_untrained)):
-                    assert all(d["policy"] == (trained if name == "trained" else untrained) for d in drafts)
-                    replies = true_replies(team, look_alikes, drafts)
-                    result[name] = {"true_reply": float(np.mean(replies)),
-                                    "judge": float(np.mean([d["judge_score"] or 0.0 for d in drafts])),
-                                    "no_email": sum(d["email"] is None for d in drafts),
-                                    **addressing(team, look_alikes, drafts)}
-                return result
-
-    return asyncio.run(go())
-
-
 def ratio_interval(numerator: list[float], denominator: list[float], seed: int = 0) -> list[float]:
     """The 5th and 95th percentiles of mean(numerator) ÷ mean(denominator) over resamples of the seeds (a seed's
     pair stays together)."""
     top, bottom = np.array(numerator), np.array(denominator)
     draws = np.random.default_rng(seed).integers(0, len(top), size=(BOOTSTRAP, len(top)))
     return np.percentile(top[draws].mean(axis=1) / bottom[draws].mean(axis=1), [5, 95]).round(3).tolist()
-
-
-def measure_transfer(seeds: int = TRANSFER_SEEDS, iterations: int = TRANSFER_ITERATIONS,
-                     feedback: tuple[str, ...] = TRANSFER_FEEDBACK, workers: int = 2) -> dict:
-    from concurrent.futures import ProcessPoolExecutor
-
-    started, load = time.monotonic(), os.getloadavg()[0]
-    with ProcessPoolExecutor(workers) as pool:
-        runs = list(pool.map(_transfer_seed, [(s, f, iterations) for f in feedback for s in range(seeds)]))
-    variants = {}
-    for f in feedback:
-        mine = [r for r in runs if r["feedback"] == f]
-        trained, untrained = [r["trained"]["true_reply"] for r in mine], [r["untrained"]["true_reply"] for r in mine]
-        variants[f] = {
-            "trained": float(np.mean(trained)), "untrained": float(np.mean(untrained)),
-            "ratio": float(np.mean(trained) / np.mean(untrained)), "interval_90": ratio_interval(trained, untrained),
-            "per_seed": [{"trained": round(t, 4), "untrained": round(u, 4)} for t, u in zip(trained, untrained)],
-            "judge": {k: float(np.mean([r[k]["judge"] for r in mine])) for k in ("trained", "untrained")},
-            "addressing": {k: {m: float(np.mean([r[k][m] for r in mine])) for m in
-                               ("greets_own_name", "greets_scenario_name", "like_is_base_scenario")} for k in ("trained", "untrained")},
-            "no_email": sum(r[k]["no_email"] for r in mine for k in ("trained", "untrained")),
-            "run_s": float(np.mean([r["run_s"] for r in mine])),
-        }
-    return {"seeds": seeds, "iterations": iterations, "held_out": HELD_OUT, "target_feedback": feedback[0],
-            "variants": variants, "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2),
-            "workers": workers}
 
 
 # ---------------------------------------------------------------- the weekly loop
@@ -534,20 +450,11 @@ def measure_scale_out(workdir: Path, size: int = BATCH, layouts: tuple[int, ...]
 
 # ---------------------------------------------------------------- the section
 
-PARTS = ("throughput", "transfer", "weekly", "scale_out")
-
-
-def _machine() -> dict:
-    """As bench/__main__.py's `machine()` (which this module cannot import: importing it runs the benchmarks)."""
-    import platform
-
-    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 1024**2, 1), "python": platform.python_version(),
-            "date": datetime.now(UTC).isoformat(timespec="seconds")}
+PARTS = ("throughput", "weekly", "scale_out")
 
 
 def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
-    """Each part in turn (`DRAFTS_PARTS=transfer,weekly` runs some; the others keep their previous figures), each with
+    """Each part in turn (`DRAFTS_PARTS=throughput,weekly` runs some; the others keep their previous figures), each with
     the date, the machine and its load average as it began."""
     parts = parts or tuple(p for p in os.environ.get("DRAFTS_PARTS", ",".join(PARTS)).split(",") if p)
     if unknown := set(parts) - set(PARTS):
@@ -555,13 +462,11 @@ def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] 
     result = dict(previous or {})
     for part in parts:
         print(f"   drafts: {part}", flush=True)
-        about = {"machine": _machine(), "load_average_before": round(os.getloadavg()[0], 2)}
+        about = {"machine": machine(), "load_average_before": round(os.getloadavg()[0], 2)}
         if part == "throughput":
             result[part] = measure_throughput(workdir / "throughput") | about
         elif part == "scale_out":
             result[part] = measure_scale_out(workdir / "scale_out") | about
-        elif part == "transfer":
-            result[part] = measure_transfer() | about
         else:
             result[part] = measure_weekly() | about
     return result

@@ -1,13 +1,12 @@
 """Learning: reward curves of each way the loop can learn, side by side, through the service's own
-workflow, on the demo graph (judge and simulated feedback, against the best reward its hidden
-preferences allow: the ceiling) and on a generated graph (judge only).
+workflow, on the demo graph (the judge blended with the world's oracle) and on a generated graph (judge only).
+What the emails earn from the world's readers, beside a rule with no learning, is `bench/world.py`'s.
 
 Variants: full (GRPO + KG reweighting), GRPO only, KG only, neither, and in-context (no GRPO: KG
 reweighting plus the distilled exemplar and playbook in the prompts, as a fixed hosted model learns).
 """
 
 import asyncio
-import itertools
 import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -36,7 +35,6 @@ def _curve(args: tuple) -> dict:
     os.environ["WEAVE_DISABLED"] = "true"
     import app  # noqa: F401
     from app.kit.settings import Settings
-    from app.knowledge_graph.service import hidden_preferences
     from app.lifecycle.local import add_graph, local_service, run_to_end
     from app.runs import repository
     from app.runs.schemas import LearnLoopRequest
@@ -59,67 +57,20 @@ def _curve(args: tuple) -> dict:
 
     finished, records = asyncio.run(run())
     assert finished["status"] == "succeeded", finished
-    interests = hidden_preferences("demo") if graph == "demo" else None
-
-    def interest_share(record) -> float | None:
-        """The share of the iteration's citations that hit the prospect's hidden interests (demo only)."""
-        if interests is None:
-            return None
-        cited = [(t["scenario_id"], c) for t in record["trajectories"] if t["email"] for c in t["email"]["citations"]]
-        return float(np.mean([c in interests[s]["interests"] for s, c in cited])) if cited else 0.0
-
     first = records[1]["trajectories"]
     return {
         "graph": graph, "variant": variant, "seed": seed, "overrides": overrides,
         "rewards": [r["rewards"]["mean"] for r in records[1:]],
         "cite_nothing_iteration_1": float(np.mean([not (t["email"] and t["email"]["citations"]) for t in first])),
-        "interest_share": [interest_share(r) for r in records[1:]],
         "published_scores": [r["email"]["score"] for r in records],
         "final_email_iteration": finished["final_email"]["iteration"],
     }
 
 
-def ceiling(feedback_weight: float = 0.3, candidates: int = 10, max_citations: int = 4) -> dict[str, float]:
-    """Per scenario, the best expected reward of any email: which read nodes to cite, and the angle.
-
-    An upper bound: it ignores whether the agent could reach those nodes within its turns.
-    """
-    from app.agent.schemas import Email
-    from app.agent.transcript import SeenNode, Transcript
-    from app.backends.embedded.composer import CTAS, LENGTHS, TONES, compose
-    from app.backends.embedded.judge import grade
-    from app.backends.embedded.policy import ProspectView
-    from app.knowledge_graph.service import demo_graph, hidden_preferences
-    from app.loop.feedback import reply_probabilities
-
-    graph, preferences = demo_graph(), hidden_preferences("demo")
-    best = {}
-    for scenario in graph.scenarios.values():
-        prospect, prefs = scenario.prospect.model_dump(), preferences[scenario.id]
-        view = ProspectView(prospect)
-        nodes = [SeenNode(n.id, n.type, n.title, 1.0, n.text, tuple(n.tags)) for n in graph.nodes.values()]
-        ranked = sorted(nodes, key=lambda n: -(sum(view.relevance(n)) + 2 * prefs["interests"].get(n.id, 0)))[:candidates]
-        top = 0.0
-        for size in range(1, max_citations + 1):
-            for cited in itertools.combinations(ranked, size):
-                for tone, length, cta in itertools.product(TONES, LENGTHS, CTAS):
-                    subject, body = compose(prospect, list(cited), tone, length, cta, goal=scenario.goal)
-                    email = Email(subject=subject, body=body, citations=[n.id for n in cited])
-                    transcript = Transcript(prospect=prospect, nodes={n.id: n for n in cited}, turns=size + 1, final_email=email)
-                    judge_score, _ = grade(transcript)
-                    p_open, p_reply = reply_probabilities(email, prospect, prefs)
-                    reward = (1 - feedback_weight) * judge_score + feedback_weight * (0.4 * p_open + 0.6 * p_reply)
-                    top = max(top, reward)
-        best[scenario.id] = top
-    return best
-
-
 def measure(iterations: int = 20, seeds: tuple[int, ...] = (0, 1, 2), workers: int = 2) -> dict:
     jobs = [(graph, variant, seed, iterations) for graph in GRAPHS for variant in VARIANTS for seed in seeds]
     with ProcessPoolExecutor(workers) as pool:
-        demo_ceiling = pool.submit(ceiling)  # minutes of composing and grading: alongside the runs
         runs = list(pool.map(_curve, jobs))
-        per_scenario = demo_ceiling.result()
 
     def mean_curve(graph, variant, key="rewards"):
         return np.mean([r[key] for r in runs if r["graph"] == graph and r["variant"] == variant], axis=0).tolist()
@@ -137,16 +88,6 @@ def measure(iterations: int = 20, seeds: tuple[int, ...] = (0, 1, 2), workers: i
             "cite_nothing_iteration_1": float(np.mean([r["cite_nothing_iteration_1"] for r in runs if r["graph"] == graph])),
             "published_score_mean": {v: float(np.mean(mean_curve(graph, v, "published_scores"))) for v in VARIANTS},
         }
-        if graph == "demo":
-            top = float(np.mean(list(per_scenario.values())))
-            entry |= {
-                "ceiling": top, "ceiling_per_scenario": per_scenario,
-                "fraction_of_ceiling": {v: {str(i): c[min(i, iterations) - 1] / top for i in (1, 10, iterations)}
-                                        for v, c in curves.items()},
-                "interest_share": {v: {"iteration_1": mean_curve(graph, v, "interest_share")[0],
-                                       "late": float(np.mean([mean_curve(graph, v, "interest_share")[i] for i in late]))}
-                                   for v in VARIANTS},
-            }
         result["graphs"][graph] = entry
     return result
 
@@ -165,8 +106,6 @@ def plot(result: dict, path) -> None:
         entry = result["graphs"][graph]
         for variant, curve in entry["curves"].items():
             ax.plot(x, curve, label=variant.replace("_", " "), marker="o", markersize=3)
-        if "ceiling" in entry:
-            ax.axhline(entry["ceiling"], color="grey", linestyle="--", label="ceiling (hidden preferences)")
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"mean reward ({len(result['seeds'])} seeds)")
         ax.set_title("demo graph (judge + feedback, 10 scenarios)" if graph == "demo"

@@ -4,8 +4,8 @@ saves, on the demo's simulated team (`app.outcomes.simulated_team`).
 Everything goes through the API in process, with the drafts benchmark's helpers (`bench.drafts`): `POST /learn-loop`,
 `PUT /graphs/demo/deployment` (a champion and challengers with their shares, `require_evidence`), `POST /drafts` (each
 draft logs the policy drawn for it and its propensity), `POST /outcomes` (the simulated sends, dated a reply window
-back so that they count), `POST /evaluations` (whose `off_policy` this reads). The simulator's true reply probability
-of a draft, P(open) · P(reply | open), is read only here.
+back so that they count), `POST /evaluations` (whose `off_policy` this reads). The world's positive-reply probability
+of a draft (`app.simulation`) is read only here.
 
 - OPE accuracy: per seed, a run; its untrained policy (`@0`) is the champion and its last the challenger, at a
   90/10 split. One stream of look-alikes is drafted by the deployment, in batches of at most 1,000 (what `POST /drafts`
@@ -59,7 +59,8 @@ from statistics import NormalDist
 import numpy as np
 
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
-from bench.drafts import GRAPH, _environment, _machine, _ok, draft, learn, send, service, true_replies
+from bench import machine
+from bench.drafts import GRAPH, _environment, _ok, draft, learn, send, service, true_replies
 
 ESTIMATORS = ("ips", "snips", "dr")
 TOLERANCE = 0.03  # the target: within ±0.03 of the true value
@@ -695,7 +696,7 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     result = dict(previous or {})
     for part in parts:
         print(f"   promotion: {part}", flush=True)
-        about = {"machine": _machine()}
+        about = {"machine": machine()}
         if part == "ope":
             result[part] = measure_ope(seeds=int(os.environ.get("OPE_SEEDS", OPE_SEEDS))) | about
         elif part == "peeking":

@@ -8,8 +8,10 @@ A page asks for a part with a marker on a line of its own:
 - `<!-- generated: cli -->`: the `codreamer` command line, from the Typer app in `app/cli.py`;
 - `<!-- generated: endpoints -->` and `<!-- generated: webhook-events -->`: the HTTP API's operations and the
   webhook events, from the service's own OpenAPI document;
-- `<!-- include: bench/RESULTS.md -->`: a file of the repository, as it is (the benchmark results live in
-  bench/RESULTS.md only; their plots, bench/*.png, are added beside the page).
+- `<!-- include: bench/RESULTS.md#NAME -->`: one benchmark's section of bench/RESULTS.md (the one home of measured
+  figures), its headings raised a level so that its title is the page's; `#overview` is the part before the first
+  section. Each benchmark has a page of its own under docs/benchmarks/results/, and the plots, bench/*.png, are added
+  beside those pages.
 
 An unknown marker fails the build. Nothing here opens a connection.
 """
@@ -26,14 +28,15 @@ if str(ROOT) not in sys.path:  # `mkdocs` run from a clone without `pip install 
 
 MARKER = re.compile(r"^<!-- (generated|include): (\S+) -->$", re.M)
 INCLUDABLE = ("bench/RESULTS.md",)
+SECTION = re.compile(r"^<!-- section: (\S+) -->$", re.M)  # bench/report.py opens each benchmark's section with one
 
 
 def on_files(files, config):
-    """The benchmark plots beside the results page, which links them by their bare names as RESULTS.md does."""
+    """The benchmark plots beside the results pages, which link them by their bare names as RESULTS.md does."""
     from mkdocs.structure.files import File
 
     for plot in sorted((ROOT / "bench").glob("*.png")):
-        files.append(File.generated(config, f"benchmarks/{plot.name}", abs_src_path=str(plot)))
+        files.append(File.generated(config, f"benchmarks/results/{plot.name}", abs_src_path=str(plot)))
     return files
 
 
@@ -43,14 +46,26 @@ def on_page_markdown(markdown, page, config, files):
 
 def render(kind: str, name: str) -> str:
     if kind == "include":
-        if name not in INCLUDABLE:
-            raise ValueError(f"docs/hooks.py: {name} is not among the files a page may include {INCLUDABLE}")
-        return (ROOT / name).read_text()
+        path, _, part = name.partition("#")
+        if path not in INCLUDABLE:
+            raise ValueError(f"docs/hooks.py: {path} is not among the files a page may include {INCLUDABLE}")
+        return section((ROOT / path).read_text(), part) if part else (ROOT / path).read_text()
     generators = {"settings": settings_table, "judge-spec": judge_spec_table, "cli": cli_reference,
                   "endpoints": endpoints_table, "webhook-events": webhook_events_table}
     if name not in generators:
         raise ValueError(f"docs/hooks.py: no generated part named {name!r} (known: {', '.join(generators)})")
     return generators[name]()
+
+
+def section(text: str, name: str) -> str:
+    """One benchmark's section of RESULTS.md with its headings a level up (`overview`: the part before the first)."""
+    pieces = SECTION.split(text)
+    if name == "overview":
+        return pieces[0]
+    found = dict(zip(pieces[1::2], pieces[2::2]))
+    if name not in found:
+        raise ValueError(f"docs/hooks.py: bench/RESULTS.md has no section {name!r} (it has {', '.join(found)})")
+    return re.sub(r"^#(#+) ", r"\1 ", found[name], flags=re.M)
 
 
 # Settings
