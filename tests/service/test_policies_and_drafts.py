@@ -18,7 +18,8 @@ from tests.support import FreshPostgresDatabase, connect, finished, lifespan, re
 
 KEYS = "alice:alice-key,bob:bob-key"
 SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]
-BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
+# four rollouts a group, so that they differ in what they cite and node scores move
+BODY = {"iterations": 2, "rollouts_per_group": 4, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
 PROSPECTS = [
     {"id": "crm-1", "name": "Tomasz Nowak", "email": "tomasz@example.org", "company": "Ledgerly", "role": "CFO",
      "industry": "saas", "pains": ["cloud invoices keep surprising us at month-end", "no cost attribution per team"]},
@@ -267,20 +268,24 @@ async def test_the_same_idempotency_key_gives_the_same_batch(world):
 
 async def test_a_run_continues_from_a_policy(world):
     alice, _, run_id = world
-    learned = (await alice.get(f"/runs/{run_id}/node-scores", params={"iteration": 2, "scenario_id": "scn-saas-cfo"})).json()
-    assert any(score != 1.0 for score in learned["scores"].values())
+    scores = {scenario: (await alice.get(f"/runs/{run_id}/node-scores",
+                                         params={"iteration": 2, "scenario_id": scenario})).json()["scores"]
+              for scenario in SCENARIOS}
+    # two rollouts a group can cite the same facts and move no score: the scenario whose scores moved is the one kept
+    moved = [scenario for scenario in SCENARIOS if any(score != 1.0 for score in scores[scenario].values())]
+    assert moved, scores
+    trained = moved[0]
     continued = await alice.post("/learn-loop", json=BODY | {"iterations": 1, "init_from": f"{run_id}@2",
-                                                            "scenario_ids": ["scn-saas-cfo", "scn-fintech-cto"]})
+                                                            "scenario_ids": [trained, "scn-fintech-cto"]})
     assert continued.status_code == 202, continued.text
     new_id = continued.json()["run_id"]
     run = await finished(alice, new_id, timeout=300)
     assert run["status"] == "succeeded" and run["config"]["init_from"] == f"{run_id}@2"
-    start = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-saas-cfo"})).json()
-    assert start["scores"] == learned["scores"]  # the policy's scores, not all 1.0
+    start = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": trained})).json()
+    assert start["scores"] == scores[trained]  # the policy's scores, not all 1.0
     # a scenario the policy never trained on starts from the one it is most like
-    like = (await alice.get(f"/runs/{run_id}/node-scores", params={"iteration": 2, "scenario_id": "scn-healthcare-cto"})).json()
     fintech = (await alice.get(f"/runs/{new_id}/node-scores", params={"iteration": 0, "scenario_id": "scn-fintech-cto"})).json()
-    assert fintech["scores"] in (like["scores"], learned["scores"])
+    assert fintech["scores"] in list(scores.values())
     assert (await alice.get(f"/policies/{new_id}@0")).json()["training_step"] == 0
     assert (await alice.get(f"/policies/{run_id}@2")).json()["kept"] is True  # forked, so kept
 
