@@ -71,6 +71,9 @@ docs-serve: install
 bench: install
 	$(BIN)/pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.reply_interest
+	$(BIN)/python -m bench.replies
+	$(BIN)/python -m bench.writing
 
 # A real small model as policy and judge (tests/e2e/test_real_model.py): llama.cpp's own llama-server, built from
 # the source vendored in the llama-cpp-python sdist (its Python server refuses RULER's json_schema response format),

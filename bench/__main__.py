@@ -15,7 +15,7 @@ from bench import machine  # noqa: E402
 
 HERE = Path(__file__).parent
 SECTIONS = ("world", "orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out",
-            "pipelining", "real_model", "drafts", "promotion")
+            "pipelining", "real_model", "drafts", "promotion", "fairness")
 
 
 def run(section: str, workdir: Path, previous=None):
@@ -46,6 +46,10 @@ def run(section: str, workdir: Path, previous=None):
         from bench import promotion
 
         return promotion.measure(previous)
+    if section == "fairness":
+        from bench import fairness
+
+        return fairness.measure(workdir / "fairness")
     if section == "world":
         from bench import world
 

@@ -11,9 +11,6 @@ writes the section "Replies: quoted history and categories" of bench/RESULTS.md.
 import email
 import email.policy
 import json
-import os
-import platform
-import re
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -21,13 +18,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import bench
 from app.outcomes import inbound
 from app.outcomes.replies import Classification, ReplyCategory, classify_reply, own_text
+from bench.report import provenance, write_own_section
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT / "tests" / "corpora"
 RESULTS = Path(__file__).parent / "RESULTS.md"
-SECTION = "## Replies: quoted history and categories"
+SECTION = "## Replies: quoted history and categories"  # under the marker <!-- section: replies -->
 QUOTED_HISTORY_TARGET = 0.90
 MACRO_F1_TARGET = 0.85
 RECEIVED_AT = datetime(2026, 11, 20, 9, tzinfo=UTC)  # when a labelled reply came, unless it says otherwise
@@ -230,13 +229,10 @@ def _rate(tally: dict) -> str:
     return f"{tally['kept']}/{tally['total']} ({tally['kept'] / tally['total']:.0%})"
 
 
-def report(history: dict, held_out: dict, dev: dict, later: dict, machine: dict, timing: dict) -> str:
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    load = os.getloadavg()
+def report(history: dict, held_out: dict, dev: dict, later: dict, machine: dict, timing: dict, where: dict) -> str:
+    """The section, `where` (`bench.machine()`) naming the commit, the machine and the load as it began."""
     tallies = history["tallies"]
-    lines = [SECTION, "",
-             f"Measured {now} on {os.cpu_count()} cores, Python {platform.python_version()}, load average "
-             f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (a machine shared with other work). "
+    lines = [SECTION, "", provenance(where), "",
              "Reproduce with `python -m bench.replies` (offline, about a minute).", "",
              "### Quoted history: the kept text equals the expected visible text (whitespace-normalised)", "",
              f"Corpora: tests/corpora/replies (their sources and licences in its README). Target ≥ "
@@ -281,19 +277,12 @@ def report(history: dict, held_out: dict, dev: dict, later: dict, machine: dict,
     return "\n".join(lines) + "\n"
 
 
-def write(section: str) -> None:
-    """Replaces this section of bench/RESULTS.md (or appends it), leaving the others as they are."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 def main() -> None:
+    where = bench.machine()
     later = {name: scores(labelled(name)) for name in ("after", "fresh")}
     section = report(quoted_history(), scores(labelled("heldout")), scores(labelled("dev")), later, machine_messages(),
-                     speed())
-    write(section)
+                     speed(), where)
+    write_own_section(RESULTS, "replies", section)
     print(section)
 
 

@@ -20,17 +20,15 @@ of the draw, and so are opens, which neither uses).
 Scored at the end by the world's truth, which the learners cannot see into: each learner's final choice per prospect
 (the candidate its model rates best) averaged over that prospect's readers: the positive-reply rate (interested or
 meeting) and the unsubscribe rate per delivered send. Ten markets (seeds), 90 % t-intervals over them, and the paired
-differences. Run: `python -m bench.reply_interest` (writes bench/reply_interest.json; `--seeds`, `--rounds` to try
-less).
+differences. Run: `python -m bench.reply_interest` (writes bench/reply_interest.json and renders its section of
+bench/RESULTS.md from it; `--seeds`, `--rounds` to try less).
 """
 
 import argparse
 import json
 import math
-import platform
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +41,8 @@ from app.outcomes.meaning import InterestScale
 from app.outcomes.replies import ReplyCategory
 from app.simulation.people import SimulatedProspect, unseen_prospects
 from app.simulation.readers import Market, Received, ReplyKind
+from bench import machine
+from bench.report import write
 
 PROSPECTS = 8  # per market: each a segment of its own
 READERS = 60  # look-alike readers per prospect
@@ -181,6 +181,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args()
+    where = machine()  # the commit, the machine and the load as it began
     started = time.time()
     markets = [one_market(seed, args.rounds) for seed in range(args.seeds)]
     summary = {learner: {metric: interval([m[learner][metric] for m in markets]) for metric in ("positive", "unsubscribe")}
@@ -192,13 +193,13 @@ def main() -> None:
     raw_unsub = summary["raw"]["unsubscribe"]["mean"]
     reduction = 1 - summary["interest"]["unsubscribe"]["mean"] / raw_unsub if raw_unsub else float("nan")
     report = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.node(),
-        "load_1m": Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else None,
-        "seeds": args.seeds, "rounds": args.rounds, "prospects": PROSPECTS, "readers": READERS,
+        "where": where, "seeds": args.seeds, "rounds": args.rounds, "prospects": PROSPECTS, "readers": READERS,
         "sends_per_learner_per_market": args.rounds * PROSPECTS * SENDS, "summary": summary, "paired": paired,
         "unsubscribe_reduction": reduction, "markets": markets, "seconds": round(time.time() - started, 1),
     }
     OUT.write_text(json.dumps(report, indent=1))
+    results = OUT.with_name("results.json")
+    write(json.loads(results.read_text()) if results.exists() else {}, OUT.with_name("RESULTS.md"))  # its section
     for learner in LEARNERS:
         s = summary[learner]
         print(f"{learner:9} positive {s['positive']['mean']:.4f} [{s['positive']['low']:.4f}, {s['positive']['high']:.4f}]"

@@ -24,9 +24,15 @@ TITLES = {
     "real_model": "A real small model as policy and judge",
     "drafts": "Drafts: throughput and scale-out",
     "promotion": "Promotion on evidence: off-policy accuracy and regret",
+    "fairness": "Fair queues and a database outage",
+    "reply_interest": "Learning from what replies meant",
 }
-COMMANDS = {key: f"python -m bench {key}" for key in TITLES} | {"real_model": "make bench-real-model"}
+COMMANDS = {key: f"python -m bench {key}" for key in TITLES} | {"real_model": "make bench-real-model",
+                                                                  "reply_interest": "python -m bench.reply_interest"}
+# Benchmarks that write their own section of RESULTS.md (`write_own_section`); rendering keeps it as they wrote it.
+OWN_SECTIONS = {"replies": "python -m bench.replies", "writing": "python -m bench.writing"}
 MARKER = "<!-- section: {} -->"
+ANY_MARKER = re.compile(r"^<!-- section: (\S+) -->$", re.M)
 HEADING = re.compile(r"^## (.+)$")
 
 
@@ -40,8 +46,9 @@ def provenance(where: dict | None) -> str:
     if not where:
         return "*Where and when: not recorded.*"
     load = where.get("load_average")
-    load_text = ("load average " + "/".join(f"{x:.1f}" for x in load) + " (1/5/15 min) as it began" if load
-                 else "load as it began not recorded")
+    minutes = "1/5/15 min" if load and len(load) == 3 else "1 min"  # some benchmarks recorded the 1-minute figure only
+    load_text = (f"load average {'/'.join(f'{x:.1f}' for x in load)} ({minutes}) as it {where.get('load_at', 'began')}"
+                 if load else "load as it began not recorded")
     cpu = f" ({where['cpu']})" if where.get("cpu") else ""
     if where.get("recorded_in_commit"):
         code = (f"the code of commit `{where['commit']}`'s parent, with that commit's changes (the commit that recorded "
@@ -55,8 +62,45 @@ def write(results: dict, path: Path) -> None:
     path.write_text(render(results, path.parent))
 
 
+def own_sections(text: str) -> list[str]:
+    """The sections of a RESULTS.md whose marker names a benchmark that writes its own (not in TITLES), each from its
+    marker to the next marker or the end."""
+    pieces = ANY_MARKER.split(text)
+    return [f"{MARKER.format(name)}\n{body.strip(chr(10))}\n" for name, body in zip(pieces[1::2], pieces[2::2])
+            if name not in TITLES]
+
+
+def write_own_section(path: Path, name: str, body: str) -> None:
+    """Puts `body` (the section's heading onwards) under `name`'s marker in RESULTS.md at `path`, replacing what was
+    there from that marker to the next, or appending it; the other sections stay as they are."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    section = f"{MARKER.format(name)}\n{body.strip(chr(10))}\n"
+    pieces = ANY_MARKER.split(text)
+    names = pieces[1::2]
+    if name in names:
+        last = len(names) - 1
+        text = pieces[0] + "".join(
+            section + ("\n" if at < last else "") if other == name else MARKER.format(other) + body
+            for at, (other, body) in enumerate(zip(names, pieces[2::2])))
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def _with_reply_interest(results: dict, here: Path) -> dict:
+    """The figures bench/reply_interest.py records in bench/reply_interest.json, with where it measured them."""
+    path = here / "reply_interest.json"
+    if not path.exists():
+        return results
+    recorded = json.loads(path.read_text())
+    return results | {"reply_interest": recorded,
+                      "machines": results.get("machines", {}) | {"reply_interest": recorded["where"]}}
+
+
 def render(results: dict, here: Path) -> str:
-    """RESULTS.md for `results` (`here`: the folder of bench/reads_before.json)."""
+    """RESULTS.md for `results` (`here`: the folder of bench/reads_before.json and bench/reply_interest.json), with
+    the sections benchmarks wrote themselves kept from the RESULTS.md there."""
+    results = _with_reply_interest(results, here)
     machines = results.get("machines", {})
     lines = [
         "# Benchmark results",
@@ -75,7 +119,8 @@ def render(results: dict, here: Path) -> str:
         "",
     ]
     lines += sections(results, here)
-    return "\n".join(_marked(lines, results))
+    kept = own_sections((here / "RESULTS.md").read_text()) if (here / "RESULTS.md").exists() else []
+    return "\n".join(_marked(lines, results) + kept)
 
 
 def _marked(lines: list[str], results: dict) -> list[str]:
@@ -243,6 +288,10 @@ def sections(results: dict, here: Path) -> list[str]:
         lines += real_model_section(rm)
     if dr := results.get("drafts"):
         lines += drafts_section(dr)
+    if fa := results.get("fairness"):
+        lines += fairness_section(fa)
+    if ri := results.get("reply_interest"):
+        lines += reply_interest_section(ri)
     if pr := results.get("promotion"):
         lines += promotion_section(pr)
     return lines
@@ -1234,3 +1283,126 @@ def _unread(traits: dict, names: dict) -> list[str]:
                         f"(ρ {world:+.2f}).")
     return said or ["- None of these terms separates the judge from the world by 0.2 or more."]
 
+
+def fairness_section(fa: dict) -> list[str]:
+    """Fair queues (a noisy tenant beside a quiet one, dead webhooks) and the database outage drill."""
+    lines = [
+        f"## {TITLES['fairness']}",
+        "",
+        f"Load average (1 min) {fa['load_average_before']} before, {fa['load_average_after']} after. "
+        "`python -m bench fairness` (bench/fairness.py); every request through the HTTP API of real processes.",
+        "",
+    ]
+    if no := fa.get("noisy"):
+        quiet, dead = no["quiet"], no["dead_webhooks"]
+        lines += [
+            "**A noisy tenant** (PostgreSQL, `serve` API-only and two `codreamer worker` processes, default settings): "
+            f"Alice asked for {no['batches']['asked']} batches of {no['batches']['size']:,} prospects and "
+            f"{no['evaluations']['asked']} evaluations in {no['asked_s']} s; {no['batches']['accepted']} batches and "
+            f"{no['evaluations']['accepted']} evaluations were queued, {no['batches']['refused_429']} and "
+            f"{no['evaluations']['refused_429']} refused with 429.",
+            "",
+            f"- Bob's one-prospect batch: {quiet['status']} {quiet['seconds']:.1f} s after its request "
+            "(target ≤ 10 s), "
+            f"while {quiet['alices_still_active']} of Alice's batches and evaluations were still queued or running: "
+            f"{_ok(quiet['status'] == 'succeeded' and quiet['seconds'] <= 10 and quiet['alices_still_active'] > 0)}.",
+            f"- Behind two one-prospect batches whose webhook is a closed loopback port: "
+            f"{dead['behind_two_dead_s']:.1f} s, against {dead['alone_s']:.1f} s alone (target ≤ 5 s later; the two "
+            f"ended {', '.join(dead['dead_batches'])}): "
+            f"{_ok(dead['status'] == 'succeeded' and dead['behind_two_dead_s'] - dead['alone_s'] <= 5)}.",
+            "",
+        ]
+    if out := fa.get("outage"):
+        rounds = out["rounds"]
+        good = sum(r["exactly_once"] and all(e == "succeeded" for e in r["evaluations"]) for r in rounds)
+        lines += [
+            f"**The outage drill**: `serve` on a PostgreSQL cluster of its own; each round a batch of {out['count']} "
+            f"prospects and {out['evaluations']} evaluations, the cluster stopped for {out['stop_s']:g} s once the "
+            "batch had drafted some, then started; nothing resumed by hand.",
+            "",
+            "| round | drafted before the stop | batch | drafted (emails, distinct refs) | evaluations | stopped s | "
+            "ended s after the restart |",
+            "|---|---|---|---|---|---|---|",
+            *[f"| {n} | {r['drafted_before_stop']} | {r['batch_status']} | {r['completed']} ({r['emails']}, "
+              f"{r['distinct_refs']}) of {r['prospects']} | {', '.join(r['evaluations'])} | {r['stopped_s']} | "
+              f"{r['recovered_s']} |" for n, r in enumerate(rounds, 1)],
+            "",
+            f"- {good} of {len(rounds)} rounds: the batch succeeded with every prospect drafted exactly once and every "
+            f"evaluation succeeded (target 10 of 10): {_ok(good == len(rounds) == 10)}.",
+            "",
+        ]
+    return lines
+
+
+def _points(pair: dict, scale: float = 100, fmt: str = ".2f", sign: str = "") -> str:
+    """A mean and its 90 % interval, as percentages (`scale` 100) or points."""
+    return (f"{pair['mean'] * scale:{sign}{fmt}} [{pair['low'] * scale:{sign}{fmt}}, "
+            f"{pair['high'] * scale:{sign}{fmt}}]").replace("-", "−")
+
+
+def reply_interest_section(ri: dict) -> list[str]:
+    """Learning from what replies meant (bench/reply_interest.py): interest values against raw reply counts."""
+    summary, paired, markets = ri["summary"], ri["paired"], ri["markets"]
+    per_market = [1 - m["interest"]["unsubscribe"] / m["raw"]["unsubscribe"] for m in markets]
+    n = len(markets)
+    mean = sum(per_market) / n
+    half = 1.833 * math.sqrt(sum((x - mean) ** 2 for x in per_market) / (n - 1)) / math.sqrt(n) if n == 10 else None
+    met = (paired["positive_difference"]["mean"] >= 0 and ri["unsubscribe_reduction"] >= 0.3)
+    sends = ri["sends_per_learner_per_market"]
+    lines = [
+        f"## {TITLES['reply_interest']}",
+        "",
+        f"`python -m bench.reply_interest` (bench/reply_interest.py; raw numbers in bench/reply_interest.json), "
+        f"{ri['seconds']:.0f} s.",
+        "",
+        "Two learners choose, round after round, which of six candidate emails to send to each prospect's look-alike "
+        "readers, by Thompson sampling on the service's outcome model; they differ only in what a reply is worth: the "
+        "interest scale's defaults (`REPLY_INTEREST`: a meeting or an interested reply for, a not-interested or an "
+        "unsubscribe against), or every reply that is not an out-of-office as a success (the service before replies "
+        "were classified). `uniform` never learns. The candidates, written once before any run, are three plain ones "
+        "answering the prospect's first pain (a question, a case study, a call), a pushy one (hollow claims, a shouted "
+        "subject, four asks), an off-target one (another industry's story) and a long generic one. Each send draws its "
+        "reply kind from the world's probabilities for that reader; bounces and out-of-office notices, which neither "
+        f"learner counts, are left out. {ri['seeds']} markets (seeds 0–{ri['seeds'] - 1}), {ri['prospects']} unseen "
+        f"prospects each with {ri['readers']} look-alike readers, {ri['rounds']} rounds of "
+        f"{sends // (ri['rounds'] * ri['prospects'])} sends per prospect ({sends:,} sends per learner per market). "
+        "Scored by the world's truth over each prospect's readers for the candidate each learner ends up rating best; "
+        f"90 % t-intervals over the {ri['seeds']} markets.",
+        "",
+        "| learner | positive-reply rate (interested or meeting) | unsubscribe rate |",
+        "|---|---|---|",
+        *[f"| {label} | {_points(summary[key]['positive'])} % | {_points(summary[key]['unsubscribe'], fmt='.3f')} % |"
+          for key, label in (("interest", "interest values"), ("raw", "raw reply rate"),
+                             ("uniform", "uniform (no learning)"))],
+        "",
+        "Paired over the markets, interest − raw: positive-reply rate "
+        f"{_points(paired['positive_difference'], sign='+')} points, unsubscribe rate "
+        f"{_points(paired['unsubscribe_difference'], fmt='.3f', sign='+')} points; the unsubscribe rate is "
+        f"{ri['unsubscribe_reduction']:.0%} lower (per market {min(per_market):.0%}–{max(per_market):.0%}"
+        + (f", mean {mean:.0%} [{mean - half:.0%}, {mean + half:.0%}]" if half is not None else "")
+        + "). Target (positive-reply rate at least as high, unsubscribe rate at least 30 % lower): "
+        f"{'met' if met else '**missed**'}. " + _reply_interest_endings(ri),
+        "",
+    ]
+    return lines
+
+
+CANDIDATES = {"plain": (0, 1, 2), "pushy": (3,), "off-target": (4,), "long generic": (5,)}  # bench/reply_interest.py
+
+
+def _reply_interest_endings(ri: dict) -> str:
+    """Which candidate each learner ended on, and each candidate's true rates averaged over every reader."""
+    markets = ri["markets"]
+    finals = {learner: [k for m in markets for k in m[learner]["final"]] for learner in ("interest", "raw")}
+
+    def rate(metric: str, kinds: tuple[int, ...]) -> str:
+        values = sorted({f"{sum(m['candidates'][metric][k] for m in markets) / len(markets):.2%}".rstrip("%")
+                         for k in kinds})
+        return "–".join(dict.fromkeys((values[0], values[-1]))) + " %"
+
+    return (f"The raw learner ended on the pushy email for {sum(k in CANDIDATES['pushy'] for k in finals['raw'])} of "
+            f"the {len(finals['raw'])} prospects (its unsubscribes count as replies); the interest learner on a plain "
+            f"one for {sum(k in CANDIDATES['plain'] for k in finals['interest'])}. The candidates' true rates, "
+            "averaged over every reader: " + ", ".join(f"{name} {rate('positive', kinds)} positive and "
+                                              f"{rate('unsubscribe', kinds)} unsubscribe"
+                                              for name, kinds in CANDIDATES.items()) + ".")

@@ -20,21 +20,22 @@ policy (`@0`) and its last one draft all 30 prospects through `POST /drafts`. Ev
 - the reader: the world's reader (`app.simulation`, branch `world`), P(positive reply) of each email in 10 markets,
   and a rubric of our own (answers each stated pain with a concrete detail, stays on topic, ≤ 150 words, one ask).
 
-`python -m bench.writing` (about 15 minutes on 2 cores) writes section 14 of bench/RESULTS.md and
+`python -m bench.writing` (about 15 minutes on 2 cores) writes its section of bench/RESULTS.md and
 bench/writing_results.json.
 """
 
 import asyncio
 import json
 import os
-import platform
 import re
 import statistics
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+
+from bench import machine
+from bench.report import provenance, write_own_section
 
 HERE = Path(__file__).parent
 DATA = HERE / "writing_data"
@@ -42,7 +43,6 @@ SEEDS = int(os.environ.get("WRITING_SEEDS", "2"))
 ITERATIONS = int(os.environ.get("WRITING_ITERATIONS", "4"))
 MARKETS = 10
 DEMO_SENDER = {"name": "Jordan Ellis", "title": "Account Executive"}  # the demo graph has none: the batch names one
-START, END = "<!-- writing:start -->", "<!-- writing:end -->"
 
 _WORD = re.compile(r"[a-zà-ÿ0-9]+")
 _STOP = set("the and for with that this from your you our are was were have has into over than then they them their "
@@ -279,12 +279,6 @@ def evaluate(collected: dict) -> dict:
     return result
 
 
-def machine() -> dict:
-    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 1024**2, 1), "python": platform.python_version(),
-            "date": datetime.now(UTC).isoformat(timespec="seconds"), "load_before": os.getloadavg()[0]}
-
-
 def _examples(result: dict, collected_ids: list[str]) -> list[str]:
     lines = []
     for graph_id, per in result.items():
@@ -302,14 +296,14 @@ def _examples(result: dict, collected_ids: list[str]) -> list[str]:
 
 
 def section(result: dict, meta: dict) -> str:
-    lines = [START, "## 14. Drafts a salesperson would send: facts, names, pains, sender, fit (issue 52)", "",
-             f"Measured {meta['date']} on {meta['cores']} cores, {meta['memory_gib']} GiB, Python {meta['python']}; "
-             f"load average {meta['load_before']:.1f} before the run (other sessions' tests share the machine). "
-             f"Reproduce with `python -m bench.writing` (raw numbers: `bench/writing_results.json`).", "",
+    lines = ["## Drafts a salesperson would send: facts, names, pains, sender, fit (issue 52)", "",
+             provenance(meta), "",
+             "Reproduce with `python -m bench.writing` (raw numbers: `bench/writing_results.json`).", "",
              f"30 prospects of our own (`bench/writing_data/prospects.json`: 25 industries, 10 unlike any scenario of "
              f"either graph, names from a dozen cultures, honorifics and \"Last, First\"), drafted on the demo graph and "
              f"on a second graph (`bench/writing_data/sensors_graph.json`, an industrial-sensors vendor) by a run's "
-             f"untrained policy (`@0`) and its last one (`@{ITERATIONS}`: {ITERATIONS} iterations × 4 rollouts, embedded "
+             f"untrained policy (`@0`) and its last one (`@{meta['iterations']}`: {meta['iterations']} iterations × 4 "
+             "rollouts, embedded "
              f"backend, the judge alone), {meta['seeds']} training seed(s). Every check is the benchmark's own "
              f"(`bench/writing.py`); none calls the composer or the judge.", "",
              "| graph | policy | drafts | broken greetings | pasted/ungrammatical | >1 seller clause | not opening on the "
@@ -343,19 +337,7 @@ def section(result: dict, meta: dict) -> str:
                     lines.append(f"  - {label} {name}: {'; '.join(m[key])}")
     lines += ["", "Emails quoted (seed 0, trained):", ""]
     lines += _examples(result, ["w1", "w6", "d3", "u1", "u4", "d11"])
-    lines.append(END)
     return "\n".join(lines)
-
-
-def write_section(text: str) -> None:
-    path = HERE / "RESULTS.md"
-    current = path.read_text()
-    if START in current:
-        head, rest = current.split(START, 1)
-        current = head + text + rest.split(END, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(current)
 
 
 def main() -> None:
@@ -373,10 +355,10 @@ def main() -> None:
     seeds = min(len(g["runs"]) for g in collected["graphs"].values())
     for graph in collected["graphs"].values():
         graph["runs"] = graph["runs"][:seeds]
-    meta["seeds"] = seeds
+    meta["seeds"], meta["iterations"] = seeds, ITERATIONS
     result = evaluate(collected)
     (HERE / "writing_results.json").write_text(json.dumps({"machine": meta, "result": result}, indent=1, ensure_ascii=False))
-    write_section(section(result, meta))
+    write_own_section(HERE / "RESULTS.md", "writing", section(result, meta))
     print(section(result, meta))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.report import COMMANDS, TITLES, provenance, render
+from bench.report import COMMANDS, OWN_SECTIONS, TITLES, provenance, render, write_own_section
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -50,8 +50,8 @@ def test_provenance_names_the_load_and_the_cpu_when_recorded():
     assert provenance(None) == "*Where and when: not recorded.*"
 
 
-def test_a_benchmark_without_figures_shows_none_rather_than_old_ones():
-    text = render({"machine": {}, "machines": {}}, ROOT / "bench")
+def test_a_benchmark_without_figures_shows_none_rather_than_old_ones(tmp_path):
+    text = render({"machine": {}, "machines": {}}, tmp_path)  # no results.json figures, no reply_interest.json
     for key, title in TITLES.items():
         assert f"<!-- section: {key} -->\n## {title}\n\nNo figures measured on the current code: `{COMMANDS[key]}`" in text
 
@@ -67,10 +67,24 @@ def test_each_benchmark_has_a_page_in_the_nav_that_shows_its_section_under_15_kb
         assert f"benchmarks/results/{page.name}" in nav, page
         rendered = module.on_page_markdown(page.read_text(), page=None, config=None, files=None)
         assert len(rendered.encode()) <= 15 * 1024, (page.name, len(rendered.encode()))
-        assert rendered.lstrip().startswith(f"# {TITLES[key]}\n"), page.name  # the section's title is the page's
-    assert sorted(shown) == sorted(TITLES)
+        if key in TITLES:
+            assert rendered.lstrip().startswith(f"# {TITLES[key]}\n"), page.name  # the section's title is the page's
+    assert sorted(shown) == sorted([*TITLES, *OWN_SECTIONS])
     overview = module.on_page_markdown("<!-- include: bench/RESULTS.md#overview -->", page=None, config=None, files=None)
     assert overview.startswith("# Benchmark results") and "<!-- section:" not in overview
+
+
+def test_a_section_a_benchmark_writes_itself_is_replaced_by_its_marker_and_kept_by_the_report(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    write_own_section(path, "replies", "## Replies\n\nfirst")
+    write_own_section(path, "writing", "## Drafts\n\nsecond")
+    write_own_section(path, "replies", "## Replies\n\nagain")
+    assert path.read_text() == ("# Benchmark results\n\n<!-- section: replies -->\n## Replies\n\nagain\n\n"
+                                "<!-- section: writing -->\n## Drafts\n\nsecond\n")
+    text = render({"machine": {}, "machines": {}}, tmp_path)
+    assert text.endswith("<!-- section: replies -->\n## Replies\n\nagain\n\n<!-- section: writing -->\n## Drafts\n\n"
+                         "second\n")
+    assert set(OWN_SECTIONS) & set(TITLES) == set()
 
 
 def test_an_unknown_section_fails_the_build():
