@@ -25,8 +25,8 @@ from app.knowledge_graph.schemas import Sender
 from app.loop.reward import rollout_seed
 from app.outcomes import refs
 from app.outcomes import repository as outcomes
-from app.outcomes.verification import domain_of
 from app.outcomes.service import suppressions_of
+from app.outcomes.verification import domain_of
 
 CHUNK = 25  # prospects per chunk: what a crash can make a worker draft again
 CHUNK_POLL_S = 0.2  # how often a batch looks whether the chunk it waits for has ended (as often as the queue is polled)
