@@ -64,11 +64,11 @@ async def logged_sends(session: AsyncSession, tenant: str, graph_id: str, mature
     """Every sent draft on the graph whose outcome is known, with the traffic decision logged when it was drafted:
     rows of (`batch`, `policy_id` that wrote it, `propensity` that policy had of being chosen, `positive` 0/1 (a
     verified positive reply by the interest `scale`), `unsubscribed` 0/1 (an unsubscribe or a complaint), `prospect`,
-    `replier`: the keyed hash of whoever replied, verified, or None)."""
+    `replier`: the keyed hash of whoever replied, verified, or None, `replied` 0/1: a verified reply of any kind)."""
     known = outcomes.known_draft_sends(tenant, graph_id, mature_before, scale)
     return (await session.execute(
         select(known.c.draft_batch_id.label("batch"), known.c.policy_id, Draft.propensity, known.c.positive,
-               known.c.unsubscribed, Draft.prospect, known.c.replier)
+               known.c.unsubscribed, Draft.prospect, known.c.replier, known.c.replied)
         .join(Draft, and_(Draft.batch_id == known.c.draft_batch_id, Draft.position == known.c.slot)))).all()
 
 

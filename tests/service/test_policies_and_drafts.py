@@ -18,8 +18,7 @@ from tests.support import FreshPostgresDatabase, connect, finished, lifespan, re
 
 KEYS = "alice:alice-key,bob:bob-key"
 SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]
-# four rollouts a group, so that they differ in what they cite and node scores move
-BODY = {"iterations": 2, "rollouts_per_group": 4, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
+BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
 PROSPECTS = [
     {"id": "crm-1", "name": "Tomasz Nowak", "email": "tomasz@example.org", "company": "Ledgerly", "role": "CFO",
      "industry": "saas", "pains": ["cloud invoices keep surprising us at month-end", "no cost attribution per team"]},
@@ -267,7 +266,10 @@ async def test_the_same_idempotency_key_gives_the_same_batch(world):
 
 
 async def test_a_run_continues_from_a_policy(world):
-    alice, _, run_id = world
+    alice, _, _ = world
+    # four rollouts a group, so that they differ in what they cite and node scores move
+    run_id = (await alice.post("/learn-loop", json=BODY | {"rollouts_per_group": 4})).json()["run_id"]
+    assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
     scores = {scenario: (await alice.get(f"/runs/{run_id}/node-scores",
                                          params={"iteration": 2, "scenario_id": scenario})).json()["scores"]
               for scenario in SCENARIOS}
