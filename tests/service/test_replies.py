@@ -255,8 +255,9 @@ async def test_learning_reads_a_relabel(world):
         return sum(s.positive for s in mine), sum(s.negative for s in mine)
 
     before = await counts()
-    assert (await alice.post("/outcomes", json={"events": [
-        event(ref, "replied", "learn-1", "lena@example.org", category="interested")]})).json()["accepted"] == 1
+    assert (await alice.post("/outcomes", json={"events": [  # a reply counts from a recipient delivered to
+        event(ref, "delivered", "learn-0", "lena@example.org"),
+        event(ref, "replied", "learn-1", "lena@example.org", category="interested")]})).json()["accepted"] == 2
     assert await counts() == (before[0] + 0.5, before[1])  # an interested reply: half a meeting
     reply = next(r for r in await all_replies(alice, f"/runs/{run_id}/replies") if r["ref"] == ref)
     assert (await alice.patch(f"/replies/{reply['id']}", json={"category": "unsubscribe"})).status_code == 200
