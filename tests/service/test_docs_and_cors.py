@@ -14,6 +14,8 @@ from tests.support import connect, lifespan
 ORIGIN = "http://localhost:3000"
 KEY = "docs-test-key"
 OPERATION_IDS = {
+    "addSuppressions", "getSuppression", "deleteSuppression", "listRunReplies", "listBatchReplies", "relabelReply",
+    "listDraftBatches", "cancelDraftBatch", "resumeDraftBatch", "cancelEvaluation",
     "createLearnLoop", "listRuns", "getRun", "cancelRun", "resumeRun", "listIterations", "getIteration",
     "getNodeScores", "listEvents", "listWebhookDeliveries", "listGraphs", "createGraph", "listNodes", "getNode",
     "listScenarios", "getHealth", "getReadiness", "listJudges",
@@ -135,7 +137,8 @@ def test_every_list_is_a_named_page_with_has_more():
     assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), sorted(schemas)
     lists = {name for name, schema in schemas.items() if set(schema.get("properties", {})) == {"data", "has_more"}}
     assert lists == {"RunList", "IterationList", "JudgeList", "EventList", "DeliveryList", "GraphList", "NodePage", "ScenarioList",
-                     "OutcomeSourceList", "PolicyList", "DraftPage", "EvaluationList", "GraphEventList", "BatchEventList"}
+                     "OutcomeSourceList", "PolicyList", "DraftPage", "EvaluationList", "GraphEventList", "BatchEventList",
+                     "ReplyList", "BatchPage"}
     assert all(schemas[name]["required"] == ["data", "has_more"] for name in lists)
 
 
