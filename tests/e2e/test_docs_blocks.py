@@ -56,7 +56,9 @@ def check_knowledge_graphs(stdout: str) -> None:
 
 
 def check_outcomes(stdout: str) -> None:
-    reported, postmark, outcomes = answers(stdout)
+    suppressed, suppression, reported, postmark, outcomes = answers(stdout)
+    assert suppressed == {"suppressed": 1} and suppression["reason"] == "asked by phone" and suppression["until"] is None
+    assert "204" in stdout.splitlines()
     assert reported == {"accepted": 2, "duplicates": 0, "unattributed": 0}
     assert postmark == {"accepted": 1, "duplicates": 0, "unattributed": 0}
     [email] = [e for e in outcomes["data"] if e["iteration"] == 1]

@@ -159,10 +159,10 @@ async def test_a_failed_batch_resumes_drafting_only_what_is_missing(world, monke
     alice, bob, run_id, _, _ = world
     write_for = workflow.write_for
 
-    async def failing(author, graph, prospect, seed):
+    async def failing(author, graph, prospect, seed, **options):
         if prospect["name"] == "Prospect 30":  # in the second chunk
             raise workflow.DraftingFailed("Prospect 30 cannot be written to")
-        return await write_for(author, graph, prospect, seed)
+        return await write_for(author, graph, prospect, seed, **options)
 
     monkeypatch.setattr(workflow, "write_for", failing)
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",

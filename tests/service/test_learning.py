@@ -49,8 +49,12 @@ async def test_same_seed_same_run(learn):
 @pytest.mark.slow
 async def test_learning_works_on_an_uploaded_graph_without_feedback(learn):
     document = synthetic_document(3)
-    learned = await learn(LearnLoopRequest(graph_id=document.id, iterations=8, rollouts_per_group=4, seed=1), document)
-    rewards = [learned.rewards(i) for i in range(1, 9)]
+    request = LearnLoopRequest(graph_id=document.id, iterations=8, rollouts_per_group=4, seed=1)
+    learned = await learn(request, document)
+    frozen = await learn(request.model_copy(update={"train_policy": False, "reweight_graph": False}), document)
     assert all(t["feedback_score"] is None for t in learned.iterations[1]["trajectories"])
     assert "explored_fraction" not in learned.iterations[1]["metrics"]  # nothing was sent: nothing to explore for
-    assert np.mean(rewards[-3:]) >= 1.15 * rewards[0]
+    late, late_frozen = mean_reward(learned, [6, 7, 8]), mean_reward(frozen, [6, 7, 8])
+    # As on the demo: a rise, from learning (the same seed without it does not rise as far)
+    assert late >= 1.1 * learned.rewards(1), (learned.rewards(1), late)
+    assert late >= late_frozen + 0.05, (late, late_frozen)

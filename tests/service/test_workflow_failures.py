@@ -17,6 +17,7 @@ from app.events.schemas import Subject, SubjectKind
 from app.kit.settings import Settings
 from app.lifecycle.api import dbos_database_url
 from app.lifecycle.local import local_service, run_to_end
+from app.loop.schemas import FeedbackMode
 from app.runs import queue, repository, service, transitions, workflow
 from app.runs.events import EventType
 from app.runs.models import Iteration, NodeScoreChange, Run, TrajectoryRecord
@@ -172,8 +173,10 @@ def _as_the_dict_steps_wrote_it(output):
 
 async def _in_flight_before_the_last_email(process, rewrite) -> tuple[str, dict, int]:
     """A finished one-iteration run put back to where it was before iteration 1's email, its checkpoints up to
-    there rewritten by `rewrite`; returns the run id, iteration 1 as first recorded, and the step to go on from."""
-    finished = await run_to_end(process, REQUEST)
+    there rewritten by `rewrite`; returns the run id, iteration 1 as first recorded, and the step to go on from.
+    The run learns from the world's estimate (`oracle`), not its sends: the sends reported after the email would
+    otherwise change the email the step writes again."""
+    finished = await run_to_end(process, REQUEST.model_copy(update={"feedback_source": FeedbackMode.ORACLE}))
     run_id = finished["run_id"]
     async with process.api.db.read() as session:
         first = (await repository.iterations(process.api.db, run_id))[1]
