@@ -681,9 +681,9 @@ async def test_a_kept_policy_outlives_its_run_drafts_and_is_forked(world):
     assert untrained.status_code == 201 and untrained.json()["training_step"] == 0 and untrained.json()["name"] is None
     listed = (await alice.get("/policies", params={"graph_id": "demo", "limit": 200})).json()["data"]
     assert policy in listed and [p["id"] for p in listed] == sorted(p["id"] for p in listed)
-    first = (await alice.get("/policies", params={"limit": 1})).json()
+    first = (await alice.get("/policies", params={"graph_id": "demo", "limit": 1})).json()
     assert first["has_more"] is True and len(first["data"]) == 1
-    rest = (await alice.get("/policies", params={"after": first["data"][0]["id"], "limit": 200})).json()["data"]
+    rest = (await alice.get("/policies", params={"graph_id": "demo", "after": first["data"][0]["id"], "limit": 200})).json()["data"]
     assert [p["id"] for p in rest] == [p["id"] for p in listed if p["id"] > first["data"][0]["id"]]
     assert (await alice.get("/policies", params={"graph_id": "nope"})).json() == {"data": [], "has_more": False}
     # another tenant's policy is as unknown as an unknown one
