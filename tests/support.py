@@ -417,6 +417,50 @@ async def wait_until(predicate, timeout: float = 30) -> None:
         await asyncio.sleep(0.1)
 
 
+TENANT_KEYS = "alice:alice-key,bob:bob-key"
+
+
+@asynccontextmanager
+async def two_tenants(database: str, tmp_dir: Path, **settings):
+    """Alice and Bob (`alice-key`, `bob-key`) on one app in process with its worker, on a fresh SQLite file in
+    `tmp_dir` or, `database` being "postgresql", a fresh PostgreSQL database, dropped afterwards; yields (app, alice,
+    bob). `settings` add to the test settings."""
+    from app.kit.settings import Settings
+    from app.main import create_app
+
+    postgres = None
+    if database == "postgresql":
+        require_postgres()
+        postgres = FreshPostgresDatabase()
+    url = postgres.url if postgres else f"sqlite:///{tmp_dir}/db.sqlite"
+    app = create_app(Settings(_env_file=None, database_url=url, environment="test", api_keys=TENANT_KEYS, **settings))
+    try:
+        async with lifespan(app), connect(app) as alice, connect(app) as bob:
+            alice.headers["Authorization"], bob.headers["Authorization"] = "Bearer alice-key", "Bearer bob-key"
+            yield app, alice, bob
+    finally:
+        if postgres:
+            postgres.drop()
+
+
+async def learned(client: httpx.AsyncClient, body: dict) -> str:
+    """The id of a run of `body` (a POST /learn-loop body), once it has succeeded."""
+    run_id = (await client.post("/learn-loop", json=body)).json()["run_id"]
+    run = await finished(client, run_id, timeout=300)
+    assert run["status"] == "succeeded", run
+    return run_id
+
+
+async def settled(client: httpx.AsyncClient, path: str, timeout: float = 300) -> dict:
+    """The resource at `path` (a draft batch, an evaluation) once its status is final."""
+    for _ in range(int(timeout / 0.1)):
+        found = (await client.get(path)).json()
+        if found["status"] in ("succeeded", "failed", "cancelled"):
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{path} did not end: {found}")
+
+
 async def finished(client: httpx.AsyncClient, run_id: str, timeout: float = 120) -> dict:
     """The run once it is succeeded, failed or cancelled (in-process clients)."""
     for _ in range(int(timeout / 0.1)):

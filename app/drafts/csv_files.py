@@ -144,9 +144,10 @@ def prospect_of(values: list[str], header: list[str], columns: Columns) -> dict:
     return prospect
 
 
-def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> list[dict]:
-    """The rows of a sales tool's export, each validated by `model` (the batch's prospect schema). A bad row is a
-    422 naming its line (the header is line 1) and the column as the file names it."""
+def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> list[BaseModel]:
+    """The rows of a sales tool's export, each validated by `model` (the batch's prospect schema: the instances, which
+    keep what validation says it cleaned). A bad row is a 422 naming its line (the header is line 1) and the column as
+    the file names it."""
     if len(data) > MAX_CSV_BYTES:
         raise invalid("file", f"the CSV file is {len(data) / 1048576:.1f} MiB, over the {MAX_CSV_BYTES // 1048576} MiB "
                               f"a batch of {max_rows} prospects takes: split it into smaller batches")
@@ -175,7 +176,7 @@ def prospects_from_csv(data: bytes, model: type[BaseModel], max_rows: int) -> li
                                                      f"{len(header)}): is a value holding a {delimiter!r} unquoted?"))
                 continue
             try:
-                rows.append(model.model_validate(prospect_of(values, header, columns)).model_dump(exclude_none=True))
+                rows.append(model.model_validate(prospect_of(values, header, columns)))
             except RowError as exc:
                 errors.append(_row_error(line, None, str(exc)))
             except ValidationError as exc:

@@ -62,7 +62,7 @@ def links(batch_id: str) -> BatchLinks:
     return BatchLinks(self=f"/draft-batches/{batch_id}", drafts=f"/draft-batches/{batch_id}/drafts")
 
 
-def prospects_from_csv(data: bytes) -> list[dict]:
+def prospects_from_csv(data: bytes) -> list[ProspectIn]:
     """A sales tool's export as the batch's prospects (see `app.drafts.csv_files`); a bad row is a 422 naming its
     line and column."""
     return csv_files.prospects_from_csv(data, ProspectIn, MAX_PROSPECTS)

@@ -23,10 +23,13 @@ def test_the_judge_ranks_candidates_as_the_world_does(measured):
     assert judge["spearman"] is not None and judge["spearman"] > 0, judge
 
 
-def test_the_rule_with_no_learning_beats_the_untrained_policy_on_unseen_industries(measured):
-    """As in every seed measured (bench/RESULTS.md); on the look-alikes the two are close, so no claim there."""
+def test_both_policies_beat_the_rule_with_no_learning_on_unseen_industries(measured):
+    """As in every seed measured (bench/RESULTS.md): the trained policy's drafts, and the untrained one's, earn more
+    than the rule's. Trained against untrained is close (the target of 1.3x is missed), so no claim there; nor on the
+    look-alikes, where all three are close."""
     transfer = measured["transfer"]["unseen"]
-    assert transfer["heuristic"] > transfer["untrained"], transfer
+    assert transfer["trained"] > transfer["heuristic"], transfer
+    assert transfer["untrained"] > transfer["heuristic"], transfer
 
 
 def test_the_world_rates_every_writer_at_cold_email_rates(measured):

@@ -2,16 +2,13 @@
 exported in each tool's documented column names with the custom columns passed through, no cell starting a formula,
 and the limits of a batch's body (on SQLite and PostgreSQL)."""
 
-import asyncio
 import csv
 import io
 from pathlib import Path
 
 import pytest
 
-from app.kit.settings import Settings
-from app.main import create_app
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import learned, settled, two_tenants
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -20,36 +17,16 @@ FORMULA = ("=", "+", "-", "@", "\t", "\r")
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def deployed(request, tmp_path_factory):
     """Alice's service, whose demo graph has her deployed one-iteration policy, with small request limits; and Bob."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts-csv')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", secret_key="test-secret-key-for-drafts",
-                        api_keys="alice:alice-key,bob:bob-key", max_body_bytes=4096, max_drafts_bytes=256 * 1024)
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as client, connect(app) as bob:
-            client.headers["Authorization"] = "Bearer alice-key"
-            bob.headers["Authorization"] = "Bearer bob-key"
-            run_id = (await client.post("/learn-loop", json={
-                "iterations": 1, "rollouts_per_group": 2, "max_turns": 4, "feedback_source": "none",
-                "scenario_ids": ["scn-healthcare-cto"]})).json()["run_id"]
-            assert (await finished(client, run_id, timeout=300))["status"] == "succeeded"
-            assert (await client.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})).status_code == 200
-            yield client, bob
-    finally:
-        if postgres:
-            postgres.drop()
+    async with two_tenants(request.param, tmp_path_factory.mktemp("drafts-csv"), secret_key="test-secret-key-for-drafts",
+                           max_body_bytes=4096, max_drafts_bytes=256 * 1024) as (_, client, bob):
+        run_id = await learned(client, {"iterations": 1, "rollouts_per_group": 2, "max_turns": 4, "feedback_source": "none",
+                                        "scenario_ids": ["scn-healthcare-cto"]})
+        assert (await client.put("/graphs/demo/deployment", json={"policy": f"{run_id}@1"})).status_code == 200
+        yield client, bob
 
 
-async def drafted(client, batch_id: str, timeout: float = 300) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        batch = (await client.get(f"/draft-batches/{batch_id}")).json()
-        if batch["status"] in ("succeeded", "failed"):
-            return batch
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"batch {batch_id} did not finish")
+async def drafted(client, batch_id: str) -> dict:
+    return await settled(client, f"/draft-batches/{batch_id}")
 
 
 async def upload(client, name: str, content: bytes):

@@ -9,12 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from app.events.models import WebhookDelivery
-from app.kit.settings import Settings
-from app.main import create_app
 from tests.drills import prospects
-from tests.support import FreshPostgresDatabase, connect, finished, free_port, lifespan, require_postgres
+from tests.support import free_port, learned, settled, two_tenants
 
-KEYS = "alice:alice-key,bob:bob-key"
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"],
         "max_turns": 4, "feedback_source": "none"}
 CAP = 3
@@ -24,37 +21,11 @@ EVALUATION_CAP = 2
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice and Bob on one service with its worker: two slots in all, one per tenant; Alice's finished run."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('fair')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-fair-queues", webhook_allow_private=True,
-                        max_concurrent_runs=2, worker_concurrency=2, draft_concurrency_per_tenant=1,
-                        max_active_draft_batches_per_tenant=CAP, max_active_evaluations_per_tenant=EVALUATION_CAP)
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice, connect(app) as bob:
-            alice.headers["Authorization"] = "Bearer alice-key"
-            bob.headers["Authorization"] = "Bearer bob-key"
-            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-            bobs_run = (await bob.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(bob, bobs_run, timeout=300))["status"] == "succeeded"
-            yield alice, bob, run_id, bobs_run, app
-    finally:
-        if postgres:
-            postgres.drop()
-
-
-async def ended(client, path: str, timeout: float = 300) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        found = (await client.get(path)).json()
-        if found["status"] in ("succeeded", "failed", "cancelled"):
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{path} did not end")
+    async with two_tenants(request.param, tmp_path_factory.mktemp("fair"), secret_key="test-secret-key-for-fair-queues",
+                           webhook_allow_private=True, max_concurrent_runs=2, worker_concurrency=2,
+                           draft_concurrency_per_tenant=1, max_active_draft_batches_per_tenant=CAP,
+                           max_active_evaluations_per_tenant=EVALUATION_CAP) as (app, alice, bob):
+        yield alice, bob, await learned(alice, BODY), await learned(bob, BODY), app
 
 
 async def workflows_ended(*workflow_ids: str, timeout: float = 120) -> None:
@@ -88,7 +59,7 @@ async def test_a_noisy_tenant_is_capped_and_holds_no_other_tenants_batch(world):
     mine = await bob.post("/drafts", json={"graph_id": "demo", "policy": f"{bobs_run}@1",
                                            "prospects": prospects(1, "Bob's")})
     assert mine.status_code == 202
-    assert (await ended(bob, f"/draft-batches/{mine.json()['batch_id']}"))["status"] == "succeeded"
+    assert (await settled(bob, f"/draft-batches/{mine.json()['batch_id']}"))["status"] == "succeeded"
     alices = [(await alice.get(f"/draft-batches/{b.json()['batch_id']}")).json()["status"] for b in batches]
     alices += [(await alice.get(f"/evaluations/{e.json()['evaluation_id']}")).json()["status"]
                for e in evaluations[:-1]]
@@ -122,7 +93,7 @@ async def test_a_noisy_tenant_is_capped_and_holds_no_other_tenants_batch(world):
     # the cap counts only what is queued or running: Alice may draft again
     again = await alice.post("/drafts", json={"graph_id": "demo", "policy": policy, "prospects": prospects(1)})
     assert again.status_code == 202
-    assert (await ended(alice, f"/draft-batches/{again.json()['batch_id']}"))["status"] == "succeeded"
+    assert (await settled(alice, f"/draft-batches/{again.json()['batch_id']}"))["status"] == "succeeded"
 
 
 async def test_dead_webhooks_hold_no_batch_evaluation_or_slot(world):
@@ -141,8 +112,8 @@ async def test_dead_webhooks_hold_no_batch_evaluation_or_slot(world):
               (await alice.post("/drafts", json={"graph_id": "demo", "policy": policy, "prospects": prospects(1)})
                ).json()["batch_id"]]
     for batch_id, client in zip([*held, *others], [alice, alice, bob, alice], strict=True):
-        assert (await ended(client, f"/draft-batches/{batch_id}"))["status"] == "succeeded"
-    assert (await ended(alice, f"/evaluations/{evaluation['evaluation_id']}"))["status"] == "succeeded"
+        assert (await settled(client, f"/draft-batches/{batch_id}"))["status"] == "succeeded"
+    assert (await settled(alice, f"/evaluations/{evaluation['evaluation_id']}"))["status"] == "succeeded"
     await workflows_ended(*held, *others, evaluation["evaluation_id"])
     async with app.state.services.db.read() as session:
         deliveries = (await session.scalars(select(WebhookDelivery).where(WebhookDelivery.url.is_not(None)))).all()
@@ -168,7 +139,7 @@ async def test_a_failed_batch_resumes_drafting_only_what_is_missing(world, monke
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
                                                  "prospects": prospects(60)})).json()
     batch_id = created["batch_id"]
-    failed = await ended(alice, f"/draft-batches/{batch_id}")
+    failed = await settled(alice, f"/draft-batches/{batch_id}")
     assert (failed["status"], failed["completed"]) == ("failed", 35), failed
     listed = (await alice.get(created["links"]["drafts"], params={"limit": 100})).json()["data"]
     first = {d["position"]: d["email"]["ref"] for d in listed if d["email"]}
@@ -177,7 +148,7 @@ async def test_a_failed_batch_resumes_drafting_only_what_is_missing(world, monke
     resumed = await alice.post(f"/draft-batches/{batch_id}/resume")
     assert resumed.status_code == 202 and resumed.json()["status"] == "queued", resumed.text
     assert (await alice.post(f"/draft-batches/{batch_id}/resume")).status_code == 409  # queued, not failed
-    batch = await ended(alice, f"/draft-batches/{batch_id}")
+    batch = await settled(alice, f"/draft-batches/{batch_id}")
     assert (batch["status"], batch["completed"], batch["error"]) == ("succeeded", 60, None), batch
     drafts = (await alice.get(created["links"]["drafts"], params={"limit": 100})).json()["data"]
     assert all(d["email"] for d in drafts)
@@ -219,9 +190,9 @@ async def test_chunk_and_evaluation_steps_are_rerun_through_a_passing_database_e
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
                                                  "prospects": prospects(30)})).json()
     evaluation = (await alice.post("/evaluations", json={"graph_id": "demo", "policies": [f"{run_id}@1"]})).json()
-    batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
+    batch = await settled(alice, f"/draft-batches/{created['batch_id']}")
     assert (batch["status"], batch["completed"]) == ("succeeded", 30), batch
-    assert (await ended(alice, f"/evaluations/{evaluation['evaluation_id']}"))["status"] == "succeeded"
+    assert (await settled(alice, f"/evaluations/{evaluation['evaluation_id']}"))["status"] == "succeeded"
     assert {key[0] if isinstance(key, tuple) else key for key in failed} == {"chunk", "evaluation"}
     refs = [o["ref"] for o in (await alice.get(f"/draft-batches/{created['batch_id']}/outcomes")).json()["data"]]
     assert len(refs) == len(set(refs)) == 30
@@ -242,7 +213,7 @@ async def test_a_chunk_claimed_here_and_never_started_is_resumed(world):
     alice, _, run_id, _, app = world
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
                                                  "prospects": prospects(1)})).json()
-    assert (await ended(alice, f"/draft-batches/{created['batch_id']}"))["status"] == "succeeded"
+    assert (await settled(alice, f"/draft-batches/{created['batch_id']}"))["status"] == "succeeded"
     settings = app.state.services.settings
     stalled = f"stalled-{uuid.uuid4().hex[:8]}"
     await durable.client().enqueue_async(  # on a queue no worker polls, then claimed for this worker as DBOS claims
@@ -291,13 +262,13 @@ async def test_a_batch_or_evaluation_whose_workflow_ended_without_it_fails_resum
     await workflows_ended(created["batch_id"], evaluation["evaluation_id"])
     await drafts.end_orphans(services)  # as the worker's housekeeping does every round
     await evaluations.end_orphans(services)
-    batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
+    batch = await settled(alice, f"/draft-batches/{created['batch_id']}")
     assert batch["status"] == "failed" and "workflow ended (CANCELLED)" in batch["error"]["message"], batch
-    failed = await ended(alice, f"/evaluations/{evaluation['evaluation_id']}")
+    failed = await settled(alice, f"/evaluations/{evaluation['evaluation_id']}")
     assert failed["status"] == "failed" and "workflow ended (CANCELLED)" in failed["error"]["message"], failed
     assert await drafts.end_orphans(services) == []  # once
     assert (await alice.post(f"/draft-batches/{created['batch_id']}/resume")).status_code == 202
-    batch = await ended(alice, f"/draft-batches/{created['batch_id']}")
+    batch = await settled(alice, f"/draft-batches/{created['batch_id']}")
     assert (batch["status"], batch["completed"]) == ("succeeded", 40), batch
     events = (await alice.get(f"/draft-batches/{created['batch_id']}/events")).json()["data"]
     assert [e["type"] for e in events] == ["draft_batch.failed", "draft_batch.succeeded"]

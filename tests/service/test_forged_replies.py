@@ -2,18 +2,14 @@
 email went to; 200 replies to one draft from other addresses move no count, no prediction and no evaluation, and 10
 such replies to a challenger's drafts promote nothing, where the same 10 from the prospects themselves do."""
 
-import asyncio
 import csv
 import io
 from email.message import EmailMessage
 
 import pytest
 
-from app.kit.settings import Settings
-from app.main import create_app
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import learned, settled, two_tenants
 
-KEY = "alice:alice-key"
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo"], "max_turns": 3,
         "feedback_source": "none"}
 PROSPECT = {"company": "Ledgerly", "role": "CFO", "industry": "saas", "pains": ["cloud invoices keep surprising us"]}
@@ -24,31 +20,9 @@ RFC822 = {"Content-Type": "message/rfc822"}
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice with a finished one-iteration run on the demo graph."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('forged')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEY,
-                        secret_key="test-secret-key-for-forged-replies")
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice:
-            alice.headers["Authorization"] = "Bearer alice-key"
-            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-            yield alice, run_id
-    finally:
-        if postgres:
-            postgres.drop()
-
-
-async def settled(client, path: str, timeout: float = 300) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        if (found := (await client.get(path)).json())["status"] in ("succeeded", "failed"):
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{path} did not finish")
+    async with two_tenants(request.param, tmp_path_factory.mktemp("forged"),
+                           secret_key="test-secret-key-for-forged-replies") as (_, alice, _):
+        yield alice, await learned(alice, BODY)
 
 
 def reply(in_reply_to: str, sender: str, message_id: str, to: str = "sales@example.com") -> bytes:

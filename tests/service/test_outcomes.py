@@ -14,12 +14,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 
-from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
-from app.main import create_app
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import learned, two_tenants
 
-KEYS = "alice:alice-key,bob:bob-key"
 # judge-only: the outcomes these tests report are the only ones (the demo's simulated provider would send too)
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [demo_document().scenarios[0].id], "max_turns": 3,
         "feedback_source": "none"}
@@ -29,25 +26,9 @@ AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice with a finished run, and Bob, on one service, on each database (their inserts that skip a seen id differ)."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('outcomes')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-outcomes", message_id_domain="mail.example.test")
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice, connect(app) as bob:
-            alice.headers["Authorization"] = "Bearer alice-key"
-            bob.headers["Authorization"] = "Bearer bob-key"
-            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            run = await finished(alice, run_id, timeout=300)
-            assert run["status"] == "succeeded", run
-            yield alice, bob, run_id
-    finally:
-        if postgres:
-            postgres.drop()
+    async with two_tenants(request.param, tmp_path_factory.mktemp("outcomes"), secret_key="test-secret-key-for-outcomes",
+                           message_id_domain="mail.example.test") as (_, alice, bob):
+        yield alice, bob, await learned(alice, BODY)
 
 
 def event(ref, kind, event_id, recipient="priya@example.org", **extra) -> dict:

@@ -9,14 +9,11 @@ import json
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
-from app.main import create_app
 from app.policies import repository as policy_repository
 from tests.standins import Receiver
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import finished, learned, settled, two_tenants
 
-KEYS = "alice:alice-key,bob:bob-key"
 SCENARIOS = ["scn-saas-cfo", "scn-healthcare-cto"]
 BODY = {"iterations": 2, "rollouts_per_group": 2, "scenario_ids": SCENARIOS, "max_turns": 4, "feedback_source": "none"}
 PROSPECTS = [
@@ -36,34 +33,13 @@ def copy_of_demo(graph_id: str) -> dict:
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice with a finished two-iteration run on the demo graph, and Bob, on one service, on each database."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('drafts')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-drafts", message_id_domain="mail.example.test",
-                        webhook_allow_private=True)
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice, connect(app) as bob:
-            alice.headers["Authorization"] = "Bearer alice-key"
-            bob.headers["Authorization"] = "Bearer bob-key"
-            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-            yield alice, bob, run_id
-    finally:
-        if postgres:
-            postgres.drop()
+    async with two_tenants(request.param, tmp_path_factory.mktemp("drafts"), secret_key="test-secret-key-for-drafts",
+                           message_id_domain="mail.example.test", webhook_allow_private=True) as (_, alice, bob):
+        yield alice, bob, await learned(alice, BODY)
 
 
-async def drafted(client, batch_id: str, timeout: float = 300) -> dict:
-    for _ in range(int(timeout / 0.1)):
-        batch = (await client.get(f"/draft-batches/{batch_id}")).json()
-        if batch["status"] in ("succeeded", "failed"):
-            return batch
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"batch {batch_id} did not finish")
+async def drafted(client, batch_id: str) -> dict:
+    return await settled(client, f"/draft-batches/{batch_id}")
 
 
 async def test_a_run_has_a_policy_per_recorded_iteration(world):

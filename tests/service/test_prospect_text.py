@@ -9,12 +9,9 @@ import io
 
 import pytest
 
-from app.kit.settings import Settings
 from app.knowledge_graph.service import demo_document
-from app.main import create_app
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import finished, learned, two_tenants
 
-KEYS = "alice:alice-key,bob:bob-key"
 SCENARIO = demo_document().scenarios[0].id
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": [SCENARIO], "max_turns": 3, "feedback_source": "none"}
 HOSTILE = {"name": "Dr. Ana Ruiz", "company": "Clinica\r\nBcc: attacker@evil.example", "role": "CTO",
@@ -37,24 +34,10 @@ def graph(graph_id: str, scenarios: int | None = None) -> dict:
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice with a finished run on a graph of her own, and Bob."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('prospects')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-prospect-text")
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice, connect(app) as bob:
-            alice.headers["Authorization"], bob.headers["Authorization"] = "Bearer alice-key", "Bearer bob-key"
-            assert (await alice.post("/graphs", json=graph("clinic"))).status_code == 201
-            run_id = (await alice.post("/learn-loop", json=BODY | {"graph_id": "clinic"})).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-            yield alice, bob, run_id
-    finally:
-        if postgres:
-            postgres.drop()
+    async with two_tenants(request.param, tmp_path_factory.mktemp("prospects"),
+                           secret_key="test-secret-key-for-prospect-text") as (_, alice, bob):
+        assert (await alice.post("/graphs", json=graph("clinic"))).status_code == 201
+        yield alice, bob, await learned(alice, BODY | {"graph_id": "clinic"})
 
 
 async def drafted(client, batch_id: str) -> list[dict]:

@@ -12,14 +12,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from app.agent.schemas import Email
-from app.kit.settings import Settings
 from app.loop.features import content_hash
-from app.main import create_app
 from app.outcomes import repository
 from app.outcomes.meaning import InterestScale
-from tests.support import FreshPostgresDatabase, connect, finished, lifespan, require_postgres
+from tests.support import learned, two_tenants
 
-KEYS = "alice:alice-key,bob:bob-key"
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo"], "max_turns": 3,
         "feedback_source": "none"}
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
@@ -28,24 +25,9 @@ AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC).isoformat()
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 async def world(request, tmp_path_factory):
     """Alice with a finished one-iteration run, and Bob, on one service, on each database."""
-    postgres = None
-    if request.param == "postgresql":
-        require_postgres()
-        postgres = FreshPostgresDatabase()
-    url = postgres.url if postgres else f"sqlite:///{tmp_path_factory.mktemp('replies')}/db.sqlite"
-    settings = Settings(_env_file=None, database_url=url, environment="test", api_keys=KEYS,
-                        secret_key="test-secret-key-for-replies", message_id_domain="mail.example.test")
-    app = create_app(settings)
-    try:
-        async with lifespan(app), connect(app) as alice, connect(app) as bob:
-            alice.headers["Authorization"] = "Bearer alice-key"
-            bob.headers["Authorization"] = "Bearer bob-key"
-            run_id = (await alice.post("/learn-loop", json=BODY)).json()["run_id"]
-            assert (await finished(alice, run_id, timeout=300))["status"] == "succeeded"
-            yield alice, bob, run_id
-    finally:
-        if postgres:
-            postgres.drop()
+    async with two_tenants(request.param, tmp_path_factory.mktemp("replies"), secret_key="test-secret-key-for-replies",
+                           message_id_domain="mail.example.test") as (_, alice, bob):
+        yield alice, bob, await learned(alice, BODY)
 
 
 def event(ref, kind, event_id, recipient, **extra) -> dict:

@@ -27,7 +27,7 @@ FILES = {Layout.INSTANTLY: "instantly_leads.csv", Layout.SMARTLEAD: "smartlead_l
 
 
 def imported(data: bytes) -> list[dict]:
-    return service.prospects_from_csv(data)
+    return [prospect.model_dump(exclude_none=True) for prospect in service.prospects_from_csv(data)]
 
 
 def errors_of(data: bytes) -> str:
