@@ -26,7 +26,7 @@ _NOUN_VERBS = frozenset("cost costs take takes need needs run runs break breaks 
 # Verbs no pain uses as a noun, and words after which a verb cannot follow as the pain's predicate
 _VERBS = frozenset("want wants lose loses stall stalls threaten threatens lag lags limit limits double doubles tripled "
                    "grew rose fell dropped crash crashes pile piles leak leaks overrun overruns miss misses keep keeps "
-                   "go goes sit sits hurt hurts cause causes".split())
+                   "go goes sit sits hurt hurts cause causes doubled increased decreased spiked jumped climbed stalled slipped".split())
 _ADJECTIVES_IN_ED = frozenset("unplanned automated limited scheduled unexpected unresolved outdated detailed advanced "
                               "connected regulated certified".split())
 _NOT_SUBJECT = frozenset("a an the of to for by in on at with no not too and or".split())
@@ -70,11 +70,16 @@ def _clause_verb(words: list[str]) -> int | None:
             return i
         if low in _NOUN_VERBS and (
                 (i + 1 < len(words) and _OBJECT_START.match(words[i + 1]))
-                or (low.endswith("s") and not before.endswith("s"))
+                or (low.endswith("s") and not before.endswith("s") and i + 1 < len(words))  # a last one: "cloud costs"
                 or (not low.endswith("s") and before.endswith("s") and not before.endswith("ss"))):
             return i
     if is_clause(" ".join(words)):
-        return next((i for i, w in enumerate(words[1:], start=1) if w.lower() in FINITE_VERBS), None)
+        i = next((i for i, w in enumerate(words[1:], start=1) if w.lower() in FINITE_VERBS), None)
+        if i is None or (i + 1 == len(words) and words[i].lower() in _NOUN_VERBS):
+            return None  # "cloud costs": a plural noun
+        if i + 1 < len(words) and words[i + 1].lower().endswith("ing"):
+            return None  # "warehouse spend growing …": a noun before a participle, no clause
+        return i
     return None
 
 
@@ -101,7 +106,9 @@ def topic(pain: str, known: str = "") -> str:
     if m := re.match(r"^to\s+(?P<rest>.+)$", text, re.I):
         return f"how to {m.group('rest')}"
     words = text.split()
-    if _clause_verb(words) is not None:
+    if (verb := _clause_verb(words)) is not None:
+        if words[verb].lower().endswith("ed") and words[verb].lower() not in _VERBS:  # a state: "records (are) scattered"
+            text = " ".join(words[:verb] + ["are"] + words[verb:])
         return f"how {_lower_first(text, known)}"
     if m := _CONTRAST.match(text):
         a, b = m.group("a").strip(), m.group("b").strip()

@@ -87,6 +87,13 @@ CRM_PAINS = [
     ("not enough technicians", "a shortage of technicians"),
     ("Manual vibration routes.", "manual vibration routes"),
     ("reviews take months", "how reviews take months"),
+    ("cloud costs", "cloud costs"),  # a plural noun, not "how cloud costs"
+    ("HIPAA audits", "HIPAA audits"),
+    ("patient records scattered", "how patient records are scattered"),  # a state, not a past tense
+    ("invoices duplicated across systems", "how invoices are duplicated across systems"),
+    ("costs doubled", "how costs doubled"),
+    ("warehouse spend growing faster than revenue", "warehouse spend growing faster than revenue"),
+    ("the pump leaks", "how the pump leaks"),
 ]
 
 
