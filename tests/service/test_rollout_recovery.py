@@ -5,6 +5,7 @@ import json
 import pytest
 from openai import AsyncOpenAI
 
+from app.agent.facts import scenario_starts
 from app.knowledge_graph.graph import NodeScores
 from app.knowledge_graph.service import demo_graph
 from app.loop.rollout import CORRECTION, FINALIZE_NOW, GROUND, STRUCTURED, STRUCTURED_MAX_TOKENS, rollout
@@ -66,10 +67,10 @@ async def test_after_a_turn_in_text_the_agent_explores_and_cites_through_tool_ca
     trajectory, requests = await run([("<start_nodes>[...]</start_nodes>", "stop"), (read, "stop"), (final, "stop")])
     assert trajectory.end_reason == EndReason.FINALIZED and trajectory.email.citations == [NODE]
     assert trajectory.turns == 3 and trajectory.json_turns == 2 and trajectory.corrections == 1
-    # nothing read yet: only the exploring tools, on the nodes the prompt showed
+    # nothing read yet: only the exploring tools, on the nodes the prompt showed (the seeds, then facts for the pains)
     assert names_offered(requests[1]) == ["get_connected_nodes", "get_relevant_context"]
     node_ids = requests[1]["response_format"]["json_schema"]["schema"]["anyOf"][1]["properties"]["arguments"]
-    assert node_ids["properties"]["node_id"]["enum"] == SCENARIO.seed_nodes
+    assert node_ids["properties"]["node_id"]["enum"] == scenario_starts(GRAPH, SCENARIO)
     # a node read: finalize_email too, citing 1 to 8 of the nodes read
     assert names_offered(requests[2]) == ["get_connected_nodes", "get_relevant_context", "finalize_email"]
     cited = requests[2]["response_format"]["json_schema"]["schema"]["anyOf"][2]["properties"]["arguments"]["properties"]
