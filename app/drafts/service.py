@@ -3,7 +3,6 @@
 import random
 from datetime import timedelta
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.names import addressee
@@ -38,7 +37,7 @@ from app.kit import durable
 from app.kit.db import serialize_on, utcnow
 from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
 from app.kit.idempotency import check_same_request, create_once, request_hash
-from app.kit.pages import fetch_page
+from app.kit.pages import newest_first
 from app.kit.settings import Settings
 from app.knowledge_graph import repository as graphs
 from app.knowledge_graph.graph import KnowledgeGraph
@@ -323,13 +322,8 @@ def batch_view(batch: DraftBatch) -> BatchOut:
 
 async def batches_page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
                        ) -> tuple[list[BatchOut], bool]:
-    """Newest first (ids sort by creation time)."""
-    query = select(DraftBatch).where(DraftBatch.tenant == tenant)
-    if graph_id is not None:
-        query = query.where(DraftBatch.graph_id == graph_id)
-    if after is not None:
-        query = query.where(DraftBatch.id < after)
-    rows, more = await fetch_page(session, query.order_by(DraftBatch.id.desc()), limit)
+    """Newest first."""
+    rows, more = await newest_first(session, DraftBatch, tenant=tenant, graph_id=graph_id, after=after, limit=limit)
     return [batch_view(row) for row in rows], more
 
 

@@ -19,7 +19,7 @@ from app.events.service import new_id
 from app.kit import durable
 from app.kit.db import serialize_on, utcnow
 from app.kit.errors import Conflict, NotFound, TooManyRequests, invalid
-from app.kit.pages import fetch_page
+from app.kit.pages import newest_first
 from app.knowledge_graph import repository as graphs
 from app.learned.models import Evaluation
 from app.policies import service as policies
@@ -107,13 +107,8 @@ async def end_orphans(svc: Services) -> list[str]:
 
 async def page(session: AsyncSession, tenant: str, graph_id: str | None, *, after: str | None, limit: int
                ) -> tuple[list[EvaluationOut], bool]:
-    """Newest first (ids sort by creation time)."""
-    query = select(Evaluation).where(Evaluation.tenant == tenant)
-    if graph_id is not None:
-        query = query.where(Evaluation.graph_id == graph_id)
-    if after is not None:
-        query = query.where(Evaluation.id < after)
-    rows, more = await fetch_page(session, query.order_by(Evaluation.id.desc()), limit)
+    """Newest first."""
+    rows, more = await newest_first(session, Evaluation, tenant=tenant, graph_id=graph_id, after=after, limit=limit)
     return [view(row) for row in rows], more
 
 

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Select
+from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 Item = TypeVar("Item")
@@ -49,3 +49,15 @@ async def fetch_page(session: AsyncSession, query: Select, limit: int) -> tuple[
     """A page of the query's rows, in the order it asks for, and whether more follow (one row more is read to know)."""
     rows = (await session.scalars(query.limit(limit + 1))).all()
     return list(rows[:limit]), len(rows) > limit
+
+
+async def newest_first(session: AsyncSession, model: Any, *, tenant: str, graph_id: str | None, after: str | None,
+                       limit: int) -> tuple[list, bool]:
+    """A page of a tenant's rows of `model` (of one graph, if given), newest first: its ids sort by creation time, and
+    `after` is the last id of the page before."""
+    query = select(model).where(model.tenant == tenant)
+    if graph_id is not None:
+        query = query.where(model.graph_id == graph_id)
+    if after is not None:
+        query = query.where(model.id < after)
+    return await fetch_page(session, query.order_by(model.id.desc()), limit)

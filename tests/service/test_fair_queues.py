@@ -114,6 +114,11 @@ async def test_dead_webhooks_hold_no_batch_evaluation_or_slot(world):
     for batch_id, client in zip([*held, *others], [alice, alice, bob, alice], strict=True):
         assert (await settled(client, f"/draft-batches/{batch_id}"))["status"] == "succeeded"
     assert (await settled(alice, f"/evaluations/{evaluation['evaluation_id']}"))["status"] == "succeeded"
+    newest = (await alice.get("/evaluations", params={"graph_id": "demo", "limit": 1})).json()
+    assert [e["evaluation_id"] for e in newest["data"]] == [evaluation["evaluation_id"]], newest
+    assert evaluation["evaluation_id"] not in [e["evaluation_id"] for e in (await bob.get("/evaluations")).json()["data"]]
+    batches = (await alice.get("/draft-batches", params={"graph_id": "demo", "limit": 2})).json()
+    assert [b["batch_id"] for b in batches["data"]] == [others[1], held[1]] and batches["has_more"], batches
     await workflows_ended(*held, *others, evaluation["evaluation_id"])
     async with app.state.services.db.read() as session:
         deliveries = (await session.scalars(select(WebhookDelivery).where(WebhookDelivery.url.is_not(None)))).all()
