@@ -21,7 +21,6 @@ class ReplyCategory(StrEnum):
 
 class DecidedBy(StrEnum):
     rules = "rules"  # the offline classifier
-    model = "model"  # a judge model
     caller = "caller"  # a person relabelled it (POST /outcomes, a relabel)
     provider = "provider"  # the email provider's own event (unsubscribe, complaint, bounce)
 
