@@ -3,8 +3,9 @@
 A fact answers a pain when a sentence of it speaks to the pain (`speaks_to`: the pain's words, names and acronyms
 counting double); a pricing fact with a figure answers a pain about cost ("price per sensor", "opex not capex"), the
 pricing node closest to the prospect (its industry, role and other pains) first; an integration answers a pain about
-getting data in or out when the prospect's stack (any custom field) names it. A case study of the prospect's own
-industry, an integration its stack names, rank first among facts that answer the same pains. Context nodes (the
+getting data in or out when the prospect's stack (any custom field) names it, and any pain that names its tool
+("Snowflake bill growing"). A case study of the prospect's own industry, an integration its stack or its pains name,
+rank first among facts that answer the same pains. Context nodes (the
 company, personas, industries) and problem nodes answer nothing: they describe, they do not offer.
 
 The same rule decides a draft's `fit`, the agent's start nodes and which sentences the composer quotes, so an email
@@ -66,6 +67,13 @@ def integration_name(title: str) -> frozenset[str]:
     return terms(_INTEGRATION_WORDS.sub(" ", re.sub(r"\([^)]*\)", " ", title)))
 
 
+def names_tool(title: str, pain: str) -> bool:
+    """Whether the pain names what the integration titled `title` connects to: half its name's words or more
+    ("BigQuery" of "Google BigQuery")."""
+    name = integration_name(title)
+    return bool(name) and 2 * len(name & terms(pain)) >= len(name)
+
+
 def stack_of(prospect: dict) -> frozenset[str]:
     """The words of the prospect's custom fields (its stack, its tools, its notes)."""
     custom = prospect.get("custom") or {}
@@ -88,9 +96,9 @@ def sentence_answers(node: FactNode, sentence: str, pain: str, stack: frozenset[
         return True
     if is_pricing(node.type):
         return is_cost(pain) and has_figure(sentence)
-    if is_integration(node.type) and stack:
+    if is_integration(node.type):
         name = integration_name(node.title)
-        return bool(name) and name <= stack and bool(terms(pain) & DATA_FLOW_WORDS)
+        return names_tool(node.title, pain) or (bool(name) and name <= stack and bool(terms(pain) & DATA_FLOW_WORDS))
     return False
 
 
@@ -130,9 +138,10 @@ def answers(graph: KnowledgeGraph, prospect: dict) -> list[Answer]:
             continue
         words = terms(f"{node.title} {node.text} {' '.join(node.tags)}")
         by_words = any(_shares_words(terms(s), p) for s in told for p in answered)
-        found.append(Answer(node.id, answered, bool(industry) and industry <= words,
-                            is_integration(node.type) and bool(integration_name(node.title)) and
-                            integration_name(node.title) <= stack, len(words & mine), not by_words))
+        name = integration_name(node.title) if is_integration(node.type) else frozenset()
+        ours = bool(name) and (name <= stack or any(names_tool(node.title, p) for p in answered))
+        found.append(Answer(node.id, answered, bool(industry) and industry <= words, ours, len(words & mine),
+                            not by_words))
     priced = [a for a in found if a.by_price_only]
     if priced:
         closest = max(priced, key=lambda a: a.closeness)  # the first in the document of those that tie

@@ -206,6 +206,20 @@ def test_the_facts_that_answer_the_prospect_s_pains_are_where_the_agent_starts()
     assert not any(GRAPH.nodes[n].type in ("company", "persona", "industry", "pain_point") for n in found)
 
 
+@pytest.mark.parametrize("pain, integration", [("Snowflake bill growing faster than revenue", "integration-snowflake"),
+                                               ("BigQuery costs doubled this year", "integration-bigquery"),
+                                               ("PagerDuty pages us all night", "integration-pagerduty")])
+def test_a_pain_that_names_a_tool_is_answered_by_its_integration(pain, integration):
+    found = {a.node_id: a for a in answers(GRAPH, {"role": "Head of Data", "industry": "media", "pains": [pain]})}
+    assert integration in found and found[integration].stack  # ranked as a tool of the prospect's stack
+    assert integration in start_nodes(GRAPH, {"role": "Head of Data", "industry": "media", "pains": [pain]})
+    assert "integration-snowflake" not in answers_of(GRAPH, "BigQuery costs doubled this year")
+
+
+def answers_of(graph, pain: str) -> list[str]:
+    return [a.node_id for a in answers(graph, {"role": "CFO", "industry": "media", "pains": [pain]})]
+
+
 def test_a_prospect_no_fact_answers_is_a_low_fit_with_the_reason():
     low = fit(GRAPH, {"role": "VP Marketing", "industry": "fashion", "pains": ["low open rates", "brand awareness"]})
     assert not low.high and "low open rates" in low.reason and "brand awareness" in low.reason
