@@ -17,6 +17,20 @@ def prospects(n: int, name: str = "Prospect") -> list[dict]:
              "pains": ["cloud invoices surprise us" if i % 2 else "PHI in analytics tools"]} for i in range(n)]
 
 
+def writer_failing_for(name: str):
+    """The drafts workflow's writer, failing for the prospect named `name`; the others are written as ever."""
+    from app.drafts import workflow
+
+    write_for = workflow.write_for
+
+    async def failing(author, graph, prospect, seed, **options):
+        if prospect["name"] == name:
+            raise workflow.DraftingFailed(f"{name} cannot be written to")
+        return await write_for(author, graph, prospect, seed, **options)
+
+    return failing
+
+
 def _get(client: httpx.Client, path: str) -> dict | None:
     """The answer, or None while the service cannot answer (its database is away)."""
     try:

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from app.events.models import WebhookDelivery
-from tests.drills import prospects
+from tests.drills import prospects, writer_failing_for
 from tests.support import free_port, learned, settled, two_tenants
 
 BODY = {"iterations": 1, "rollouts_per_group": 2, "scenario_ids": ["scn-saas-cfo", "scn-healthcare-cto"],
@@ -134,13 +134,7 @@ async def test_a_failed_batch_resumes_drafting_only_what_is_missing(world, monke
 
     alice, bob, run_id, _, _ = world
     write_for = workflow.write_for
-
-    async def failing(author, graph, prospect, seed, **options):
-        if prospect["name"] == "Prospect 30":  # in the second chunk
-            raise workflow.DraftingFailed("Prospect 30 cannot be written to")
-        return await write_for(author, graph, prospect, seed, **options)
-
-    monkeypatch.setattr(workflow, "write_for", failing)
+    monkeypatch.setattr(workflow, "write_for", writer_failing_for("Prospect 30"))  # in the second chunk
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@1",
                                                  "prospects": prospects(60)})).json()
     batch_id = created["batch_id"]

@@ -11,6 +11,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app.knowledge_graph.service import demo_document
 from app.policies import repository as policy_repository
+from tests.drills import writer_failing_for
 from tests.standins import Receiver
 from tests.support import finished, learned, settled, two_tenants
 
@@ -393,14 +394,7 @@ async def test_a_failed_chunk_fails_its_batch_once_every_other_chunk_has_ended(w
     from app.drafts import workflow
 
     alice, _, run_id = world
-    write_for = workflow.write_for
-
-    async def failing(author, graph, prospect, seed, **options):
-        if prospect["name"] == "Prospect 30":  # in the second chunk
-            raise workflow.DraftingFailed("Prospect 30 cannot be written to")
-        return await write_for(author, graph, prospect, seed, **options)
-
-    monkeypatch.setattr(workflow, "write_for", failing)
+    monkeypatch.setattr(workflow, "write_for", writer_failing_for("Prospect 30"))  # in the second chunk
     created = (await alice.post("/drafts", json={"graph_id": "demo", "policy": f"{run_id}@2", "prospects": MANY})).json()
     batch = await drafted(alice, created["batch_id"])
     # the first and third chunks drafted before the batch ended; the second stored nothing
