@@ -287,10 +287,21 @@ async def evaluate(client, policies: list[str], prospects: list[dict], poll_s: f
         await asyncio.sleep(poll_s)
 
 
+async def draft_all(client, prospects: list[dict], seed: int, policy: str | None = None) -> tuple[list[dict], list[dict]]:
+    """`bench.drafts.draft` in batches of at most what `POST /drafts` takes: the batches and every draft, in
+    prospect order (a draw depends on the prospect, not on its batch)."""
+    batches_, drafts = [], []
+    for start in range(0, len(prospects), MAX_BATCH):
+        batch, written = await draft(client, prospects[start:start + MAX_BATCH], seed=seed, policy=policy)
+        batches_.append(batch)
+        drafts += written
+    return batches_, drafts
+
+
 async def by_policy(client, look_alikes, drafts: list[dict], policy: str, seed: int) -> list[dict]:
     """Each prospect's email by `policy`: where the batch drew it, that draft; the others drafted by it now, not sent."""
     missing = [look_alikes[i].prospect for i, d in enumerate(drafts) if d["policy"] != policy]
-    extra = (await draft(client, missing, seed=seed, policy=policy))[1] if missing else []
+    extra = (await draft_all(client, missing, seed=seed, policy=policy))[1] if missing else []
     return written_by(drafts, policy, extra)
 
 
@@ -477,16 +488,20 @@ def _mean_width(estimates: list[dict | None]) -> float | None:
 
 # ---------------------------------------------------------------- regret over weeks
 
-WEEKS = 8
-WEEKLY_PROSPECTS = 200
-REGRET_SEEDS = 2
+# Issue 50's sizes: a team's 2,000 sends a week for 8 weeks, 10 seeds. Each can be set smaller from the environment
+# (PROMOTION_WEEKS, PROMOTION_WEEKLY_PROSPECTS, PROMOTION_SEEDS) for a run that fits a smaller machine; the section
+# then says which sizes were below these.
+TARGET_WEEKS, TARGET_WEEKLY_PROSPECTS, TARGET_SEEDS = 8, 2_000, 10
+WEEKS = int(os.environ.get("PROMOTION_WEEKS", TARGET_WEEKS))
+WEEKLY_PROSPECTS = int(os.environ.get("PROMOTION_WEEKLY_PROSPECTS", TARGET_WEEKLY_PROSPECTS))
+REGRET_SEEDS = int(os.environ.get("PROMOTION_SEEDS", TARGET_SEEDS))
 FIRST_ITERATIONS = 5
 WEEKLY_ITERATIONS = 5
 CHALLENGER_SHARE = 0.1
 MAX_CHALLENGERS = 3
 AUTO_FLOOR = 0.01  # the deployment's default
-# `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (200 prospects
-# among a champion and three challengers), then top-two Thompson sampling moves its traffic
+# `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (a week's
+# prospects among a champion and three challengers), then top-two Thompson sampling moves its traffic
 AUTO_MIN_SENDS = WEEKLY_PROSPECTS // (1 + MAX_CHALLENGERS)
 REGRESS_EVERY = 3  # on the regressing line, every third week's challenger is a run that did not continue the line
 
@@ -529,8 +544,8 @@ def _regret_seed(args: tuple) -> dict:
                     challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
                     look_alikes = team.look_alikes(prospects_n, seed=week_seed)
-                    batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
-                    assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
+                    drafted, gated = await draft_all(api.http, [la.prospect for la in look_alikes], seed=week_seed)
+                    assert {b["policy"] for b in drafted} == {champion} and champion == deployed["policy"], champion
                     sent = await send(api, team, look_alikes, gated, seed=week_seed)
                     always = await by_policy(api.http, look_alikes, gated, new, seed=week_seed)
                     kept = await by_policy(api.http, look_alikes, gated, never, seed=week_seed)
@@ -556,6 +571,8 @@ def _regret_seed(args: tuple) -> dict:
                         entry["promoted"], champion, challengers = candidate, candidate, rest[-max_challengers:]
                         break
                     entry["seconds"] = round(time.monotonic() - week_started, 1)
+                    print(f"   seed {seed}, week {week}: {entry['seconds']:.0f} s, {sent['replied']} replies of "
+                          f"{sent['sent']} sends, promoted {entry['promoted']}", flush=True)
                     out.append(entry)
                 return {"seed": seed, "never": never, "weeks": out, "seconds": round(time.monotonic() - started, 1)}
 
