@@ -506,6 +506,13 @@ AUTO_MIN_SENDS = WEEKLY_PROSPECTS // (1 + MAX_CHALLENGERS)
 REGRESS_EVERY = 3  # on the regressing line, every third week's challenger is a run that did not continue the line
 
 
+def week_look_alikes(team, count: int, seed: int) -> list:
+    """A week's `count` look-alikes, in groups of at most `MAX_BATCH` of their own seeds (the first group's is `seed`):
+    the world names at most about a thousand distinct people at once, and a team's week is several lists."""
+    return [la for group, start in enumerate(range(0, count, MAX_BATCH))
+            for la in team.look_alikes(min(MAX_BATCH, count - start), seed=seed + 100_000 * group)]
+
+
 def regressed_weeks(weeks: int, every: int | None) -> list[int]:
     """The weeks (1-based) whose challenger does not continue the line: every `every`-th (None: none)."""
     return [] if every is None else list(range(every, weeks + 1, every))
@@ -543,7 +550,7 @@ def _regret_seed(args: tuple) -> dict:
                         new = line = f"{run['run_id']}@{weekly_iterations}"
                     challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
-                    look_alikes = team.look_alikes(prospects_n, seed=week_seed)
+                    look_alikes = week_look_alikes(team, prospects_n, seed=week_seed)
                     drafted, gated = await draft_all(api.http, [la.prospect for la in look_alikes], seed=week_seed)
                     assert {b["policy"] for b in drafted} == {champion} and champion == deployed["policy"], champion
                     sent = await send(api, team, look_alikes, gated, seed=week_seed)
