@@ -1042,7 +1042,7 @@ def regret_section(rg: dict) -> list[str]:
         f"({_when(rg)}; {rg['seconds']:.0f} s, "
         f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
         "",
-        _regret_sizes(rg) + f" A first run of {rg['first_iterations']} "
+        regret_sizes(rg) + f" A first run of {rg['first_iterations']} "
         "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
         f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
         "week's challenger and learning from every outcome so far (the team's training line), and "
@@ -1103,13 +1103,14 @@ def regret_section(rg: dict) -> list[str]:
 REGRET_SEEDS_TARGET, REGRET_WEEKS_TARGET, REGRET_WEEKLY_TARGET = 10, 8, 2_000  # issue 50's sizes
 
 
-def _regret_sizes(rg: dict) -> str:
+def regret_sizes(rg: dict) -> str:
     """The part's sizes, saying which fall below issue 50's."""
     wanted = ((rg["seeds"], REGRET_SEEDS_TARGET, "seeds"), (rg["weeks"], REGRET_WEEKS_TARGET, "weeks"),
               (rg["prospects_per_week"], REGRET_WEEKLY_TARGET, "sends a week"))
     below = [f"{have:,} {what} of the {want:,} the targets ask for" for have, want, what in wanted if have < want]
-    sizes = f"{rg['seeds']} seeds, {rg['weeks']} weeks of {rg['prospects_per_week']:,} sends."
-    return (f"**Measured at reduced sizes**: {'; '.join(below)}. " if below else "") + sizes
+    if below:
+        return f"**Measured at reduced sizes**: {'; '.join(below)}."
+    return f"{rg['seeds']} seeds, {rg['weeks']} weeks of {rg['prospects_per_week']:,} sends."
 
 
 def _regret_reasons(rg: dict) -> list[str]:
@@ -1136,7 +1137,7 @@ def _regret_reasons(rg: dict) -> list[str]:
             + (f"a {rg['share']:g} share" if "share" in rg else "its auto share")
             + f" of {rg['prospects_per_week']} a week, for at most {rg['max_challengers']} weeks, plus the "
             f"weeks a demoted champion stays), so its 90% interval was ±{c:.3f} wide on average against ±{h:.3f} for the "
-            f"champion: only a difference above about {math.hypot(c, h):.2f} clears zero. The challengers' true differences from "
+            f"champion: only a difference above about {math.hypot(c, h):.3f} clears zero. The challengers' true differences from "
             f"the champion were {min(gaps):+.3f} to {max(gaps):+.3f}.")
     sent, replied = (sum(w[k] for m in seeds for w in m["weeks"]) for k in ("sent", "replied"))
     qualities = [q for m in seeds for q in m["quality"].values()]
@@ -1153,10 +1154,10 @@ def _regret_reasons(rg: dict) -> list[str]:
                      + ", ".join(f"{has:,}" for _, has in sorted(decided)) + ".")
     line = [[w for w in m["weeks"] if not w.get("regressed")] for m in seeds]
     weeks = [(m["quality"][a["new"]], m["quality"][b["new"]]) for m, ws in zip(seeds, line) for a, b in zip(ws, ws[1:])]
-    kept_up = sum(now >= before - 0.01 for before, now in weeks)
+    kept_up = sum(now >= 0.95 * before for before, now in weeks)
     lines.append(
         f"- Why always-promote is hard to match on the line: in {kept_up} of {len(weeks)} steps the line's new challenger "
-        "was at least as good as the one before it (within 0.01), so promoting each at once deploys about the best policy "
+        "was at least as good as the one before it (within 5 %), so promoting each at once deploys about the best policy "
         "there is; a gate matches that only where the first week's sends already show the challenger ahead, and it gains "
         "on always-promote only in the weeks a challenger is worse than the champion.")
     if rg.get("regressed_weeks"):
