@@ -1,5 +1,6 @@
-"""Promotion on evidence (issue 41): how accurate the off-policy estimates are, and what gating a promotion costs or
-saves, on the demo's simulated team (`app.outcomes.simulated_team`).
+"""Promotion on evidence (issues 41 and 50): how accurate the off-policy estimates are, and what gating a promotion
+costs or saves, on the demo's simulated team (`app.outcomes.simulated_team`) in the simulated world, whose readers
+reply a few per cent.
 
 Everything goes through the API in process, with the drafts benchmark's helpers (`bench.drafts`): `POST /learn-loop`,
 `PUT /graphs/demo/deployment` (a champion and challengers with their shares, `require_evidence`), `POST /drafts` (each
@@ -21,11 +22,12 @@ of a draft (`app.simulation`) is read only here.
   given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
-  team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. On that line every
-  challenger is about as good as the one before, so always-promote is close to the best any strategy can do; the parts
-  `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
-  that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
-  as good as the first policy), and the line goes on from its own last policy the week after;
+  team's training line; week 1's continues the first policy), and a week's new look-alikes are drafted (a team's 2,000,
+  in lists of at most 1,000: `week_look_alikes`). Where each challenger on that line is at least as good as the one
+  before, always-promote is close to the best any strategy can do (the section says how often it was); the parts
+  `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6 of 8: issue 50's
+  "a third of challengers worse") a teammate's run that did not continue the line instead (5 iterations from scratch
+  on the judge alone, `feedback_source: none`), and the line goes on from its own last policy the week after;
   `regret_regressing_auto_sequential` is the last with a `sequential` deployment. Three strategies meet
   the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
@@ -36,7 +38,7 @@ of a draft (`app.simulation`) is read only here.
   * always-promote: the week's challenger writes every email of the week.
   * never-promote: the first policy writes every email of every week.
   A strategy's total is the sum over the weeks of the true reply probabilities of its drafts (a prospect with no
-  email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's 200
+  email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's
   prospects (the first policy's: over every week), and a week counts as "a worse policy deployed" when the gated
   champion's quality is below that of the champion it replaced.
 - Peeking (`peeking`, not through the API): how often the gate's own rule, asked after every week, promotes a
@@ -659,7 +661,7 @@ def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, ra
             "seconds": round(time.monotonic() - started, 1)}
 
 
-REPLAY_VOLUMES = (200, 1_000, 5_000)  # sends a week: the regret parts' volume, and a team 5 and 25 times larger
+REPLAY_VOLUMES = (200, 1_000, 5_000)  # sends a week: a small team's, and one 5 and 25 times larger
 REPLAY_RATES = (0.0, 0.25, 0.5, 0.75)  # the chance that a week's challenger did not continue the line
 REPLAY_REPEATS = 200
 
