@@ -1156,10 +1156,14 @@ def _regret_reasons(rg: dict) -> list[str]:
     weeks = [(m["quality"][a["new"]], m["quality"][b["new"]]) for m, ws in zip(seeds, line) for a, b in zip(ws, ws[1:])]
     kept_up = sum(now >= 0.95 * before for before, now in weeks)
     lines.append(
-        f"- Why always-promote is hard to match on the line: in {kept_up} of {len(weeks)} steps the line's new challenger "
-        "was at least as good as the one before it (within 5 %), so promoting each at once deploys about the best policy "
-        "there is; a gate matches that only where the first week's sends already show the challenger ahead, and it gains "
-        "on always-promote only in the weeks a challenger is worse than the champion.")
+        f"- The line: in {kept_up} of {len(weeks)} steps its new challenger was at least as good as the one before it "
+        "(within 5 %). Where each is, promoting each at once deploys about the best policy there is: a gate matches that "
+        "only where the first week's sends already show the challenger ahead, and gains on always-promote only in the "
+        "weeks a challenger is worse than the champion.")
+    worse = [(m["quality"][w["new"]] < m["quality"][w["champion"]], w.get("regressed")) for m in seeds for w in m["weeks"]]
+    lines.append(f"- Challengers truly worse than the champion they met: {sum(w for w, _ in worse)} of {len(worse)}"
+                 + (f"; of those that did not continue the line, {sum(w for w, r in worse if r)} of "
+                    f"{sum(1 for _, r in worse if r)}" if rg.get("regressed_weeks") else "") + ".")
     if rg.get("regressed_weeks"):
         lines.append("- The regressions, per seed and week: " + "; ".join(_regression(m, w) for m in seeds
                                                                        for w in m["weeks"] if w.get("regressed")) + ".")
