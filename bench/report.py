@@ -858,8 +858,9 @@ def promotion_section(pr: dict) -> list[str]:
         "window back, so they count), `POST /evaluations` (whose `off_policy` is read). **True reply probability** is the "
         "world's positive-reply probability of a draft for its prospect (`app.simulation`), read only by the benchmark. "
         "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
-        "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `peeking` or `replay` for one part; `PROMOTION_SEEDS`, `PROMOTION_WEEKS` and "
-        "`PROMOTION_WEEKLY_PROSPECTS` set smaller sizes); the code and what each figure means: `bench/promotion.py`.",
+        "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `peeking` or `replay` for one part; "
+        "`PROMOTION_SEEDS`, `PROMOTION_WEEKS` and `PROMOTION_WEEKLY_PROSPECTS` set smaller sizes); the code and what "
+        "each figure means: `bench/promotion.py`.",
         "",
         *([f"Not re-measured on the current code, so not shown: part(s) {', '.join(f'`{m}`' for m in missing)} (their "
            "figures were of the previous world, whose reply rates were 25–35 %)."] if missing else []),

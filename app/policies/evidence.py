@@ -5,8 +5,8 @@ rests on the sends its own policy wrote). Two intervals that merely overlap can 
 them to part would need about twice the sends. When the difference is not yet clear, the message says how many
 sends of each a decision needs at the rates observed, beside how many each has: a power calculation for two
 proportions (`app.stats.intervals.sends_to_decide`). At cold email's few per cent that is thousands: 3 % against 2 %
-needs about 3,000 sends of each. Whatever the intervals say, the challenger's replies must come from a minimum number of distinct verified
-recipients (`app.outcomes.verification`; setting PROMOTION_MIN_RECIPIENTS).
+needs about 3,000 sends of each. Whatever the intervals say, the challenger's replies must come from a minimum
+number of distinct verified recipients (`app.outcomes.verification`; setting PROMOTION_MIN_RECIPIENTS).
 
 Those intervals are fixed-sample ones; a deployment that asks for `sequential` evidence reads the always-valid
 interval of the difference instead (`app.stats.intervals.always_valid_margin`).
