@@ -1,5 +1,6 @@
-"""Promotion on evidence (issue 41): how accurate the off-policy estimates are, and what gating a promotion costs or
-saves, on the demo's simulated team (`app.outcomes.simulated_team`).
+"""Promotion on evidence (issues 41 and 50): how accurate the off-policy estimates are, and what gating a promotion
+costs or saves, on the demo's simulated team (`app.outcomes.simulated_team`) in the simulated world, whose readers
+reply a few per cent.
 
 Everything goes through the API in process, with the drafts benchmark's helpers (`bench.drafts`): `POST /learn-loop`,
 `PUT /graphs/demo/deployment` (a champion and challengers with their shares, `require_evidence`), `POST /drafts` (each
@@ -21,11 +22,12 @@ of a draft (`app.simulation`) is read only here.
   given each prospect's true probability as its direct method: the most any outcome model could give DR.
 - Regret: per seed, a first run is deployed (the judge alone: nothing was sent yet). Each week a new challenger
   arrives, a run continued (`init_from`) from the previous week's challenger, learning from every outcome so far (the
-  team's training line; week 1's continues the first policy), and 200 new look-alikes are drafted. On that line every
-  challenger is about as good as the one before, so always-promote is close to the best any strategy can do; the parts
-  `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6) a teammate's run
-  that did not continue the line instead (5 iterations from scratch on the judge alone, `feedback_source: none`: about
-  as good as the first policy), and the line goes on from its own last policy the week after;
+  team's training line; week 1's continues the first policy), and a week's new look-alikes are drafted (a team's 2,000,
+  in lists of at most 1,000: `week_look_alikes`). Where each challenger on that line is at least as good as the one
+  before, always-promote is close to the best any strategy can do (the section says how often it was); the parts
+  `regret_regressing` and `regret_regressing_auto` make every third week's challenger (weeks 3 and 6 of 8: issue 50's
+  "a third of challengers worse") a teammate's run that did not continue the line instead (5 iterations from scratch
+  on the judge alone, `feedback_source: none`), and the line goes on from its own last policy the week after;
   `regret_regressing_auto_sequential` is the last with a `sequential` deployment. Three strategies meet
   the same challengers and the same prospects:
   * gated: the deployment requires evidence; the week's challenger joins it at a share of 0.1 (part `regret`), or
@@ -36,7 +38,7 @@ of a draft (`app.simulation`) is read only here.
   * always-promote: the week's challenger writes every email of the week.
   * never-promote: the first policy writes every email of every week.
   A strategy's total is the sum over the weeks of the true reply probabilities of its drafts (a prospect with no
-  email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's 200
+  email counts 0). A policy's quality is the mean true reply probability of the emails it wrote to its week's
   prospects (the first policy's: over every week), and a week counts as "a worse policy deployed" when the gated
   champion's quality is below that of the champion it replaced.
 - Peeking (`peeking`, not through the API): how often the gate's own rule, asked after every week, promotes a
@@ -287,10 +289,21 @@ async def evaluate(client, policies: list[str], prospects: list[dict], poll_s: f
         await asyncio.sleep(poll_s)
 
 
+async def draft_all(client, prospects: list[dict], seed: int, policy: str | None = None) -> tuple[list[dict], list[dict]]:
+    """`bench.drafts.draft` in batches of at most what `POST /drafts` takes: the batches and every draft, in
+    prospect order (a draw depends on the prospect, not on its batch)."""
+    batches_, drafts = [], []
+    for start in range(0, len(prospects), MAX_BATCH):
+        batch, written = await draft(client, prospects[start:start + MAX_BATCH], seed=seed, policy=policy)
+        batches_.append(batch)
+        drafts += written
+    return batches_, drafts
+
+
 async def by_policy(client, look_alikes, drafts: list[dict], policy: str, seed: int) -> list[dict]:
     """Each prospect's email by `policy`: where the batch drew it, that draft; the others drafted by it now, not sent."""
     missing = [look_alikes[i].prospect for i, d in enumerate(drafts) if d["policy"] != policy]
-    extra = (await draft(client, missing, seed=seed, policy=policy))[1] if missing else []
+    extra = (await draft_all(client, missing, seed=seed, policy=policy))[1] if missing else []
     return written_by(drafts, policy, extra)
 
 
@@ -477,18 +490,29 @@ def _mean_width(estimates: list[dict | None]) -> float | None:
 
 # ---------------------------------------------------------------- regret over weeks
 
-WEEKS = 8
-WEEKLY_PROSPECTS = 200
-REGRET_SEEDS = 2
+# Issue 50's sizes: a team's 2,000 sends a week for 8 weeks, 10 seeds. Each can be set smaller from the environment
+# (PROMOTION_WEEKS, PROMOTION_WEEKLY_PROSPECTS, PROMOTION_SEEDS) for a run that fits a smaller machine; the section
+# then says which sizes were below these.
+TARGET_WEEKS, TARGET_WEEKLY_PROSPECTS, TARGET_SEEDS = 8, 2_000, 10
+WEEKS = int(os.environ.get("PROMOTION_WEEKS", TARGET_WEEKS))
+WEEKLY_PROSPECTS = int(os.environ.get("PROMOTION_WEEKLY_PROSPECTS", TARGET_WEEKLY_PROSPECTS))
+REGRET_SEEDS = int(os.environ.get("PROMOTION_SEEDS", TARGET_SEEDS))
 FIRST_ITERATIONS = 5
 WEEKLY_ITERATIONS = 5
 CHALLENGER_SHARE = 0.1
 MAX_CHALLENGERS = 3
 AUTO_FLOOR = 0.01  # the deployment's default
-# `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (200 prospects
-# among a champion and three challengers), then top-two Thompson sampling moves its traffic
+# `auto` traffic: a new challenger drafts an even share until it has a week's even share of mature sends (a week's
+# prospects among a champion and three challengers), then top-two Thompson sampling moves its traffic
 AUTO_MIN_SENDS = WEEKLY_PROSPECTS // (1 + MAX_CHALLENGERS)
 REGRESS_EVERY = 3  # on the regressing line, every third week's challenger is a run that did not continue the line
+
+
+def week_look_alikes(team, count: int, seed: int) -> list:
+    """A week's `count` look-alikes, in groups of at most `MAX_BATCH` of their own seeds (the first group's is `seed`):
+    the world names at most about a thousand distinct people at once, and a team's week is several lists."""
+    return [la for group, start in enumerate(range(0, count, MAX_BATCH))
+            for la in team.look_alikes(min(MAX_BATCH, count - start), seed=seed + 100_000 * group)]
 
 
 def regressed_weeks(weeks: int, every: int | None) -> list[int]:
@@ -528,9 +552,9 @@ def _regret_seed(args: tuple) -> dict:
                         new = line = f"{run['run_id']}@{weekly_iterations}"
                     challengers = (challengers + [new])[-max_challengers:]
                     deployed = await _ok(await deploy_arms(api.http, champion, challengers, share, **options))
-                    look_alikes = team.look_alikes(prospects_n, seed=week_seed)
-                    batch, gated = await draft(api.http, [la.prospect for la in look_alikes], seed=week_seed)
-                    assert batch["policy"] == champion == deployed["policy"], (batch["policy"], champion)
+                    look_alikes = week_look_alikes(team, prospects_n, seed=week_seed)
+                    drafted, gated = await draft_all(api.http, [la.prospect for la in look_alikes], seed=week_seed)
+                    assert {b["policy"] for b in drafted} == {champion} and champion == deployed["policy"], champion
                     sent = await send(api, team, look_alikes, gated, seed=week_seed)
                     always = await by_policy(api.http, look_alikes, gated, new, seed=week_seed)
                     kept = await by_policy(api.http, look_alikes, gated, never, seed=week_seed)
@@ -556,6 +580,8 @@ def _regret_seed(args: tuple) -> dict:
                         entry["promoted"], champion, challengers = candidate, candidate, rest[-max_challengers:]
                         break
                     entry["seconds"] = round(time.monotonic() - week_started, 1)
+                    print(f"   seed {seed}, week {week}: {entry['seconds']:.0f} s, {sent['replied']} replies of "
+                          f"{sent['sent']} sends, promoted {entry['promoted']}", flush=True)
                     out.append(entry)
                 return {"seed": seed, "never": never, "weeks": out, "seconds": round(time.monotonic() - started, 1)}
 
@@ -635,7 +661,7 @@ def measure_peeking(weeks: int = WEEKS, weekly_sends: int = WEEKLY_PROSPECTS, ra
             "seconds": round(time.monotonic() - started, 1)}
 
 
-REPLAY_VOLUMES = (200, 1_000, 5_000)  # sends a week: the regret parts' volume, and a team 5 and 25 times larger
+REPLAY_VOLUMES = (200, 1_000, 5_000)  # sends a week: a small team's, and one 5 and 25 times larger
 REPLAY_RATES = (0.0, 0.25, 0.5, 0.75)  # the chance that a week's challenger did not continue the line
 REPLAY_REPEATS = 200
 

@@ -1,11 +1,13 @@
-"""Intervals of rates and means: the one interval type, the Wilson score interval, and the difference of two
-estimates read with a fixed-sample or an always-valid (sequential) interval.
+"""Intervals of rates and means: the one interval type, the Wilson score interval, the difference of two
+estimates read with a fixed-sample or an always-valid (sequential) interval, and the sends a decision between two
+rates needs.
 
 The always-valid margin is an asymptotic confidence sequence (Waudby-Smith et al. 2023, eq. 9, as GrowthBook's
 sequential testing uses): it holds at every look at once, so looking as often as one likes keeps the one-sided 5 %
 false-promotion rate, for an interval about 1.7 times as wide as one look's."""
 
 import math
+from statistics import NormalDist
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +17,7 @@ Z_95 = 1.959964  # the two-sided 95 % normal quantile
 # four times as many: the hundreds to few thousands of sends at which a team's evaluations decide.
 SEQUENTIAL_TUNED_AT = 1_000
 ALPHA = 0.10  # two-sided, as the 90 % intervals
+POWER = 0.80  # the chance that a decision's sends show a difference as large as the one assumed: the usual convention
 
 
 class Interval(BaseModel):
@@ -57,3 +60,31 @@ def always_valid_margin(standard_error: float, sends: int, tuned_at: int = SEQUE
     rho2 = (-2 * math.log(alpha) + math.log(-2 * math.log(alpha) + 1)) / tuned_at
     x = max(sends, 1) * rho2
     return standard_error * math.sqrt(2 * (x + 1) / x * math.log(math.sqrt(x + 1) / alpha))
+
+
+def sends_to_decide(rate: float, other: float, *, power: float = POWER, sequential: bool = False) -> int | None:
+    """Sends of each of two policies after which the gate's test (the 90 % interval of the difference above zero: a
+    one-sided 5 % test) tells these two positive-reply rates apart with probability `power`, were they the true ones:
+    the sample size of two proportions without continuity correction (Fleiss, Statistical Methods for Rates and
+    Proportions, 3rd ed., ch. 4), n = (z_a·√(2·p̄(1 − p̄)) + z_b·√(p1(1 − p1) + p2(1 − p2)))² / (p1 − p2)², with
+    p̄ their mean, z_a = 1.645 and z_b the `power` quantile (0.842 at 80 %). A `sequential` gate's always-valid
+    interval is wider the more sends it rests on: z_a is then its width at the 2n sends of both, n found by fixed-point
+    iteration. None for equal rates: no number of sends tells them apart."""
+    p1, p2 = (min(max(r, 0.0), 1.0) for r in (rate, other))
+    if p1 == p2:
+        return None
+    mean = (p1 + p2) / 2
+    null, alternative = math.sqrt(2 * mean * (1 - mean)), math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    z_b = NormalDist().inv_cdf(power)
+
+    def needed(z_a: float) -> int:
+        return math.ceil(((z_a * null + z_b * alternative) / (p1 - p2)) ** 2)
+
+    n = needed(Z_90)
+    if sequential:
+        for _ in range(100):  # the width changes slowly with n: a few steps settle it
+            n, before = needed(always_valid_margin(1.0, 2 * n)), n
+            if n == before:
+                break
+    return n
+

@@ -4,6 +4,7 @@ named by the deployment's history. A refused promotion is none, a new deployment
 `deployment.changed`; another tenant's receiver never hears one."""
 
 import asyncio
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -295,6 +296,45 @@ async def test_a_deployments_receiver_is_kept_replaced_or_removed_by_a_put(world
     assert removed["history"][0]["event"] not in {r["headers"]["webhook-id"] for r in bob.receiver.requests}
     unsafe = await bob.client.put("/graphs/demo/deployment", json={"policy": champion, "webhook_url": "ftp://x/hook"})
     assert unsafe.status_code == 422 and "webhook_url" in unsafe.text
+
+
+async def test_a_refused_promotion_says_how_many_sends_a_decision_needs_at_the_observed_rates(world):
+    """The figure is the sample size of two proportions at the evaluation's estimates, computed here by hand: n =
+    (1.644854 · √(2p̄(1 − p̄)) + 0.841621 · √(p1(1 − p1) + p2(1 − p2)))² / (p1 − p2)² sends of each, 80 % power for the
+    gate's one-sided 5 % test."""
+    _, bob = world
+    policies = [f"{bob.run_id}@0", f"{bob.run_id}@1"]
+    champion = (await bob.client.get("/graphs/demo/deployment")).json()["policy"] or policies[0]
+    [challenger] = [p for p in policies if p != champion]
+    await put(bob, {"policy": champion, "challengers": [{"policy": challenger, "share": 0.5}], "require_evidence": True,
+                    "sequential": False})
+    prospects = [PROSPECT | {"id": f"n{n}", "name": f"Prospect {n}"} for n in range(60)]
+    batch = (await bob.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 17})).json()
+    assert (await settled(bob.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
+    drafts = (await bob.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    outcomes = []
+    for n, draft in enumerate(drafts):  # the champion's drafts at every other position got a reply, none of the challenger's
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
+                         "recipient": who})
+        if draft["policy"] == champion and n % 2 == 0:
+            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
+                             "recipient": who, "category": "interested"})
+    assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
+    created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
+    evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
+    found = {p["policy"]: p["off_policy"] for p in evaluation["result"]["policies"]}
+    p1, p2 = ((found[p]["dr"] or found[p]["snips"])["value"] for p in (challenger, champion))
+    mean = (p1 + p2) / 2
+    needed = math.ceil(((1.644854 * math.sqrt(2 * mean * (1 - mean))
+                         + 0.841621 * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))) / (p1 - p2)) ** 2)
+
+    refused = await bob.client.put("/graphs/demo/deployment", json={"policy": challenger})
+    assert refused.status_code == 409, refused.text
+    detail = refused.json()["detail"]
+    assert f"at the observed rates ({p1:.3f} against {p2:.3f}) a decision needs about {needed:,} sends of each" in detail
+    assert (f"the evaluation has {found[challenger]['matched']:,} of the challenger's and "
+            f"{found[champion]['matched']:,} of the champion's") in detail
 
 
 async def _heard_raw(tenant: Tenant, event_id: str) -> list[dict]:

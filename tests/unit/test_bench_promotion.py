@@ -16,10 +16,11 @@ from bench.promotion import (
     replay_regret,
     sends_needed,
     stratified_truth,
+    week_look_alikes,
     worse_deployed,
     written_by,
 )
-from bench.report import regressions_compared, replay_section
+from bench.report import regret_sizes, regressions_compared, replay_section
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -115,10 +116,27 @@ def test_regressed_weeks_are_every_nth_week_and_none_without_a_period():
     assert regressed_weeks(8, None) == []
 
 
+def test_a_week_of_two_thousand_prospects_is_two_lists_of_distinct_look_alikes():
+    from app.knowledge_graph.service import demo_graph
+    from app.outcomes.simulated_team import SimulatedTeam
+
+    team = SimulatedTeam(demo_graph())
+    week = week_look_alikes(team, 2_000, seed=7)
+    assert len({la.prospect["id"] for la in week}) == 2_000
+    assert [la.prospect for la in week[:1_000]] == [la.prospect for la in team.look_alikes(1_000, seed=7)]
+
+
+def test_a_regret_part_below_issue_50s_sizes_says_which_sizes_fell_short():
+    sizes = {"seeds": 2, "weeks": 8, "prospects_per_week": 600}
+    assert regret_sizes(sizes) == ("**Measured at reduced sizes**: 2 seeds of the 10 the targets ask for; 600 sends a "
+                                    "week of the 2,000 the targets ask for.")
+    assert regret_sizes(sizes | {"seeds": 10, "prospects_per_week": 2_000}) == "10 seeds, 8 weeks of 2,000 sends."
+
+
 def test_the_regressions_compared_are_each_strategys_loss_and_the_gap_on_either_line():
     totals = lambda gated, always: {"totals": {"gated": gated, "always": always, "never": 0.0}}  # noqa: E731
     found = regressions_compared({"regret": totals(460.0, 520.0), "regret_regressing": totals(440.0, 470.0) | {
-        "regressed_weeks": [3, 6]}})
+        "regressed_weeks": [3, 6], "weeks": 8}})
     # always lost 520 − 470 = 50.0, gated 460 − 440 = 20.0; gated was 60.0 behind on the line, 30.0 on the regressing one
     assert "| fixed shares | 50.0 | 20.0 | 60.0 | 30.0 |" in found
     assert not any(row.startswith("| auto traffic") for row in found)  # no auto parts measured

@@ -9,7 +9,7 @@ from app.drafts.service import choose_arm
 from app.policies.evidence import verdict
 from app.policies.schemas import EvaluationResult
 from app.stats import estimators
-from app.stats.intervals import Z_90, always_valid_margin, wilson
+from app.stats.intervals import Z_90, always_valid_margin, sends_to_decide, wilson
 
 # Six logged sends: (arm that wrote it, its propensity, replied). The evaluated arm is 1.
 ARMS = [1, 0, 1, 0, 0, 1]
@@ -107,15 +107,31 @@ def test_a_challenger_is_ahead_when_the_interval_of_the_difference_clears_zero()
     # although the two intervals overlap (0.12 < 0.13)
     assert verdict(result((0.16, 0.12, 0.20), (0.10, 0.07, 0.13)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
     overlapping = verdict(result((0.14, 0.09, 0.19), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
-    # half-width √(0.05² + 0.02²) = 0.05385 over a difference of 0.04: (0.05385 / 0.04)² = 1.8125 times the sends
-    assert not overlapping.ahead and "about 366 more sends" in overlapping.message  # ⌈450 · 1.8125⌉ − 450
-    assert "the difference +0.040 [-0.014, +0.094] holds zero" in overlapping.message
+    assert not overlapping.ahead and "the difference +0.040 [-0.014, +0.094] holds zero" in overlapping.message
+    # 0.14 against 0.10: p̄ = 0.12, (1.644854 · √(2 · 0.12 · 0.88) + 0.841621 · √(0.14 · 0.86 + 0.10 · 0.90)) / 0.04
+    # = (1.644854 · 0.459565 + 0.841621 · 0.458694) / 0.04 = 28.5490, squared 815.05
+    assert ("at the observed rates (0.140 against 0.100) a decision needs about 816 sends of each (80 % power for the "
+            "90 % interval of the difference") in overlapping.message
+    assert "the evaluation has 50 of the challenger's and 450 of the champion's" in overlapping.message
     # an interval clipped at 0 keeps its standard error on the side that was not clipped: √(0.03² + 0.06²) = 0.067
     # is more than the difference 0.06 (the clipped side's 0.02 would have made it √(0.03² + 0.02²) = 0.036, ahead)
     assert not verdict(result((0.08, 0.05, 0.11), (0.02, 0.0, 0.08)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
     behind = verdict(result((0.08, 0.05, 0.11), (0.10, 0.08, 0.12)), "new@1", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005)
     assert not behind.ahead and "not ahead" in behind.message
+    assert "at the observed rates (0.080 against 0.100) a decision needs about" in behind.message
     assert not verdict(result((0.2, 0.1, 0.3), (0.1, 0.0, 0.2)), "other@2", "old@1", min_recipients=MIN_RECIPIENTS, guardrail=0.005).ahead
+
+
+def test_the_sends_a_decision_needs_are_the_sample_size_of_two_proportions():
+    # 3 % against 2 %: p̄ = 0.025, (1.644854 · √(2 · 0.025 · 0.975) + 0.841621 · √(0.03 · 0.97 + 0.02 · 0.98)) / 0.01
+    # = (1.644854 · 0.220794 + 0.841621 · 0.220681) / 0.01 = 54.8907, squared 3012.99
+    assert sends_to_decide(0.03, 0.02) == sends_to_decide(0.02, 0.03) == 3013
+    assert sends_to_decide(0.02, 0.02) is None
+    # always-valid: z_a is the confidence sequence's width at the 2n sends of both, n its own fixed point
+    n = sends_to_decide(0.03, 0.02, sequential=True)
+    z_a = always_valid_margin(1.0, 2 * n)
+    assert n == math.ceil(((z_a * math.sqrt(2 * 0.025 * 0.975) + 0.841621 * math.sqrt(0.0487)) / 0.01) ** 2)
+    assert n > 2 * 3013
 
 
 def test_a_challenger_ahead_on_replies_of_too_few_distinct_verified_recipients_is_not_promoted_and_told_why():
