@@ -12,6 +12,7 @@ from pathlib import Path
 # Each benchmark's section: its title, and the command that measures it.
 TITLES = {
     "world": "Learning in the simulated world: the demo, transfer to unseen industries, the judge",
+    "weekly": "The weekly loop at a team's volume",
     "orchestration": "Orchestration efficiency",
     "api": "API under load",
     "learning": "Learning: GRPO, graph reweighting and in-context learning side by side",
