@@ -16,10 +16,11 @@ happened up to the week's end (Sunday 24:00) through the providers' endpoints: a
 week's end (replies come hours to ten days on, heavy-tailed) is reported at the end of the week it falls in. Then the
 week's run learns from what has arrived.
 
-The calendar lies in the past, ending as the benchmark starts, so every timestamp is one a provider could send. The
-service's clock is the real one: at each week's run it reads every send so far as past the reply window (three days),
-so a send of Friday or Saturday with no reply yet counts as not replied to, where a service living those weeks would
-leave it out until Monday. That censoring falls alike on every draft of a week (one policy wrote them all).
+The calendar lies in the past, ending an hour before the benchmark starts, so every timestamp is one a provider could
+send. The service's clock is the real one: at each week's run it reads every send so far as past the reply window
+(three days), so a Friday send (two days and fifteen hours old at the week's end) with no reply yet counts as not
+replied to, where a service living those weeks would leave it out until Monday. That censoring falls alike on every
+draft of a week (one policy wrote them all).
 
 Measured per week, only here: the world's positive-reply probability (an interested or meeting reply, given delivery;
 `Reader.positive_reply_probability`) of the week's drafts (a prospect the service wrote no email to, being suppressed,
