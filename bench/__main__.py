@@ -14,8 +14,8 @@ import app  # noqa: E402,F401  (sets litellm offline before anything imports it)
 from bench import machine  # noqa: E402
 
 HERE = Path(__file__).parent
-SECTIONS = ("world", "orchestration", "api", "learning", "scale", "outcomes", "reads", "interference", "scale_out",
-            "pipelining", "real_model", "drafts", "promotion", "fairness")
+SECTIONS = ("world", "weekly", "orchestration", "api", "learning", "scale", "outcomes", "reads", "interference",
+            "scale_out", "pipelining", "real_model", "drafts", "promotion", "fairness")
 
 
 def run(section: str, workdir: Path, previous=None):
@@ -54,6 +54,10 @@ def run(section: str, workdir: Path, previous=None):
         from bench import world
 
         return world.measure()
+    if section == "weekly":
+        from bench import weekly
+
+        return weekly.measure()
     if section == "real_model":
         from bench import real_model
 

@@ -8,10 +8,6 @@ probabilities are read only here; the service sees the prospects, and the outcom
 Everything goes through the API, in process (the app and its worker on a SQLite file, an httpx client over ASGI):
 `POST /learn-loop`, `PUT /graphs/demo/deployment`, `POST /drafts`, `GET /draft-batches/…`, `POST /outcomes`.
 
-- The weekly loop: a first run (`feedback_source: outcomes`, so the judge alone: nothing was sent yet) is deployed;
-  then each week 200 new look-alikes are drafted by the deployment, sent, and their outcomes reported; a run
-  continued from the deployment (`init_from`, `feedback_source: outcomes`) learns from them, and its last policy is
-  deployed. The same prospects are also drafted, never sent, by the first policy (a team that never continues).
 - Throughput: 1,000 look-alikes in one batch on the embedded backend, `codreamer serve` on SQLite, while a client
   reads the batch and its drafts at a fixed rate; then the same reads with no batch in flight. Each phase starts once
   the API has answered what the one before left queued.
@@ -19,13 +15,12 @@ Everything goes through the API, in process (the app and its worker on a SQLite 
   latency-injected OpenAI-compatible server (0.5 s a call): 1,000 look-alikes as one batch and as four. A batch's
   chunks are workflows of their own that any worker takes, so a second worker drafts a share of one batch too.
 
-`python -m bench drafts` runs every part (about 40 minutes on 2 cores); `DRAFTS_PARTS=throughput,weekly` some of them.
-(Transfer to prospects the loop never saw is measured in the simulated world: `bench/world.py`.)
+`python -m bench drafts` runs every part; `DRAFTS_PARTS=throughput` one of them. (Transfer to prospects the loop never
+saw is measured in the simulated world, `bench/world.py`; the weekly loop with real delays in `bench/weekly.py`.)
 """
 
 import asyncio
 import os
-import tempfile
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -147,83 +142,6 @@ def ratio_interval(numerator: list[float], denominator: list[float], seed: int =
     top, bottom = np.array(numerator), np.array(denominator)
     draws = np.random.default_rng(seed).integers(0, len(top), size=(BOOTSTRAP, len(top)))
     return np.percentile(top[draws].mean(axis=1) / bottom[draws].mean(axis=1), [5, 95]).round(3).tolist()
-
-
-# ---------------------------------------------------------------- the weekly loop
-
-WEEKS = 6
-WEEKLY_PROSPECTS = 200
-WEEKLY_SEEDS = 4
-FIRST_ITERATIONS = 10  # the first run, before anything was sent: the judge alone
-WEEKLY_ITERATIONS = 10  # each continued run
-
-
-def _weekly_seed(args: tuple[int, int, int, int]) -> dict:
-    seed, weeks, first_iterations, weekly_iterations = args
-    _environment()
-    from app.knowledge_graph.service import demo_graph
-    from app.outcomes.simulated_team import SimulatedTeam
-
-    team = SimulatedTeam(demo_graph())
-
-    async def go() -> dict:
-        with tempfile.TemporaryDirectory(prefix="codreamer-bench-") as data_dir:
-            async with service(Path(data_dir)) as api:
-                started = time.monotonic()
-                first = await learn(api.http, {"iterations": first_iterations, "rollouts_per_group": 4, "seed": seed,
-                                               "feedback_source": "outcomes"})
-                never = f"{first['run_id']}@{first_iterations}"  # the policy of a team that never continues
-                deployed = (await deploy(api.http, never))["policy"]
-                weeks_out = []
-                for week in range(1, weeks + 1):
-                    week_started = time.monotonic()
-                    look_alikes = team.look_alikes(WEEKLY_PROSPECTS, seed=seed * 100 + week)
-                    prospects = [la.prospect for la in look_alikes]
-                    batch, drafts = await draft(api.http, prospects, seed=seed * 100 + week)  # the deployment
-                    assert batch["policy"] == deployed, (batch["policy"], deployed)
-                    sent = await send(api, team, look_alikes, drafts, seed=seed * 100 + week)
-                    outcomes = (await _ok(await api.http.get(f"/draft-batches/{batch['batch_id']}/outcomes")))["data"]
-                    assert sum(o["replies"] for o in outcomes) == sent["replied"]
-                    _, kept = await draft(api.http, prospects, seed=seed * 100 + week, policy=never)  # never sent
-                    entry = {"week": week, "policy": deployed, "true_reply": float(np.mean(true_replies(team, look_alikes, drafts))),
-                             "never_continued": float(np.mean(true_replies(team, look_alikes, kept))),
-                             "judge": float(np.mean([d["judge_score"] or 0.0 for d in drafts])),
-                             "observed_reply_rate": sent["replied"] / max(1, sent["delivered"]), **sent}
-                    if week < weeks:  # the last week's drafts are the last measured: no run after them
-                        run = await learn(api.http, {"iterations": weekly_iterations, "rollouts_per_group": 4,
-                                                     "seed": seed * 100 + week, "feedback_source": "outcomes",
-                                                     "init_from": deployed})
-                        assert run["config"]["init_from"] == deployed
-                        deployed = (await deploy(api.http, f"{run['run_id']}@{weekly_iterations}"))["policy"]
-                    entry["seconds"] = round(time.monotonic() - week_started, 1)
-                    weeks_out.append(entry)
-                return {"seed": seed, "weeks": weeks_out, "seconds": round(time.monotonic() - started, 1)}
-
-    return asyncio.run(go())
-
-
-def measure_weekly(seeds: int = WEEKLY_SEEDS, weeks: int = WEEKS, first_iterations: int = FIRST_ITERATIONS,
-                   weekly_iterations: int = WEEKLY_ITERATIONS, workers: int = 2) -> dict:
-    from concurrent.futures import ProcessPoolExecutor
-
-    started, load = time.monotonic(), os.getloadavg()[0]
-    with ProcessPoolExecutor(workers) as pool:
-        runs = list(pool.map(_weekly_seed, [(s, weeks, first_iterations, weekly_iterations) for s in range(seeds)]))
-    curve = [float(np.mean([r["weeks"][w]["true_reply"] for r in runs])) for w in range(weeks)]
-    never = [float(np.mean([r["weeks"][w]["never_continued"] for r in runs])) for w in range(weeks)]
-    last = [r["weeks"][-1]["true_reply"] for r in runs]
-    return {
-        "seeds": seeds, "weeks": weeks, "prospects_per_week": WEEKLY_PROSPECTS, "first_iterations": first_iterations,
-        "weekly_iterations": weekly_iterations, "true_reply": curve, "never_continued": never,
-        "observed_reply_rate": [float(np.mean([r["weeks"][w]["observed_reply_rate"] for r in runs])) for w in range(weeks)],
-        "judge": [float(np.mean([r["weeks"][w]["judge"] for r in runs])) for w in range(weeks)],
-        "last_over_first": curve[-1] / curve[0], "last_over_first_interval_90": ratio_interval(last, [r["weeks"][0]["true_reply"] for r in runs]),
-        "last_over_never": curve[-1] / never[-1], "last_over_never_interval_90": ratio_interval(last, [r["weeks"][-1]["never_continued"] for r in runs]),
-        "per_seed": [{"true_reply": [round(w["true_reply"], 4) for w in r["weeks"]],
-                      "never_continued": [round(w["never_continued"], 4) for w in r["weeks"]], "seconds": r["seconds"]} for r in runs],
-        "week_seconds": float(np.mean([w["seconds"] for r in runs for w in r["weeks"]])),
-        "seconds": round(time.monotonic() - started, 1), "load_average_before": round(load, 2), "workers": workers,
-    }
 
 
 # ---------------------------------------------------------------- throughput
@@ -450,11 +368,11 @@ def measure_scale_out(workdir: Path, size: int = BATCH, layouts: tuple[int, ...]
 
 # ---------------------------------------------------------------- the section
 
-PARTS = ("throughput", "weekly", "scale_out")
+PARTS = ("throughput", "scale_out")
 
 
 def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] | None = None) -> dict:
-    """Each part in turn (`DRAFTS_PARTS=throughput,weekly` runs some; the others keep their previous figures), each with
+    """Each part in turn (`DRAFTS_PARTS=throughput` runs one; the others keep their previous figures), each with
     the date, the machine and its load average as it began."""
     parts = parts or tuple(p for p in os.environ.get("DRAFTS_PARTS", ",".join(PARTS)).split(",") if p)
     if unknown := set(parts) - set(PARTS):
@@ -465,8 +383,6 @@ def measure(workdir: Path, previous: dict | None = None, parts: tuple[str, ...] 
         about = {"machine": machine(), "load_average_before": round(os.getloadavg()[0], 2)}
         if part == "throughput":
             result[part] = measure_throughput(workdir / "throughput") | about
-        elif part == "scale_out":
-            result[part] = measure_scale_out(workdir / "scale_out") | about
         else:
-            result[part] = measure_weekly() | about
+            result[part] = measure_scale_out(workdir / "scale_out") | about
     return result
