@@ -112,11 +112,11 @@ async def test_a_graph_in_use_is_refused_and_a_finished_run_survives_a_replaceme
     assert gone not in scores and set(scores) == {n["id"] for n in document["nodes"]}
     assert (await client.get(f"/runs/{run_id}/iterations/1")).status_code == 200
     # a run keeps the graph it started with: a failed run on a since-replaced graph is not resumed
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path, timeout=60) as db:  # the app may be writing (the default waits 5 s)
         db.execute("UPDATE runs SET status = 'failed' WHERE id = ?", (run_id,))
     refused = await client.post(f"/runs/{run_id}/resume")
     assert refused.status_code == 409 and "replaced" in refused.json()["detail"]
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path, timeout=60) as db:  # the app may be writing (the default waits 5 s)
         db.execute("UPDATE runs SET status = 'succeeded' WHERE id = ?", (run_id,))
     # a finished run still refers to the graph: deleting it is refused until the run is deleted
     assert (await client.delete("/graphs/busy")).status_code == 409
@@ -188,7 +188,7 @@ async def test_delete_run_removes_everything_it_owns(env):
     await finished(client, other)
 
     def counts(run: str, event_ids: list[str]) -> dict:
-        with sqlite3.connect(path) as db:
+        with sqlite3.connect(path, timeout=60) as db:  # the app may be writing (the default waits 5 s)
             found = {table: db.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run,)).fetchone()[0]
                      for table in RUN_TABLES if table not in SUBJECT_TABLES}
             for table in ("events", "webhook_deliveries"):  # a run's by subject
@@ -204,7 +204,7 @@ async def test_delete_run_removes_everything_it_owns(env):
         return found
 
     def event_ids(run: str) -> list[str]:
-        with sqlite3.connect(path) as db:
+        with sqlite3.connect(path, timeout=60) as db:  # the app may be writing (the default waits 5 s)
             return [row[0] for row in db.execute("SELECT id FROM events WHERE subject_kind = 'run' AND subject_id = ?",
                                                  (run,))]
 
@@ -245,7 +245,7 @@ async def test_a_run_deleted_as_its_workflow_lets_go_leaves_nothing_behind(env):
     async with current().services.db.transaction() as session:  # as a train step in flight would write it
         session.add(PolicyCheckpoint(model_name=name, step=3, data=b"x", metrics={}))
     await workflow.let_go(run_id)
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path, timeout=60) as db:  # the app may be writing (the default waits 5 s)
         assert db.execute("SELECT count(*) FROM policy_checkpoints WHERE model_name = ?", (name,)).fetchone()[0] == 0
     assert not folder.exists()
 

@@ -156,7 +156,7 @@ async def test_a_cancelled_run_leaves_no_trajectories_of_an_unrecorded_iteration
 # ---------------------------------------------------------------- a run in flight across an upgrade
 
 def _dbos_tables(process):
-    return sqlite3.connect(dbos_database_url(process.api.settings).removeprefix("sqlite:///"))
+    return sqlite3.connect(dbos_database_url(process.api.settings).removeprefix("sqlite:///"), timeout=60)
 
 
 def _as_the_dict_steps_wrote_it(output):
