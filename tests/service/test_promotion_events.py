@@ -246,21 +246,9 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
     champion, challenger = f"{bob.run_id}@1", f"{bob.run_id}@0"
     await put(bob, {"policy": champion, "challengers": [{"policy": challenger, "share": 0.5}], "require_evidence": True,
                     "sequential": True})
-    prospects = [PROSPECT | {"id": f"s{n}", "name": f"Prospect {n}"} for n in range(60)]
-    batch = (await bob.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 11})).json()
-    assert (await settled(bob.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
-    drafts = (await bob.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
-    outcomes = []
-    for n, draft in enumerate(drafts):  # the challenger's drafts at every third position got a reply
-        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
-        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
-                         "recipient": who})
-        if draft["policy"] == challenger and n % 3 == 0:
-            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who, "category": "interested"})
-    assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
-    created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
-    evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
+    # the challenger's drafts at every third position got a reply
+    evaluation = await _evaluated(bob, "s", 11, lambda n, draft: draft["policy"] == challenger and n % 3 == 0,
+                                  [challenger, champion])
     result = EvaluationResult.model_validate(evaluation["result"])
     assert verdict(result, challenger, champion, min_recipients=5, guardrail=0.005).ahead  # the case: the fixed-sample interval clears zero …
     assert not verdict(result, challenger, champion, min_recipients=5, guardrail=0.005, sequential=True).ahead  # … the always-valid one does not
@@ -274,7 +262,7 @@ async def test_a_sequential_gate_judges_the_put_that_loosens_it(world):
                                "sequential": False})
     assert (loosened["require_evidence"], loosened["sequential"]) == (True, False)
     promoted = await put(bob, {"policy": challenger})
-    assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == created["evaluation_id"]
+    assert promoted["policy"] == challenger and promoted["history"][0]["evaluation"] == evaluation["evaluation_id"]
 
 
 async def test_a_deployments_receiver_is_kept_replaced_or_removed_by_a_put(world):
@@ -308,21 +296,9 @@ async def test_a_refused_promotion_says_how_many_sends_a_decision_needs_at_the_o
     [challenger] = [p for p in policies if p != champion]
     await put(bob, {"policy": champion, "challengers": [{"policy": challenger, "share": 0.5}], "require_evidence": True,
                     "sequential": False})
-    prospects = [PROSPECT | {"id": f"n{n}", "name": f"Prospect {n}"} for n in range(60)]
-    batch = (await bob.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": 17})).json()
-    assert (await settled(bob.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
-    drafts = (await bob.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
-    outcomes = []
-    for n, draft in enumerate(drafts):  # the champion's drafts at every other position got a reply, none of the challenger's
-        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
-        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
-                         "recipient": who})
-        if draft["policy"] == champion and n % 2 == 0:
-            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
-                             "recipient": who, "category": "interested"})
-    assert (await bob.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
-    created = (await bob.client.post("/evaluations", json={"graph_id": "demo", "policies": [challenger, champion]})).json()
-    evaluation = await settled(bob.client, f"/evaluations/{created['evaluation_id']}")
+    # the champion's drafts at every other position got a reply, none of the challenger's
+    evaluation = await _evaluated(bob, "n", 17, lambda n, draft: draft["policy"] == champion and n % 2 == 0,
+                                  [challenger, champion])
     found = {p["policy"]: p["off_policy"] for p in evaluation["result"]["policies"]}
     p1, p2 = ((found[p]["dr"] or found[p]["snips"])["value"] for p in (challenger, champion))
     mean = (p1 + p2) / 2
@@ -335,6 +311,26 @@ async def test_a_refused_promotion_says_how_many_sends_a_decision_needs_at_the_o
     assert f"at the observed rates ({p1:.3f} against {p2:.3f}) a decision needs about {needed:,} sends of each" in detail
     assert (f"the evaluation has {found[challenger]['matched']:,} of the challenger's and "
             f"{found[champion]['matched']:,} of the champion's") in detail
+
+
+async def _evaluated(tenant: Tenant, id_prefix: str, seed: int, replied, policies: list[str]) -> dict:
+    """60 prospects drafted by the deployment, each delivered, those `replied(position, draft)` names replied to
+    (interested); then the finished evaluation of `policies`."""
+    prospects = [PROSPECT | {"id": f"{id_prefix}{n}", "name": f"Prospect {n}"} for n in range(60)]
+    batch = (await tenant.client.post("/drafts", json={"graph_id": "demo", "prospects": prospects, "seed": seed})).json()
+    assert (await settled(tenant.client, f"/draft-batches/{batch['batch_id']}"))["status"] == "succeeded"
+    drafts = (await tenant.client.get(f"/draft-batches/{batch['batch_id']}/drafts")).json()["data"]
+    outcomes = []
+    for n, draft in enumerate(drafts):
+        ref, who = draft["email"]["ref"], draft["prospect"]["id"] + "@example.org"
+        outcomes.append({"ref": ref, "type": "delivered", "occurred_at": "2026-11-01T09:00:00Z", "id": f"d-{ref}",
+                         "recipient": who})
+        if replied(n, draft):
+            outcomes.append({"ref": ref, "type": "replied", "occurred_at": "2026-11-01T12:00:00Z", "id": f"r-{ref}",
+                             "recipient": who, "category": "interested"})
+    assert (await tenant.client.post("/outcomes", json={"events": outcomes})).json()["unattributed"] == 0
+    created = (await tenant.client.post("/evaluations", json={"graph_id": "demo", "policies": policies})).json()
+    return await settled(tenant.client, f"/evaluations/{created['evaluation_id']}")
 
 
 async def _heard_raw(tenant: Tenant, event_id: str) -> list[dict]:
