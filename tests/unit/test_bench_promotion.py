@@ -20,7 +20,7 @@ from bench.promotion import (
     worse_deployed,
     written_by,
 )
-from bench.report import regret_sizes, regressions_compared, replay_section
+from bench.report import regressions_compared, regret_sizes, replay_section
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
