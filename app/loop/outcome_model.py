@@ -75,6 +75,10 @@ def _sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
+def _sigmoids(x: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0, -x))
+
+
 @dataclass(frozen=True)
 class TraitRegression:
     """logit P = intercept + Σ weight[trait] over the email's traits; a trait never sent weighs nothing."""
@@ -132,15 +136,25 @@ class TraitRegression:
         centre = np.zeros(x.shape[1])
         centre[0] = math.log(population / (1 - population))
         beta = centre.copy()
+
+        def objective(b: np.ndarray) -> float:  # the log posterior, up to a constant
+            eta = x @ b
+            return float(s @ eta - n @ np.logaddexp(0, eta) - precision @ (b - centre) ** 2 / 2)
+
         for _ in range(NEWTON_STEPS):
-            p = 1 / (1 + np.exp(-(x @ beta)))
+            p = _sigmoids(x @ beta)
             gradient = x.T @ (s - n * p) - precision * (beta - centre)
             hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
             step = np.linalg.solve(hessian, gradient)
-            beta += step
-            if np.abs(step).max() < 1e-9:
+            # A full step from far off (rare outcomes, traits sent together) can overshoot past where exp overflows:
+            # halve it until the posterior does not fall, so every step climbs.
+            current, scale = objective(beta), 1.0
+            while objective(beta + scale * step) < current and scale > 1e-6:
+                scale /= 2
+            beta += scale * step
+            if np.abs(scale * step).max() < 1e-9:
                 break
-        p = 1 / (1 + np.exp(-(x @ beta)))
+        p = _sigmoids(x @ beta)
         hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
         return cls(float(beta[0]), dict(zip(traits, beta[1:].tolist(), strict=True)), np.linalg.inv(hessian),
                    float(1 / precision[0]), float(population))

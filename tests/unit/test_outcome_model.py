@@ -1,8 +1,11 @@
 """The outcome model, the reward blend on it, and the statistics of GET /runs/{id}/outcomes: figures pinned."""
 
+import warnings
+
+import numpy as np
 import pytest
 
-from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource, OutcomeModel, SentEmail
+from app.loop.outcome_model import NO_ESTIMATE, Estimate, FeedbackSource, OutcomeModel, SentEmail, TraitRegression
 from app.loop.reward import blend
 from app.outcomes import refs
 from app.outcomes.service import spearman
@@ -118,6 +121,31 @@ def test_an_email_sent_before_uses_its_own_outcomes_shrunk_toward_the_prediction
     assert estimate.p_positive == pytest.approx((9 + K * predicted.p_positive) / (30 + K))
     assert estimate.p_open == pytest.approx((15 + K * predicted.p_open) / (30 + K))
     assert estimate.confidence == pytest.approx(30 / (30 + K))
+
+
+def test_rare_outcomes_among_traits_sent_together_fit_to_the_posteriors_mode_without_overflow():
+    """Three replies in about a thousand sends, forty traits sent in overlapping sets: a full Newton step from the
+    prior's centre overshoots far enough to overflow exp. The fit reaches the mode (the gradient of the log posterior
+    is zero there) with no warning."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        design = (rng.random((60, 40)) < 0.3).astype(float)
+        trials = rng.integers(1, 30, 60).astype(float)
+        successes = np.zeros(60)
+        replied = rng.choice(60, 3, replace=False)
+        successes[replied] = trials[replied] * rng.random(3)
+        traits = [f"t{i}" for i in range(40)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fitted = TraitRegression.fit(traits, design, trials, successes, prior_strength=5.0)
+        beta = np.array([fitted.intercept] + [fitted.weights[t] for t in traits])
+        x = np.hstack([np.ones((60, 1)), design])
+        population = (successes.sum() + 1) / (trials.sum() + 2)
+        precision = 5.0 * population * (1 - population)
+        centre = np.zeros(41)
+        centre[0] = np.log(population / (1 - population))
+        gradient = x.T @ (successes - trials / (1 + np.exp(-(x @ beta)))) - precision * (beta - centre)
+        assert np.abs(gradient).max() < 1e-6, seed
 
 
 def test_wilson_interval_figures():
