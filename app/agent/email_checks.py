@@ -7,6 +7,7 @@ text, so they apply as well to an email a language model wrote, within what word
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.agent.names import Addressee, of_prospect
 from app.agent.text import article, sentences, terms, words
@@ -128,10 +129,16 @@ def speaks_to(found: frozenset[str], pain: str) -> int:
     """How strongly a text's content words speak to a pain: the pain's terms it shares, a capitalised one (an acronym
     or a name: "PHI", "Airflow") counting twice; 0 unless that makes two, or half of the pain's terms (one word of
     a pain of two). One ordinary word of three ("data" of "stale inventory data") is not enough."""
-    pain_terms = terms(pain)
-    specific = terms(" ".join(w for w in pain.split() if any(c.isupper() for c in w)))
-    n = len(found & pain_terms) + len(found & pain_terms & specific)
+    pain_terms, specific = _pain_terms(pain)
+    n = len(found & pain_terms) + len(found & specific)
     return n if n and (n >= 2 or 2 * n >= len(pain_terms)) else 0
+
+
+@lru_cache(maxsize=1 << 12)
+def _pain_terms(pain: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A pain's terms, and those of them that are capitalised (acronyms and names)."""
+    pain_terms = terms(pain)
+    return pain_terms, pain_terms & terms(" ".join(w for w in pain.split() if any(c.isupper() for c in w)))
 
 
 def uses_fact(sentence_terms: frozenset[str], fact: str) -> bool:

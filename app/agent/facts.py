@@ -14,6 +14,7 @@ never quotes a fact that answers none of its prospect's pains.
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from app.agent.email_checks import has_figure, speaks_to
@@ -40,11 +41,13 @@ class FactNode(Protocol):
     title: str
 
 
+@lru_cache(maxsize=256)
 def is_context(node_type: str) -> bool:
     kind = node_type.lower()
     return any(word in kind for word in CONTEXT_TYPE_WORDS)
 
 
+@lru_cache(maxsize=256)
 def is_problem(node_type: str) -> bool:
     kind = node_type.lower()
     return any(word in kind for word in PROBLEM_TYPE_WORDS)
@@ -80,10 +83,24 @@ def stack_of(prospect: dict) -> frozenset[str]:
     return terms(" ".join(str(v) for v in custom.values())) if isinstance(custom, dict) else frozenset()
 
 
+@lru_cache(maxsize=1 << 12)
+def _subject(pain: str) -> frozenset[str]:
+    """The pain's terms without its lead-in ("needs", "wants to")."""
+    return terms(LEADS.sub("", pain)) or terms(pain)
+
+
+@lru_cache(maxsize=1 << 12)
+def _told(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """A node's sentences with their terms: read again for every prospect's every pain."""
+    return tuple((s, terms(s)) for s in sentences(text))
+
+
 def _shares_words(found: frozenset[str], pain: str) -> bool:
     """`speaks_to`, with distinct words only: one shared name ("IBM" of "IBM Maximo" and "IBM DB2") is not enough
-    where the pain has more to it. The pain's own lead-in ("needs", "wants to") is not its subject."""
-    own = terms(LEADS.sub("", pain)) or terms(pain)
+    where the pain has more to it. The pain's own lead-in is not its subject."""
+    own = _subject(pain)
+    if found.isdisjoint(own):
+        return False
     shared = len(found & own)
     return bool(speaks_to(found, pain)) and (shared >= 2 or 2 * shared >= len(own))
 
@@ -132,12 +149,12 @@ def answers(graph: KnowledgeGraph, prospect: dict) -> list[Answer]:
     for node in graph.document.nodes:
         if is_context(node.type) or is_problem(node.type):
             continue
-        told = sentences(node.text)
-        answered = tuple(p for p in pains if any(sentence_answers(node, s, p, stack) for s in told))
+        told = _told(node.text)
+        answered = tuple(p for p in pains if any(sentence_answers(node, s, p, stack) for s, _ in told))
         if not answered:
             continue
         words = terms(f"{node.title} {node.text} {' '.join(node.tags)}")
-        by_words = any(_shares_words(terms(s), p) for s in told for p in answered)
+        by_words = any(_shares_words(found_terms, p) for _, found_terms in told for p in answered)
         name = integration_name(node.title) if is_integration(node.type) else frozenset()
         ours = bool(name) and (name <= stack or any(names_tool(node.title, p) for p in answered))
         found.append(Answer(node.id, answered, bool(industry) and industry <= words, ours, len(words & mine),

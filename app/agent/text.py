@@ -19,8 +19,10 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 14)
 def terms(text: str) -> frozenset[str]:
-    """Content words of a text, lower-cased and lightly stemmed."""
+    """Content words of a text, lower-cased and lightly stemmed. Cached: a graph's sentences and a prospect's pains are
+    read again for every pain, node and rollout."""
     return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP)
 
 
