@@ -50,7 +50,6 @@ of a draft (`app.simulation`) is read only here.
 """
 
 import asyncio
-import json
 import math
 import os
 import tempfile
@@ -63,6 +62,7 @@ import numpy as np
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
 from bench import machine
 from bench.drafts import GRAPH, _environment, _ok, draft, learn, send, service, true_replies
+from bench.world import keep_seed, kept_seeds
 
 ESTIMATORS = ("ips", "snips", "dr")
 TOLERANCE = 0.03  # the target: within ±0.03 of the true value
@@ -413,13 +413,13 @@ def measure_ope(seeds: int = OPE_SEEDS, volumes: tuple[int, ...] = OPE_VOLUMES, 
 
     started, load = time.monotonic(), os.getloadavg()
     config = {"volumes": list(volumes), "iterations": iterations, "share": share, "held_out": held_out}
-    kept = _kept_seeds(config)  # seeds an interrupted measurement finished (OPE_SEEDS_FILE), not measured again
+    kept = kept_seeds(_seeds_file(), config)  # seeds a stopped measurement finished (OPE_SEEDS_FILE), not measured again
     todo = [(s, volumes, iterations, share, held_out) for s in range(seeds) if s not in kept]
     with ProcessPoolExecutor(workers) as pool:
         for future in as_completed([pool.submit(_ope_seed, args) for args in todo]):
             finished = future.result()
             kept[finished["seed"]] = finished
-            _keep_seed(config, finished)
+            keep_seed(_seeds_file(), config, finished)
     return summarize_ope([kept[s] for s in range(seeds)], volumes, iterations, share, held_out) | {
         "resumed_seeds": sorted(set(range(seeds)) - {t[0] for t in todo}), "workers": workers,
         "seconds": round(time.monotonic() - started, 1), "load_average_before": [round(x, 2) for x in load],
@@ -464,22 +464,6 @@ def summarize_ope(runs: list[dict], volumes: tuple[int, ...], iterations: int, s
 def _seeds_file() -> Path | None:
     path = os.environ.get("OPE_SEEDS_FILE")
     return Path(path) if path else None
-
-
-def _kept_seeds(config: dict) -> dict[int, dict]:
-    """With OPE_SEEDS_FILE: the seeds measured before with the same settings (a measurement stopped half way goes on
-    where it stopped, on a machine shared with other work)."""
-    path = _seeds_file()
-    if path is None or not path.exists():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {row["result"]["seed"]: row["result"] for row in rows if row["config"] == config}
-
-
-def _keep_seed(config: dict, result: dict) -> None:
-    if (path := _seeds_file()) is not None:
-        with path.open("a") as out:
-            out.write(json.dumps({"config": config, "result": result}) + "\n")
 
 
 def _mean_width(estimates: list[dict | None]) -> float | None:

@@ -29,7 +29,8 @@ had arrived by its end, and the world's probability of the rule's (`bench/heuris
 prospects. Targets: week 8 ≥ 1.25× week 1, and above the rule, with 90 % intervals from resampling the seeds.
 
 `python -m bench weekly` (`WEEKLY_SEEDS`, `WEEKLY_WEEKS`, `WEEKLY_SENDS` change the sizes: 10 seeds, 8 weeks, 2,000
-sends a week by default).
+sends a week by default; with `WEEKLY_SEEDS_FILE=path` each finished seed is kept there, and a measurement stopped half
+way goes on from it).
 """
 
 import asyncio
@@ -46,7 +47,7 @@ import numpy as np
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
 from bench.drafts import _environment, _ok, deploy, draft, learn, ratio_interval, service
 from bench.promotion import FIRST_ITERATIONS, WEEKLY_ITERATIONS
-from bench.world import mean_interval
+from bench.world import code_version, keep_seed, kept_seeds, mean_interval
 
 SEEDS = 10
 WEEKS = 8
@@ -55,6 +56,7 @@ KINDS = ("look_alikes", "unseen")  # the team's prospects, half of each
 WORKING_DAYS = 5  # the team sends a fifth of the week's drafts each morning, Monday to Friday
 SEND_HOUR = 9
 WEEK = timedelta(days=7)
+MEASURED_CODE = ("app", "bench/weekly.py", "bench/heuristic.py", "bench/drafts.py", "bench/promotion.py")
 WEBHOOK_BATCH = 1000  # sends per Event Webhook post
 RISE_TARGET = 1.25  # week 8 over week 1
 
@@ -227,13 +229,22 @@ def summary(per_seed: list[dict]) -> dict:
 
 
 def measure(sizes: Sizes | None = None, workers: int = 2) -> dict:
+    from bench import commit
+
     sizes = sizes or Sizes.from_environment()
+    path = Path(os.environ["WEEKLY_SEEDS_FILE"]) if os.environ.get("WEEKLY_SEEDS_FILE") else None
+    config = {"code": code_version(MEASURED_CODE), "sizes": {k: v for k, v in sizes.__dict__.items() if k != "seeds"}}
+    kept = kept_seeds(path, config)
+    todo = [seed for seed in range(sizes.seeds) if seed not in kept]
     started = time.monotonic()
     load = [round(x, 2) for x in os.getloadavg()]
     with ProcessPoolExecutor(workers) as pool:
-        done = [f.result() for f in as_completed([pool.submit(_seed, (seed, sizes)) for seed in range(sizes.seeds)])]
-    per_seed = sorted(done, key=lambda s: s["seed"])
+        for done in as_completed([pool.submit(_seed, (seed, sizes)) for seed in todo]):
+            result = done.result() | {"commit": commit()}
+            kept[result["seed"]] = result
+            keep_seed(path, config, result)
+    per_seed = [kept[seed] for seed in range(sizes.seeds)]
     return {"sizes": sizes.__dict__, "first_iterations": FIRST_ITERATIONS, "weekly_iterations": WEEKLY_ITERATIONS,
-            "seconds": round(time.monotonic() - started, 1), "load_average_before": load,
-            "load_average_after": [round(x, 2) for x in os.getloadavg()], "workers": workers,
-            "per_seed": per_seed, **summary(per_seed)}
+            "seconds": round(time.monotonic() - started, 1), "resumed_seeds": sorted(set(range(sizes.seeds)) - set(todo)),
+            "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "workers": workers, "per_seed": per_seed, **summary(per_seed)}

@@ -218,7 +218,7 @@ def _median(values: list[float | None]) -> float | None:
 MEASURED_CODE = ("app", "bench/world.py", "bench/heuristic.py", "bench/drafts.py")  # what a seed's figures depend on
 
 
-def code_version() -> str:
+def code_version(paths: tuple[str, ...] = MEASURED_CODE) -> str:
     """The git objects of the code a seed's figures depend on (the service, the world, this benchmark), or "changed"
     when any of it differs from the commit: seeds kept from another commit count only when all of it is the same."""
     import subprocess
@@ -226,18 +226,24 @@ def code_version() -> str:
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", *args], cwd=Path(__file__).parents[1], capture_output=True, text=True)
 
-    if git("diff", "--quiet", "HEAD", "--", *MEASURED_CODE).returncode != 0:
+    if git("diff", "--quiet", "HEAD", "--", *paths).returncode != 0:
         return "changed"
-    return ",".join(git("rev-parse", *(f"HEAD:{p}" for p in MEASURED_CODE)).stdout.split())
+    return ",".join(git("rev-parse", *(f"HEAD:{p}" for p in paths)).stdout.split())
 
 
-def _kept(path: Path | None, config: dict) -> dict[int, dict]:
-    """With WORLD_SEEDS_FILE: the seeds a stopped measurement of the same code and sizes finished (one JSON line
-    each), so it goes on where it stopped; nothing from other code or other sizes."""
-    if path is None or not path.exists():
+def kept_seeds(path: Path | None, config: dict) -> dict[int, dict]:
+    """The seeds a stopped measurement of the same code and sizes finished (one JSON line each in `path`), so it goes
+    on where it stopped; nothing from other code or other sizes, nor from code not committed."""
+    if path is None or not path.exists() or config.get("code") == "changed":
         return {}
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {line["result"]["seed"]: line["result"] for line in lines if line["config"] == config}
+
+
+def keep_seed(path: Path | None, config: dict, result: dict) -> None:
+    if path is not None:
+        with path.open("a") as file:
+            file.write(json.dumps({"config": config, "result": result}) + "\n")
 
 
 def measure(sizes: Sizes | None = None, workers: int = 2) -> dict:
@@ -246,16 +252,14 @@ def measure(sizes: Sizes | None = None, workers: int = 2) -> dict:
     sizes = sizes or Sizes.from_environment()
     path = Path(os.environ["WORLD_SEEDS_FILE"]) if os.environ.get("WORLD_SEEDS_FILE") else None
     config = {"code": code_version(), "sizes": {k: v for k, v in sizes.__dict__.items() if k != "seeds"}}
-    kept = {seed: result for seed, result in _kept(path, config).items() if config["code"] != "changed"}
+    kept = kept_seeds(path, config)
     todo = [seed for seed in range(sizes.seeds) if seed not in kept]
     started = time.monotonic()
     with ProcessPoolExecutor(workers) as pool:
         for done in as_completed([pool.submit(_seed, (seed, sizes)) for seed in todo]):
             result = done.result() | {"commit": commit()}
             kept[result["seed"]] = result
-            if path is not None:
-                with path.open("a") as file:
-                    file.write(json.dumps({"config": config, "result": result}) + "\n")
+            keep_seed(path, config, result)
     per_seed = [kept[seed] for seed in range(sizes.seeds)]
     return {"sizes": sizes.__dict__, "late": LATE, "seconds": round(time.monotonic() - started, 1),
             "resumed_seeds": sorted(set(range(sizes.seeds)) - set(todo)),

@@ -95,18 +95,20 @@ def test_stratified_truth_weighs_each_scenario_alike_and_says_how_sure_it_is():
     assert se == pytest.approx(math.sqrt(0.02 / 2) / 2)  # a: var 0.02 over 2; b: 0
 
 
-def test_a_stopped_measurement_keeps_its_finished_seeds_for_the_same_settings_only(tmp_path, monkeypatch):
-    from bench.promotion import _keep_seed, _kept_seeds
+def test_a_stopped_measurement_keeps_its_finished_seeds_for_the_same_code_and_settings_only(tmp_path):
+    from bench.world import keep_seed, kept_seeds
 
-    monkeypatch.setenv("OPE_SEEDS_FILE", str(tmp_path / "seeds.jsonl"))
-    config = {"volumes": [400], "iterations": 5, "share": 0.1, "held_out": 20}
-    assert _kept_seeds(config) == {}
-    _keep_seed(config, {"seed": 3, "truth": {}})
-    assert _kept_seeds(config) == {3: {"seed": 3, "truth": {}}}
-    assert _kept_seeds(config | {"volumes": [400, 1000]}) == {}
-    monkeypatch.delenv("OPE_SEEDS_FILE")
-    _keep_seed(config, {"seed": 4})  # without the variable nothing is kept
-    assert _kept_seeds(config) == {}
+    path = tmp_path / "seeds.jsonl"
+    config = {"code": "abc", "volumes": [400], "iterations": 5}
+    assert kept_seeds(path, config) == {}
+    keep_seed(path, config, {"seed": 3, "truth": {}})
+    assert kept_seeds(path, config) == {3: {"seed": 3, "truth": {}}}
+    assert kept_seeds(path, config | {"volumes": [400, 1000]}) == {}
+    assert kept_seeds(path, config | {"code": "def"}) == {}
+    keep_seed(path, config | {"code": "changed"}, {"seed": 4})
+    assert kept_seeds(path, config | {"code": "changed"}) == {}  # code not committed is never resumed
+    keep_seed(None, config, {"seed": 5})  # without a file nothing is kept
+    assert kept_seeds(path, config) == {3: {"seed": 3, "truth": {}}}
 
 
 def test_regressed_weeks_are_every_nth_week_and_none_without_a_period():
