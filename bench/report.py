@@ -1216,6 +1216,11 @@ def weekly_section(wk: dict) -> list[str]:
         f"above the rule): {_ok(over_rule > 1)}"
         + ("" if wk["last_over_rule_interval_90"][0] > 1 or over_rule <= 1 else "; the interval holds 1") + "; in "
         f"week 1, {wk['first_over_rule']:.2f}× the rule.",
+        f"- Week {last}'s prospects drafted (never sent) by policies that learned nothing from the sends: the untrained "
+        f"policy {percent(wk['last_untrained'])} (week {last}'s deployment {wk['last_over_untrained']:.2f}× it, "
+        f"{_interval(wk['last_over_untrained_interval_90'])}); week 1's deployment {percent(wk['last_week_1_policy'])} "
+        f"(week {last}'s {wk['last_over_week_1_policy']:.2f}× it, {_interval(wk['last_over_week_1_policy_interval_90'])}"
+        "): what the weeks of outcomes added on the same prospects.",
         "",
     ]
     return lines

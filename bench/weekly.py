@@ -26,7 +26,9 @@ Measured per week, only here: the world's positive-reply probability (an interes
 `Reader.positive_reply_probability`) of the week's drafts (a prospect the service wrote no email to, being suppressed,
 counts 0), the realised rate (positive replies ÷ delivered, whenever they came), the share of the week's replies that
 had arrived by its end, and the world's probability of the rule's (`bench/heuristic.py`) email to each of the same
-prospects. Targets: week 8 ≥ 1.25× week 1, and above the rule, with 90 % intervals from resampling the seeds.
+prospects. Targets: week 8 ≥ 1.25× week 1, and above the rule, with 90 % intervals from resampling the seeds. Beside
+them, on week 8's prospects (drafted, never sent): the untrained policy (`<first run>@0`) and week 1's deployment, which
+learned nothing from any send, so week 8 over it is what the weeks of outcomes added on the same prospects.
 
 `python -m bench weekly` (`WEEKLY_SEEDS`, `WEEKLY_WEEKS`, `WEEKLY_SENDS` change the sizes: 10 seeds, 8 weeks, 2,000
 sends a week by default; with `WEEKLY_SEEDS_FILE=path` each finished seed is kept there, and a measurement stopped half
@@ -45,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
-from bench.drafts import _environment, _ok, deploy, draft, learn, ratio_interval, service
+from bench.drafts import _environment, _ok, deploy, draft, learn, ratio_interval, service, true_replies
 from bench.promotion import FIRST_ITERATIONS, WEEKLY_ITERATIONS
 from bench.world import code_version, keep_seed, kept_seeds, mean_interval
 
@@ -109,6 +111,15 @@ def _send(team, people: list, drafts: list[dict], seed: int, week_start: datetim
     return sent
 
 
+async def _drafted(client, people: list, seed: int, policy: str) -> list[dict]:
+    """`policy`'s drafts for the prospects, in batches of at most 1,000 (never sent)."""
+    drafts = []
+    for start in range(0, len(people), MAX_BATCH):
+        drafts += (await draft(client, [p.prospect for p in people[start:start + MAX_BATCH]], seed=seed,
+                               policy=policy))[1]
+    return drafts
+
+
 def _rule(graph, team, people: list) -> list[float]:
     """The world's positive-reply probability of the rule's email to each prospect."""
     from app.agent.schemas import Email
@@ -142,7 +153,7 @@ def _seed(args: tuple[int, Sizes]) -> dict:
                     "provider": "sendgrid", "verification_key": provider.verification_key}), 201)
                 first = await learn(api.http, {"iterations": FIRST_ITERATIONS, "rollouts_per_group": 4, "seed": seed,
                                                "feedback_source": "outcomes"})
-                deployed = (await deploy(api.http, f"{first['run_id']}@{FIRST_ITERATIONS}"))["policy"]
+                deployed = first_policy = (await deploy(api.http, f"{first['run_id']}@{FIRST_ITERATIONS}"))["policy"]
                 every_send, weeks = [], []
                 for week in range(1, sizes.weeks + 1):
                     clock, timings = time.monotonic(), {}
@@ -183,6 +194,12 @@ def _seed(args: tuple[int, Sizes]) -> dict:
                         "judge": float(np.mean([d["judge_score"] for d in drafts if d["judge_score"] is not None])),
                         "words": float(np.median([len(d["email"]["body"].split()) for d in drafts if d["email"]])),
                     }
+                    if week == sizes.weeks:  # the same prospects by policies that learned nothing from the sends
+                        clock = time.monotonic()
+                        for name, policy in (("untrained", f"{first['run_id']}@0"), ("week_1_policy", first_policy)):
+                            entry[name] = float(np.mean(true_replies(team, people, await _drafted(
+                                api.http, people, seed * 100 + week, policy))))
+                        timings["baselines"] = time.monotonic() - clock
                     if week < sizes.weeks:  # week 8's drafts are the last measured: no run after them
                         clock = time.monotonic()
                         run = await learn(api.http, {"iterations": WEEKLY_ITERATIONS, "rollouts_per_group": 4,
@@ -208,6 +225,7 @@ def summary(per_seed: list[dict]) -> dict:
         return [s["weeks"][week][key] for s in per_seed]
 
     first, last, rule_last = column("world", 0), column("world", -1), column("rule", -1)
+    untrained, week_1_policy = column("untrained", -1), column("week_1_policy", -1)
     return {
         "per_week": [{key: float(np.mean(column(key, w))) for key in ("world", "rule", "realised")}
                      | {"world_interval_90": mean_interval(column("world", w)),
@@ -224,6 +242,12 @@ def summary(per_seed: list[dict]) -> dict:
         "last_over_rule": float(np.mean(last) / np.mean(rule_last)),
         "last_over_rule_interval_90": ratio_interval(last, rule_last),
         "first_over_rule": float(np.mean(first) / np.mean(column("rule", 0))),
+        "last_untrained": float(np.mean(untrained)),
+        "last_over_untrained": float(np.mean(last) / np.mean(untrained)),
+        "last_over_untrained_interval_90": ratio_interval(last, untrained),
+        "last_week_1_policy": float(np.mean(week_1_policy)),
+        "last_over_week_1_policy": float(np.mean(last) / np.mean(week_1_policy)),
+        "last_over_week_1_policy_interval_90": ratio_interval(last, week_1_policy),
         "last_over_first_per_seed": [round(b / a, 3) for a, b in zip(first, last, strict=True)],
     }
 
