@@ -12,6 +12,7 @@ script other than Latin, an initial, a team's mailbox), the greeting has no name
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nameparser import HumanName
 
@@ -120,8 +121,10 @@ def _ambiguous_order(words: list[str]) -> bool:
     return len(words) >= 2 and folded[0] in east and folded[-1] in east
 
 
+@lru_cache(maxsize=1 << 12)
 def addressee(name: str | None, first_name: str | None = None, last_name: str | None = None) -> Addressee:
-    """How to greet the person named: a given `first_name` wins; else the name is read (see the module)."""
+    """How to greet the person named: a given `first_name` wins; else the name is read (see the module). Cached: the
+    policy, the composer and the judge each read the same prospect's name on every turn."""
     full = " ".join(p for p in (name or "",) if p).strip() or " ".join(p for p in (first_name, last_name) if p)
     honorific = _honorific(full) or _honorific(first_name or "")
     if not full or any(c.isdigit() or c in "@/" for c in full) or set(_fold(full).split()) & _NOT_A_PERSON:
