@@ -187,9 +187,17 @@ class OutcomeModel:
         positive = np.array([min(e.positive, e.delivered) for e in sent], dtype=float)
         negative = np.array([min(e.negative, e.delivered) for e in sent], dtype=float)
         model.delivered = int(delivered.sum())
-        model.opens = TraitRegression.fit(traits, design, delivered, opens, prior_strength)
-        model.positive = TraitRegression.fit(traits, design, delivered, positive, prior_strength)
-        model.negative = TraitRegression.fit(traits, design, delivered, negative, prior_strength)
+        # Emails with the same traits pooled into one row (their counts summed: the same likelihood), so a fit costs
+        # what the distinct trait sets cost, not every send: a team's weeks repeat a few hundred of them.
+        rows, row_of = np.unique(design, axis=0, return_inverse=True)
+        row_of = row_of.reshape(-1)
+
+        def pooled(counts: np.ndarray) -> np.ndarray:
+            return np.bincount(row_of, weights=counts, minlength=len(rows))
+
+        model.opens = TraitRegression.fit(traits, rows, pooled(delivered), pooled(opens), prior_strength)
+        model.positive = TraitRegression.fit(traits, rows, pooled(delivered), pooled(positive), prior_strength)
+        model.negative = TraitRegression.fit(traits, rows, pooled(delivered), pooled(negative), prior_strength)
         for email, o, p, n in zip(sent, opens, positive, negative, strict=True):
             before = model.observed.get(email.content_hash, (0, 0, 0.0, 0.0))
             model.observed[email.content_hash] = (before[0] + email.delivered, before[1] + int(o), before[2] + float(p),

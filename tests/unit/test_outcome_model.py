@@ -148,6 +148,21 @@ def test_rare_outcomes_among_traits_sent_together_fit_to_the_posteriors_mode_wit
         assert np.abs(gradient).max() < 1e-6, seed
 
 
+def test_emails_with_the_same_traits_are_fitted_as_one_row_with_the_same_result_as_every_send_apart():
+    """Pooling sends by trait set sums their counts: the binomial likelihood is the same, so the fit is the same."""
+    rng = np.random.default_rng(3)
+    kinds = [["tone:formal", "cites:a"], ["tone:formal", "cites:b"], ["tone:direct", "cites:a", "cta:call"]]
+    emails = [sent(kinds[i % 3], delivered=1, opens=int(rng.random() < 0.4), replies=float(rng.random() < 0.2),
+                   content=str(i)) for i in range(90)]
+    traits = sorted({t for k in kinds for t in k})
+    design = np.array([[float(t in e.features) for t in traits] for e in emails])
+    apart = TraitRegression.fit(traits, design, np.ones(90), np.array([e.positive for e in emails]), K)
+    pooled = OutcomeModel.fit(emails, K).positive
+    assert pooled.intercept == pytest.approx(apart.intercept, abs=1e-6)
+    assert pooled.weights == pytest.approx(apart.weights, abs=1e-6)
+    assert pooled.covariance == pytest.approx(apart.covariance, abs=1e-6)
+
+
 def test_wilson_interval_figures():
     low, high = wilson(1 / 3, 3, Z_95)
     assert (round(low, 4), round(high, 4)) == (0.0615, 0.7923)
