@@ -4,6 +4,7 @@ positive-reply rate (a reply the interest scale puts above 0) and its unsubscrib
 gate's guardrail). Only
 workers import this module (it imports the loop)."""
 
+import asyncio
 import logging
 from datetime import timedelta
 
@@ -80,7 +81,7 @@ async def evaluate_step(evaluation_id: str) -> str:
         # per batch, each policy's share of it: a policy outside a batch had no chance there
         shares = {batch: {arm.policy_id: arm.share for arm in arms}
                   for batch, arms in (await drafts.arms_by_batch(session, evaluation.tenant, graph.id)).items()}
-    model = OutcomeModel.fit(sent, settings.outcome_prior_sends, scale.bottom / scale.top)
+    model = await asyncio.to_thread(OutcomeModel.fit, sent, settings.outcome_prior_sends, scale.bottom / scale.top)
     writers = [await writer(executor, graph, policy_id) for policy_id in evaluation.policy_ids]
     trained = {s for w in writers for s in w.config.scenario_ids}
     if evaluation.prospects:

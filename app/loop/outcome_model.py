@@ -18,6 +18,7 @@ of everything; human opens are fitted and shown as `open_rate`, for a person to 
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 
@@ -173,6 +174,13 @@ class OutcomeModel:
 
     @classmethod
     def fit(cls, sent: list[SentEmail], prior_strength: float, harm_ratio: float = 1.0) -> "OutcomeModel":
+        """The model of these sends. The same sends give the same model, and a run's steps each fit what has arrived
+        so far, usually the same: the last few fits are kept (a fitted model is never changed)."""
+        rows = tuple((tuple(e.features), e.content_hash, e.delivered, e.opens, e.positive, e.negative) for e in sent)
+        return _fitted(rows, prior_strength, harm_ratio)
+
+    @classmethod
+    def _fit(cls, sent: list[SentEmail], prior_strength: float, harm_ratio: float) -> "OutcomeModel":
         model = cls(prior_strength, harm_ratio)
         sent = [email for email in sent if email.delivered > 0]
         if not sent:
@@ -254,3 +262,9 @@ class OutcomeModel:
         predicted = [min(1 - 1e-9, max(1e-9, r.probability(features))) for r in regressions]
         return self._estimate(*(float(rng.beta(count + k * p, delivered - count + k * (1 - p)))
                                 for count, p in zip(counts, predicted, strict=True)), 1.0, FeedbackSource.OBSERVED)
+
+
+@lru_cache(maxsize=4)
+def _fitted(rows: tuple, prior_strength: float, harm_ratio: float) -> OutcomeModel:
+    sent = [SentEmail(list(features), *rest) for features, *rest in rows]
+    return OutcomeModel._fit(sent, prior_strength, harm_ratio)

@@ -416,7 +416,9 @@ async def _feedback(run: Run, config: EffectiveConfig, graph: KnowledgeGraph) ->
             session, run.tenant, mature_before=utcnow() - timedelta(seconds=settings.reply_window_s), scale=scale, **scope)
     prospects = {s.id: (s.prospect.name, s.prospect.company, segment(s.prospect.role, s.prospect.industry))
                  for s in graph.scenarios.values()}
-    return OutcomeFeedback(OutcomeModel.fit(sent, settings.outcome_prior_sends, scale.bottom / scale.top), prospects)
+    # off the event loop: a team's weeks of sends take seconds to fit
+    model = await asyncio.to_thread(OutcomeModel.fit, sent, settings.outcome_prior_sends, scale.bottom / scale.top)
+    return OutcomeFeedback(model, prospects)
 
 
 WAIT_POLL_S = 60.0  # a waiting run also looks this often itself (its worker's outcome watch wakes it sooner)
