@@ -1187,10 +1187,11 @@ def weekly_section(wk: dict) -> list[str]:
         "outcomes`) learns from every outcome so far and its last policy is deployed. Everything goes through the API "
         "in process. Each seed's market scores every email by its reader's **positive-reply probability** (an "
         "interested or meeting reply, given delivery), read only by the benchmark; **the rule** (`bench/heuristic.py`, "
-        "no learning) writes to the same prospects. Intervals are 90 % over resamples of the seeds. "
-        f"{wk['seconds'] / 60:.0f} minutes with {wk['workers']} workers; load average "
-        + "/".join(f"{x:.1f}" for x in wk["load_average_after"]) + " as it ended. `bench/weekly.py` says how each "
-        "figure is made, and where the service's clock differs from a team's.",
+        "no learning) writes to the same prospects. Intervals are 90 % over resamples of the seeds. Each seed was "
+        "measured on commit " + ", ".join(sorted({f"`{s['commit']}`" for s in seeds}))
+        + " (" + ", ".join(f"{s['seconds'] / 60:.0f}" for s in seeds) + f" minutes per seed; {wk['workers']} workers); "
+        "load average " + "/".join(f"{x:.1f}" for x in wk["load_average_after"]) + " as it ended. `bench/weekly.py` "
+        "says how each figure is made, and where the service's clock differs from a team's.",
         "",
         *([f"**Measured at reduced sizes** ({n} seeds, {last} weeks, {sizes['sends']:,} sends a week): the target is "
            "set for 10 seeds, 8 weeks and 2,000 sends a week, so the verdicts below hold for these sizes only. "
