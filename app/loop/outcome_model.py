@@ -70,13 +70,9 @@ NO_ESTIMATE = Estimate(0.0, 0.0, 0.0, 0.0, 0.0, FeedbackSource.NONE)
 NEWTON_STEPS = 50
 
 
-def _sigmoid(x: float) -> float:
-    """Without overflow for any log-odds: a posterior draw for a trait of a population that never replied can be far
-    out (its prior is wide where the rate is near 0)."""
-    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
-
-
-def _sigmoids(x: np.ndarray) -> np.ndarray:
+def _sigmoid(x):
+    """Without overflow for any log-odds, of a number or an array: a posterior draw for a trait of a population that
+    never replied can be far out (its prior is wide where the rate is near 0), and so can a Newton step."""
     return np.exp(-np.logaddexp(0, -x))
 
 
@@ -91,7 +87,7 @@ class TraitRegression:
     population: float  # the rate over every send (Beta(1, 1) smoothed), where the prior centres an email
 
     def probability(self, features: list[str]) -> float:
-        return _sigmoid(self.intercept + sum(self.weights.get(trait, 0.0) for trait in features))
+        return float(_sigmoid(self.intercept + sum(self.weights.get(trait, 0.0) for trait in features)))
 
     def _logit_variances(self, features: list[str]) -> tuple[float, float]:
         """(posterior, prior) variance of this email's log-odds: a trait never sent keeps its prior's."""
@@ -121,7 +117,7 @@ class TraitRegression:
     def draw(self, features: list[str], rng: np.random.Generator) -> float:
         """A probability as plausible as the posterior says: its log-odds drawn from the Laplace posterior."""
         mean = self.intercept + sum(self.weights.get(trait, 0.0) for trait in features)
-        return _sigmoid(rng.normal(mean, math.sqrt(self._logit_variances(features)[0])))
+        return float(_sigmoid(rng.normal(mean, math.sqrt(self._logit_variances(features)[0]))))
 
     @classmethod
     def fit(cls, traits: list[str], design: np.ndarray, trials: np.ndarray, successes: np.ndarray,
@@ -143,7 +139,7 @@ class TraitRegression:
             return float(s @ eta - n @ np.logaddexp(0, eta) - precision @ (b - centre) ** 2 / 2)
 
         for _ in range(NEWTON_STEPS):
-            p = _sigmoids(x @ beta)
+            p = _sigmoid(x @ beta)
             gradient = x.T @ (s - n * p) - precision * (beta - centre)
             hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
             step = np.linalg.solve(hessian, gradient)
@@ -155,7 +151,7 @@ class TraitRegression:
             beta += scale * step
             if np.abs(scale * step).max() < 1e-9:
                 break
-        p = _sigmoids(x @ beta)
+        p = _sigmoid(x @ beta)
         hessian = (x.T * (n * p * (1 - p))) @ x + np.diag(precision)
         return cls(float(beta[0]), dict(zip(traits, beta[1:].tolist(), strict=True)), np.linalg.inv(hessian),
                    float(1 / precision[0]), float(population))
