@@ -1,4 +1,4 @@
-"""The embedded model server is a child process: kill -9 its parent and it exits too."""
+"""The embedded model server is a child process: kill -9 its parent and it exits too; it starts without ART."""
 
 import asyncio
 import subprocess
@@ -29,3 +29,11 @@ async def test_the_model_server_exits_when_its_parent_is_killed(tmp_path):
         parent.kill()  # kill -9: no shutdown code of the parent runs
         parent.wait()
     await wait_until(lambda: process_gone(pid), timeout=15)
+
+
+def test_the_model_server_imports_neither_art_nor_its_clients():
+    """It serves and trains on JSON: ART, litellm and openai (seconds of CPU) would be imported at every start for
+    nothing."""
+    probe = "import sys, app.backends.embedded.server, app.backends.embedded.grpo; print(sorted({'art', 'litellm', 'openai', 'polars'} & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "[]", found

@@ -5,8 +5,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from art import TrajectoryGroup
-from openai.types.chat.chat_completion import Choice
 
 from app.agent.transcript import parse_transcript
 from app.backends.embedded.policy import Checkpoint, Decision, logprob_and_grad, plan_turn, replayer
@@ -20,8 +18,9 @@ class Sample:
 
 
 def _choice_parts(item: Any) -> tuple[dict, list[dict]] | None:
-    """(assistant message, logprob tokens) of a Choice, also when it came back from JSON as a dict."""
-    if isinstance(item, Choice):
+    """(assistant message, logprob tokens) of a Choice: an openai model in process, a dict once it came back
+    from JSON; a message is a plain dict."""
+    if hasattr(item, "model_dump"):
         item = item.model_dump(mode="json")
     if not (isinstance(item, dict) and "message" in item):
         return None
@@ -48,8 +47,10 @@ def trajectory_samples(messages_and_choices: list[Any], advantage: float) -> Sam
     return Sample(decisions, old, advantage)
 
 
-def group_samples(groups: list[TrajectoryGroup], scale_rewards: bool) -> tuple[list[Sample], int, int]:
-    """Samples with non-zero advantage, plus (groups trained, groups skipped for zero variance)."""
+def group_samples(groups: list[Any], scale_rewards: bool) -> tuple[list[Sample], int, int]:
+    """Samples with non-zero advantage, plus (groups trained, groups skipped for zero variance). A group is ART's
+    TrajectoryGroup or its JSON in the same shape (`trajectories`, each with `reward` and `messages_and_choices`): the
+    model server trains on JSON and never imports ART, which would cost seconds of CPU at each of its starts."""
     samples: list[Sample] = []
     trained = skipped = 0
     for group in groups:

@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse
 
 from app.agent.text import words
 from app.agent.transcript import parse_transcript
+from app.backends.embedded.grpo import group_samples, grpo_update
 from app.backends.embedded.judge import judge
 from app.backends.embedded.policy import Checkpoint, plan_turn, sampler, score_decisions
 from app.kit import logs
@@ -136,8 +137,6 @@ class Models:
 
 def train_step(current: Checkpoint, reference: Checkpoint, groups: list[dict], config: dict) -> tuple[bytes, dict[str, float]]:
     """One GRPO step on JSON trajectory groups: the new checkpoint's bytes and the step's metrics."""
-    from app.backends.embedded.grpo import group_samples, grpo_update  # imports ART: not needed to serve
-
     started = time.monotonic()
     groups = [
         SimpleNamespace(trajectories=[SimpleNamespace(reward=t["reward"], messages_and_choices=t["messages_and_choices"]) for t in g])
@@ -326,9 +325,7 @@ def main(argv: list[str] | None = None) -> None:
         timeout_graceful_shutdown=2, backlog=2048,
     )
     logs.install()  # a request cut off by a shutdown is one quiet line, not a traceback
-    # Training imports ART (seconds); do it while serving, not at the first training step, and keep it out of
-    # full collections as the rest of start-up is.
-    threading.Thread(target=lambda: (__import__("app.backends.embedded.grpo"), freeze_startup_heap()), daemon=True).start()
+    freeze_startup_heap()
     server = uvicorn.Server(config)
     threading.Thread(target=_report_when_started, args=(server,), daemon=True).start()
     server.run(sockets=[listener])
