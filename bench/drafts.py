@@ -27,10 +27,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bench import machine
+
+if TYPE_CHECKING:  # the service's own types, imported with the app only once a part runs (_environment first)
+    import httpx
+
+    from app.kit.settings import Settings
 
 GRAPH = "demo"
 BOOTSTRAP = 2000  # resamples of the seeds for a ratio's 90% interval
@@ -304,8 +310,6 @@ def _scale_out_one(workdir: Path, workers: int, batches: int, base_url: str, siz
     (`MODEL_BACKEND=openai`, one iteration, so it has lessons) on the latency server; then `size` look-alikes in
     `batches` batches, all posted at once: drafts a minute from the first post to the last batch finished."""
     import json
-
-    import httpx
 
     from app.knowledge_graph.service import demo_graph
     from app.outcomes.simulated_team import SimulatedTeam

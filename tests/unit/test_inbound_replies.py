@@ -358,7 +358,7 @@ def test_mailgun_route_forward_parsed_and_raw_mime():
     assert read_inbound("application/x-www-form-urlencoded", urlencode(no_thread).encode(), domain=DOMAIN).ref == REF
     # raw MIME, multipart/form-data (Mailgun's forward to a URL ending in "mime")
     boundary = "mgboundary"
-    fields = {"recipient": f"sales@mg.example.com", "sender": "anna@example.com", "body-mime": GMAIL_REPLY.decode()}
+    fields = {"recipient": "sales@mg.example.com", "sender": "anna@example.com", "body-mime": GMAIL_REPLY.decode()}
     body = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
                    for name, value in fields.items()) + f"--{boundary}--\r\n"
     reply = read_inbound(f"multipart/form-data; boundary={boundary}", body.encode(), domain=DOMAIN)
