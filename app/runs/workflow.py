@@ -112,7 +112,11 @@ def workflow_step(step: Step, name: str | None = None):
                 if await _deleted(run_id):  # what the step wrote for a run deleted meanwhile failed (a foreign key)
                     raise transitions.RunGone(f"run {run_id!r} not found") from None
                 log.error("run %s: step %s failed", run_id, step.value, exc_info=exc)
-                raise StepFailed(step, describe(exc)) from None
+                message = describe(exc)
+                if is_transient(exc):  # the database stayed out of reach through every retry (a full disk, an outage)
+                    message += (". The database stayed out of reach through the step's retries. Resume it to continue "
+                                "after its last recorded iteration")
+                raise StepFailed(step, message) from None
 
         checkpointed = DBOS.step(name=name or step.value)(checkpointed)  # a name of its own where a step has two
 
