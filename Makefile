@@ -23,22 +23,23 @@ run: install
 	$(BIN)/codreamer run --iterations 10
 
 # Tests by kind (tests/unit, tests/service, tests/e2e); ARGS passes more to pytest (ARGS="-x --durations=20").
-# Two workers, a test file per worker at a time (--dist loadfile): a module's server or app starts
-# once, not once per worker. Files are handed out in collection order (e2e, service, unit: the longest
-# kinds first, the short unit files fill the end) rather than xdist's default, most tests first, which
-# left the long end-to-end files with few tests for last.
+# Three workers on the two cores, a test file per worker at a time (--dist loadfile): a module's server
+# or app starts once, not once per worker. The tests wait on the servers they start, so with two workers
+# about a quarter of the CPU sat idle; a third fills it. Files are handed out in collection order (e2e,
+# service, unit: the longest kinds first, the short unit files fill the end) rather than xdist's default,
+# most tests first, which left the long end-to-end files with few tests for last.
 PYTEST := $(BIN)/python -m pytest
-PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
+PARALLEL := -n 3 --dist loadfile --no-loadscope-reorder
 ARGS ?=
 
-# $(1): the tests. The part in two workers, then the tests marked serial (they keep every core busy) alone;
+# $(1): the tests. The part in three workers, then the tests marked serial (they keep every core busy) alone;
 # the serial part runs even when the first failed, and the target fails when either did.
 define parallel_then_serial
 	@parallel=0; serial=0; \
 	$(PYTEST) $(PARALLEL) -m "not serial" $(ARGS) $(1) || parallel=$$?; \
 	$(PYTEST) -m serial $(ARGS) $(1) || serial=$$?; \
 	if [ $$serial -eq 5 ]; then serial=0; fi; \
-	echo "tests in two workers: $$([ $$parallel -eq 0 ] && echo passed || echo "FAILED (exit $$parallel)");" \
+	echo "tests in three workers: $$([ $$parallel -eq 0 ] && echo passed || echo "FAILED (exit $$parallel)");" \
 	     "tests run alone: $$([ $$serial -eq 0 ] && echo passed || echo "FAILED (exit $$serial)")"; \
 	[ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 endef
