@@ -1,9 +1,17 @@
 """Shared by every kind of test. The kind comes from the folder: tests/unit, tests/service and
 tests/e2e get the markers `unit`, `service` and `e2e` (`pytest -m unit`, or `pytest tests/unit`)."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TQDM_DISABLE", "1")
+# ART_PATH is one per database (a worker removes the folders there of runs its database does not have): the apps this
+# test process runs in process keep theirs in a folder of its own, not in the checkout's .art beside other processes'.
+if "ART_PATH" not in os.environ:
+    os.environ["ART_PATH"] = tempfile.mkdtemp(prefix="codreamer-tests-art-")
+    atexit.register(shutil.rmtree, os.environ["ART_PATH"], ignore_errors=True)
 
 from pathlib import Path  # noqa: E402
 

@@ -38,7 +38,9 @@ class Server:
 
     def __init__(self, workdir: Path, env: dict[str, str], api_key: str | None = None):
         self.workdir, self.api_key = workdir, api_key
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "OPENAI", "JUDGE", "WEAVE", "API_KEYS"))}
+        # ART_PATH: the test process's own (conftest.py); a server keeps ART's folders in its working folder's .art
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("WANDB", "OPENAI", "JUDGE", "WEAVE", "API_KEYS", "ART_PATH"))}
         # one SECRET_KEY for every process of a test (an API and its workers must share it)
         self.env |= {"TQDM_DISABLE": "1", "MAX_CONCURRENT_RUNS": "4", "SECRET_KEY": "test-secret-key-of-the-servers"} | env
         self.port = free_port()
