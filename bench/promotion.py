@@ -60,9 +60,9 @@ from statistics import NormalDist
 import numpy as np
 
 from app.drafts.schemas import MAX_PROSPECTS as MAX_BATCH
-from bench import machine
+from bench import commit, machine
 from bench.drafts import GRAPH, _environment, _ok, draft, learn, send, service, true_replies
-from bench.world import keep_seed, kept_seeds
+from bench.world import code_version, keep_seed, kept_seeds
 
 ESTIMATORS = ("ips", "snips", "dr")
 TOLERANCE = 0.03  # the target: within ±0.03 of the true value
@@ -592,31 +592,57 @@ def _summary(run: dict, prospects_n: int) -> dict:
             "longest_worse_weeks": max((s["weeks"] for s in worse), default=0), "better_challenger_waiting_weeks": waiting}
 
 
+REGRET_CODE = ("app", "bench/promotion.py", "bench/drafts.py")  # what a regret seed's figures depend on
+
+
+def kept_regret_seeds(previous: dict | None, config: dict, seeds: int) -> dict[int, dict]:
+    """The seeds (below `seeds`) of a part's last figures that were measured with this code and these settings, as
+    `_regret_seed` returned them with where they were measured; none from code not committed."""
+    if config["code"] == "changed" or not previous or previous.get("config") != config:
+        return {}
+    return {s["seed"]: {k: s[k] for k in ("seed", "never", "weeks", "seconds", "commit", "measured_at", "cpu")}
+            for s in previous["per_seed"] if s["seed"] < seeds}
+
+
 def measure_regret(seeds: int = REGRET_SEEDS, weeks: int = WEEKS, prospects: int = WEEKLY_PROSPECTS,
                    first_iterations: int = FIRST_ITERATIONS, weekly_iterations: int = WEEKLY_ITERATIONS,
                    traffic: dict | None = None, max_challengers: int = MAX_CHALLENGERS, held_out: int = HELD_OUT,
-                   regress_every: int | None = None, sequential: bool = False, workers: int = 2) -> dict:
+                   regress_every: int | None = None, sequential: bool = False, workers: int = 2,
+                   previous: dict | None = None, more: int | None = None) -> dict:
     """`traffic`: {"share": s}, each challenger's fixed share (default 0.1), or {"floor", "min_sends"} for `auto`;
     `regress_every`: every so many weeks, the challenger is a run that did not continue the line; `sequential`: the
-    deployment reads the always-valid interval."""
+    deployment reads the always-valid interval. The seeds of `previous` (the part's last figures) measured with the same
+    code and settings are kept, and at most `more` of the seeds still missing are measured: a figure of many seeds can
+    be gathered over several sittings, each seed naming the commit and date it was measured on."""
     from concurrent.futures import ProcessPoolExecutor
 
     traffic = traffic or {"share": CHALLENGER_SHARE}
     regressed = regressed_weeks(weeks, regress_every)
+    config = {"code": code_version(REGRET_CODE), "weeks": weeks, "prospects": prospects,
+              "first_iterations": first_iterations, "weekly_iterations": weekly_iterations, "traffic": traffic,
+              "max_challengers": max_challengers, "held_out": held_out, "regressed": regressed,
+              "sequential": sequential}
+    kept = kept_regret_seeds(previous, config, seeds)
+    todo = [s for s in range(seeds) if s not in kept][:more]
 
     started, load = time.monotonic(), os.getloadavg()[0]
+    measured_by = {"commit": commit(), "measured_at": machine()["date"], "cpu": machine()["cpu"]}
     with ProcessPoolExecutor(workers) as pool:
         runs = list(pool.map(_regret_seed, [(s, weeks, prospects, first_iterations, weekly_iterations, traffic,
-                                             max_challengers, held_out, regressed, sequential) for s in range(seeds)]))
+                                             max_challengers, held_out, regressed, sequential) for s in todo]))
+    runs = sorted([*kept.values(), *(r | measured_by for r in runs)], key=lambda r: r["seed"])
+    if not runs:
+        raise ValueError("no seed kept or measured: PROMOTION_MORE_SEEDS is 0 and no earlier figures match this code")
     summaries = [_summary(r, prospects) for r in runs]
     totals = {s: float(np.mean([m["totals"][s] for m in summaries])) for s in ("gated", "always", "never")}
     return {
-        "seeds": seeds, "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
+        "config": config, "seeds": len(runs), "seeds_wanted": seeds, "resumed_seeds": sorted(kept),
+        "weeks": weeks, "prospects_per_week": prospects, "first_iterations": first_iterations,
         "weekly_iterations": weekly_iterations, "traffic": "fixed" if "share" in traffic else "auto", **traffic,
         "max_challengers": max_challengers, "held_out": held_out, "regressed_weeks": regressed, "sequential": sequential,
         "totals": totals, "per_week": {s: [float(np.mean([r["weeks"][w][s] for r in runs])) for w in range(weeks)]
                                        for s in ("gated", "always", "never")},
-        "per_seed": [m | {"seed": r["seed"], "seconds": r["seconds"], "weeks": r["weeks"]} for r, m in zip(runs, summaries)],
+        "per_seed": [m | r for r, m in zip(runs, summaries)],
         "longest_worse_weeks": max(m["longest_worse_weeks"] for m in summaries),
         "promotions": sum(len(m["promotions"]) for m in summaries),
         "week_seconds": float(np.mean([w["seconds"] for r in runs for w in r["weeks"]])),
@@ -699,7 +725,8 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
     """Each part in turn (`PROMOTION_PARTS=ope` runs one; the others keep their previous figures), each with the date,
     the machine and its load average as it began. `OPE_SEEDS=n` measures the first n seeds of the OPE part (the
     target asks for 10: fewer is reported as not judged); `OPE_SEEDS_FILE=path` keeps each finished seed there, and a
-    measurement started again with the same settings goes on where it stopped."""
+    measurement started again with the same settings goes on where it stopped. A regret part keeps the seeds of its last
+    figures measured on the same code and settings; `PROMOTION_MORE_SEEDS=n` measures at most n of the seeds missing."""
     parts = parts or tuple(p for p in os.environ.get("PROMOTION_PARTS", ",".join(PARTS)).split(",") if p)
     if unknown := set(parts) - set(PARTS):
         raise ValueError(f"unknown parts {sorted(unknown)}; any of {', '.join(PARTS)}")
@@ -714,5 +741,7 @@ def measure(previous: dict | None = None, parts: tuple[str, ...] | None = None) 
         elif part == "replay":
             result[part] = measure_replay(result) | about
         else:
-            result[part] = measure_regret(**REGRET_PARTS[part]) | about
+            more = os.environ.get("PROMOTION_MORE_SEEDS")
+            result[part] = measure_regret(**REGRET_PARTS[part], previous=result.get(part),
+                                          more=int(more) if more else None) | about
     return result

@@ -822,8 +822,10 @@ def promotion_section(pr: dict) -> list[str]:
         "world's positive-reply probability of a draft for its prospect (`app.simulation`), read only by the benchmark. "
         "`.venv/bin/python -m bench promotion` (`PROMOTION_PARTS=ope`, `regret`, `regret_auto`, `regret_regressing`, "
         "`regret_regressing_auto`, `regret_regressing_auto_sequential`, `peeking` or `replay` for one part; "
-        "`PROMOTION_SEEDS`, `PROMOTION_WEEKS` and `PROMOTION_WEEKLY_PROSPECTS` set smaller sizes); the code and what "
-        "each figure means: `bench/promotion.py`.",
+        "`PROMOTION_SEEDS`, `PROMOTION_WEEKS` and `PROMOTION_WEEKLY_PROSPECTS` set smaller sizes; a regret part keeps "
+        "the seeds of its last figures measured on the same code and sizes, and `PROMOTION_MORE_SEEDS=n` measures at "
+        "most n more, so ten seeds can be gathered over several sittings); the code and what each figure means: "
+        "`bench/promotion.py`.",
         "",
         *([f"Not re-measured on the current code, so not shown: part(s) {', '.join(f'`{m}`' for m in missing)} (their "
            "figures were of the previous world, whose reply rates were 25–35 %)."] if missing else []),
@@ -1006,7 +1008,7 @@ def regret_section(rg: dict) -> list[str]:
         f"({_when(rg)}; {rg['seconds']:.0f} s, "
         f"{rg['week_seconds']:.0f} s a week, load average {rg['load_average_after']:.1f} as it ended)",
         "",
-        regret_sizes(rg) + f" A first run of {rg['first_iterations']} "
+        regret_sizes(rg) + regret_sittings(seeds) + f" A first run of {rg['first_iterations']} "
         "iterations (`feedback_source: outcomes`: nothing sent yet, so the judge alone) is the first champion. Each week "
         f"a new challenger arrives, a run of {rg['weekly_iterations']} iterations continued (`init_from`) from the previous "
         "week's challenger and learning from every outcome so far (the team's training line), and "
@@ -1065,6 +1067,20 @@ def regret_section(rg: dict) -> list[str]:
 
 
 REGRET_SEEDS_TARGET, REGRET_WEEKS_TARGET, REGRET_WEEKLY_TARGET = 10, 8, 2_000  # issue 50's sizes
+
+
+def regret_sittings(seeds: list[dict]) -> str:
+    """Which seeds were measured on which commit, day and CPU (the same code throughout: a part keeps only the seeds
+    measured on the code it runs)."""
+    sittings: dict[tuple, list[int]] = {}
+    for s in seeds:
+        if "commit" in s:
+            sittings.setdefault((s["commit"], s["measured_at"][:10], s["cpu"]), []).append(s["seed"])
+    if not sittings:
+        return ""
+    said = [f"eed(s) {', '.join(map(str, ids))} measured on commit `{c}` on {day} ({cpu})"
+            for (c, day, cpu), ids in sittings.items()]
+    return " S" + "; s".join(said) + "."
 
 
 def regret_sizes(rg: dict) -> str:

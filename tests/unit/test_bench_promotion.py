@@ -8,6 +8,7 @@ import pytest
 from bench.promotion import (
     accuracy,
     batches,
+    kept_regret_seeds,
     peeking,
     project,
     promotion_order,
@@ -20,7 +21,7 @@ from bench.promotion import (
     worse_deployed,
     written_by,
 )
-from bench.report import regressions_compared, regret_sizes, replay_section
+from bench.report import regressions_compared, regret_sittings, regret_sizes, replay_section
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -133,6 +134,34 @@ def test_a_regret_part_below_issue_50s_sizes_says_which_sizes_fell_short():
     assert regret_sizes(sizes) == ("**Measured at reduced sizes**: 2 seeds of the 10 the targets ask for; 600 sends a "
                                     "week of the 2,000 the targets ask for.")
     assert regret_sizes(sizes | {"seeds": 10, "prospects_per_week": 2_000}) == "10 seeds, 8 weeks of 2,000 sends."
+
+
+def _measured_seed(seed: int, commit: str, day: str) -> dict:
+    return {"seed": seed, "never": "r@5", "weeks": [], "seconds": 1.0, "commit": commit,
+            "measured_at": day + "T01:00:00", "cpu": "AMD EPYC", "totals": {"gated": 1.0}}
+
+
+def test_a_regret_part_keeps_only_seeds_measured_on_the_same_committed_code_and_sizes():
+    config = {"code": "a,b,c", "weeks": 8, "prospects": 2_000}
+    measured = [_measured_seed(0, "aaa", "2026-11-28"), _measured_seed(1, "bbb", "2026-11-29")]
+    previous = {"config": config, "per_seed": measured}
+    kept = kept_regret_seeds(previous, config, seeds=10)
+    assert sorted(kept) == [0, 1] and kept[1]["commit"] == "bbb" and "totals" not in kept[1]  # the run, not its summary
+    assert sorted(kept_regret_seeds(previous, config, seeds=1)) == [0]  # a smaller figure keeps its own seeds only
+    assert kept_regret_seeds(previous, config | {"code": "a,b,d"}, seeds=10) == {}  # other code
+    assert kept_regret_seeds(previous, config | {"weeks": 6}, seeds=10) == {}  # other sizes
+    changed = config | {"code": "changed"}
+    assert kept_regret_seeds(previous | {"config": changed}, changed, seeds=10) == {}  # uncommitted code
+    assert kept_regret_seeds({"per_seed": measured}, config, seeds=10) == {}  # figures from before seeds were kept
+    assert kept_regret_seeds(None, config, seeds=10) == {}
+
+
+def test_a_regret_part_says_which_seeds_were_measured_on_which_commit_and_day():
+    seeds = [_measured_seed(0, "aaa", "2026-11-28"), _measured_seed(1, "aaa", "2026-11-28"),
+             _measured_seed(2, "bbb", "2026-11-29")]
+    assert regret_sittings(seeds) == (" Seed(s) 0, 1 measured on commit `aaa` on 2026-11-28 (AMD EPYC); seed(s) 2 "
+                                      "measured on commit `bbb` on 2026-11-29 (AMD EPYC).")
+    assert regret_sittings([{"seed": 0}]) == ""  # figures from before seeds were kept
 
 
 def test_the_regressions_compared_are_each_strategys_loss_and_the_gap_on_either_line():
