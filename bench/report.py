@@ -1054,9 +1054,10 @@ def regret_section(rg: dict) -> list[str]:
         f"- Gated ÷ always-promote (reported; issue 41's \"gated ≥ always-promote\" target is retired): "
         f"{totals['gated'] / totals['always']:.3f} ({totals['gated']:.1f} vs {totals['always']:.1f}; per seed "
         + ", ".join(f"{m['totals']['gated'] / m['totals']['always']:.3f}" for m in seeds)
-        + f"; at least as many in {gated_vs['always']} of {len(seeds)} seeds).",
+        + f"; at least as many in {gated_vs['always']} of {len(seeds)} seeds{seeds_interval(seeds, 'always')}).",
         f"- Gated ≥ never-promote: {totals['gated']:.1f} vs {totals['never']:.1f}, {_ok(totals['gated'] >= totals['never'])} "
-        f"(at least as many in {gated_vs['never']} of {len(seeds)} seeds).",
+        f"(gated ÷ never-promote {totals['gated'] / totals['never']:.3f}{seeds_interval(seeds, 'never')}; at least as "
+        f"many in {gated_vs['never']} of {len(seeds)} seeds).",
         f"- A worse policy (below the champion it replaced) deployed for more than one week: longest "
         f"{rg['longest_worse_weeks']} week(s), {_ok(rg['longest_worse_weeks'] <= 1)}"
         f"{' (vacuously: the gate promoted nothing)' if rg['promotions'] == 0 else ''}. Weeks in which a deployed "
@@ -1067,6 +1068,16 @@ def regret_section(rg: dict) -> list[str]:
 
 
 REGRET_SEEDS_TARGET, REGRET_WEEKS_TARGET, REGRET_WEEKLY_TARGET = 10, 8, 2_000  # issue 50's sizes
+
+
+def seeds_interval(seeds: list[dict], other: str) -> str:
+    """"; 90 % interval a–b" of the gated loop's total over `other`'s, resampling the seeds (none under 3 seeds)."""
+    if len(seeds) < 3:
+        return ""
+    from bench.drafts import ratio_interval
+
+    low, high = ratio_interval([m["totals"]["gated"] for m in seeds], [m["totals"][other] for m in seeds])
+    return f"; 90 % interval over the seeds {low:.3f}–{high:.3f}"
 
 
 def regret_sittings(seeds: list[dict]) -> str:

@@ -1,6 +1,7 @@
 """The promotion benchmark's own arithmetic (bench/promotion.py), each against a case worked by hand."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from bench.promotion import (
     worse_deployed,
     written_by,
 )
-from bench.report import regressions_compared, regret_sittings, regret_sizes, replay_section
+from bench.report import regressions_compared, regret_sittings, regret_sizes, replay_section, seeds_interval
 
 
 def test_accuracy_counts_a_missing_estimate_as_outside_and_measures_bias_and_spread_from_the_others():
@@ -244,3 +245,14 @@ def test_the_replay_s_report_names_the_smallest_chance_of_regression_at_which_ga
     assert any("sends 93.3% of always-promote's replies" in line and "from a chance of 0.5 " in line for line in found)
     assert any("always-valid gate: deployed in at most 1.0% of a row's replays, for at most 2 weeks" in line
                for line in found)
+
+
+
+def test_a_regret_part_of_three_seeds_or_more_gives_the_gated_loops_ratios_an_interval_over_the_seeds():
+    seeds = [{"totals": {"gated": g, "always": 100.0, "never": 50.0}} for g in (90.0, 100.0, 110.0)]
+    # gated ÷ always over resampled seeds lies within the seeds' extremes, 0.9 and 1.1, around 1; never's is twice that
+    found = re.fullmatch(r"; 90 % interval over the seeds (\d\.\d+)–(\d\.\d+)", seeds_interval(seeds, "always"))
+    assert found and 0.9 <= float(found[1]) < 1.0 < float(found[2]) <= 1.1
+    found = re.fullmatch(r"; 90 % interval over the seeds (\d\.\d+)–(\d\.\d+)", seeds_interval(seeds, "never"))
+    assert found and 1.8 <= float(found[1]) < 2.0 < float(found[2]) <= 2.2
+    assert seeds_interval(seeds[:2], "always") == ""  # two seeds give no meaningful interval
