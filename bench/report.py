@@ -827,8 +827,9 @@ def promotion_section(pr: dict) -> list[str]:
         "most n more, so ten seeds can be gathered over several sittings); the code and what each figure means: "
         "`bench/promotion.py`.",
         "",
-        *([f"Not re-measured on the current code, so not shown: part(s) {', '.join(f'`{m}`' for m in missing)} (their "
-           "figures were of the previous world, whose reply rates were 25–35 %)."] if missing else []),
+        *([f"Not measured on the current code, so not shown: part(s) {', '.join(f'`{m}`' for m in missing)} (figures "
+           "of the previous world, whose reply rates were 25–35 %, or of older code at reduced sizes; `PROMOTION_PARTS` "
+           "measures them)."] if missing else []),
         "",
     ]
     if ope := pr.get("ope"):
