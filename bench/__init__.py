@@ -32,14 +32,15 @@ async def run_in_process(request, settings=None, *, details: bool = False) -> tu
 WRITTEN = ("bench/RESULTS.md", "bench/results.json", "bench/learning.png", "bench/outcomes.png")
 
 
-def commit() -> str:
+def commit(root: Path = HERE.parent) -> str:
     """The commit measured, with "+changes" when tracked files other than the results differ from it."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
+    # each line is "XY path": the status's two columns (" M" for a change not staged), a space, the path
     changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
                if line[3:] not in WRITTEN]
-    return git("rev-parse", "--short=10", "HEAD") + ("+changes" if changed else "")
+    return git("rev-parse", "--short=10", "HEAD").strip() + ("+changes" if changed else "")
 
 
 def cpu_model() -> str:
