@@ -113,9 +113,12 @@ def _reaped_children_cpu_seconds(pid: int) -> float:
 
 
 def _cpu(server: Server) -> dict[str, float]:
-    """CPU seconds so far: the `serve` process (API and run orchestration) and its children (the model server)."""
+    """CPU seconds so far: the `serve` process (the API) and its child processes and theirs (the run worker and its
+    model server)."""
     pid = server.process.pid
-    return {"serve": _cpu_seconds(pid), "model_server": sum(_cpu_seconds(c) for c in child_pids(pid))}
+    children = child_pids(pid)
+    return {"serve": _cpu_seconds(pid),
+            "children": sum(_cpu_seconds(c) for c in children + [g for c in children for g in child_pids(c)])}
 
 
 def _cores(server: Server, during) -> dict[str, float]:
@@ -151,13 +154,13 @@ def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 2
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ids = _start_runs(server, runs)
         result = {"load_average_before": os.getloadavg()[0]}
-        # Where the CPU goes with the runs alone: the API's process (orchestration) and the model server.
+        # Where the CPU goes with the runs alone: the API's process and its children (the run worker, the model server).
         result["runs_alone"] = _cores(server, lambda: time.sleep(10))
         iterations = _iterations(server, ids)
         loaded = _cores(server, lambda: result.update(asyncio.run(_load(server.url, ids, rate, seconds))))
         result["iterations_during_load"] = _iterations(server, ids) - iterations
         _cancel(server, ids)
-        result["cores_serve"], result["cores_model_server"] = loaded["serve"], loaded["model_server"]
+        result["cores_serve"], result["cores_children"] = loaded["serve"], loaded["children"]
         # And the API alone, on the same data once every run has stopped: what one process can serve.
         with server.client() as client:
             wait_for(lambda: all(client.get(f"/runs/{i}").json()["status"] in ("cancelled", "failed", "succeeded") for i in ids), 180)
@@ -172,6 +175,7 @@ def measure(workdir, database: str, *, split_worker: bool = False, runs: int = 2
         server.stop()
         if pg:
             pg.drop()
-    layout = "API + worker processes" if split_worker else "serve (one command; model server in a child process)"
+    layout = ("API + worker processes" if split_worker
+              else "serve (one command; its run worker and model server in child processes)")
     return {"database": database, "layout": layout,
             "runs_in_flight": runs, "target_rps": rate} | result
