@@ -551,7 +551,10 @@ def drafts_section(dr: dict) -> list[str]:
             f"call, policy and judge alike; {so['max_turns']} turns a draft). API-only `serve` plus 1 or 2 `codreamer worker` "
             f"processes on one PostgreSQL database. Each chunk of 25 prospects is a workflow of its own on the "
             f"`draft_chunks` queue, and each worker drafts at most {so['per_worker']} chunks at once (WORKER_CONCURRENCY), "
-            "of one batch or several. The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once.",
+            "of one batch or several. The same 1,000 look-alikes as one batch, and as four batches of 250 posted at once."
+            + (" All of them are one tenant's, whose limit on chunks drafted at once (`DRAFT_CONCURRENCY_PER_TENANT`, "
+               f"default 2) is set to what its workers draft: {so['per_worker']} a worker."
+               if so.get("tenant_limit_raised") else ""),
             "",
             "| batches | workers | drafted | seconds | drafts per minute | vs 1 worker |",
             "|---|---|---|---|---|---|",
